@@ -1,0 +1,50 @@
+//===- Passes.h - condensate lowerings --------------------------*- C++ -*-===//
+//
+// Declares the conversions out of the condensate dialect and the named
+// pipelines that lower a policy all the way for a target.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_CODEGEN_PASSES_H
+#define CONDENSATE_CODEGEN_PASSES_H
+
+#include "condensate/Dialect/CondensateDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+class RewritePatternSet;
+class OpPassManager;
+} // namespace mlir
+
+namespace mlir::condensate {
+
+#define GEN_PASS_DECL
+#include "condensate/Codegen/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "condensate/Codegen/Passes.h.inc"
+
+/// Adds the loop lowering of every condensate stage to `patterns`.
+void populateCondensateToLoopsPatterns(RewritePatternSet &patterns);
+
+/// Options of the CPU pipeline.
+struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
+  Option<int64_t> splits{*this, "splits",
+                         llvm::cl::desc("Sparse-attention splits (0: auto)"),
+                         llvm::cl::init(0)};
+};
+
+/// condensate-to-cpu: schedule expansion, specialisation, decomposition,
+/// loops, and the standard lowering to the LLVM dialect.
+void buildCondensateToCPUPipeline(OpPassManager &pm,
+                                  const CPUPipelineOptions &options);
+
+/// Registers the named pipelines (condensate-to-cpu, condensate-to-ptx).
+void registerCondensatePipelines();
+
+} // namespace mlir::condensate
+
+#endif // CONDENSATE_CODEGEN_PASSES_H

@@ -1,0 +1,499 @@
+//===- CondensateOps.td - condensate operations ------------*- tablegen -*-===//
+//
+// The model-level op, the high-level decode attention and append ops, and the
+// stages decode attention decomposes into. All ops work on memrefs in
+// destination-passing style: outputs are operands the op writes.
+//
+// Shapes (B = batch, Hq/Hkv = query/key-value heads, D = head_dim, P = page
+// size, NP = pages in the pool, MP = pages per sequence):
+//   q, out       memref<B x Hq x D x f32>
+//   k/v cache    memref<NP x Hkv x P x D x T>     T in {f32, f16, bf16}
+//   page table   memref<B x MP x i32>             page of the j-th P tokens
+//   lens         memref<B x i32>                  context length incl. query
+//   windows      memref<B x i32>                  per-sequence window
+//   summaries    memref<NP x Hkv x 5 x D x f32>   kmin,kmax,ksum,vmin,vmax
+//   stats        memref<B x Hq x 4 x f32>         eps_hat, keys, extra, dense
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_OPS_TD
+#define CONDENSATE_OPS_TD
+
+include "condensate/Dialect/CondensateAttrs.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Condensate_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Condensate_Dialect, mnemonic, traits>;
+
+def Condensate_F32Buffer : MemRefOf<[F32]>;
+def Condensate_I32Buffer : MemRefOf<[I32]>;
+def Condensate_KVBuffer : MemRefRankOf<[F32, F16, BF16], [4]>;
+
+//===----------------------------------------------------------------------===//
+// ModelOp
+//===----------------------------------------------------------------------===//
+
+def Condensate_ModelOp : Condensate_Op<"model", [Symbol]> {
+  let summary = "A model's attention shape and layer schedule";
+  let description = [{
+    Declares the attention configuration of a whole decoder: layer count,
+    query and key/value heads, head dimension, KV-cache page size and storage
+    type, softmax scale (default 1/sqrt(head_dim)) and the layer schedule.
+    `condensate-expand-schedule` turns it into one function per distinct
+    layer policy and an entry of the module's `condensate.layer_tables`.
+
+    ```mlir
+    condensate.model @smollm2 layers = 30, q_heads = 9, kv_heads = 3, head_dim = 64,
+        page_size = 16, kv_type = f32,
+        schedule = #condensate.schedule<layers = 30,
+                     default = #condensate.policy<window = 64, topk = 32,
+                                                  selector = exact>,
+                     rules = []>
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    I64Attr:$num_layers,
+    I64Attr:$num_q_heads,
+    I64Attr:$num_kv_heads,
+    I64Attr:$head_dim,
+    I64Attr:$page_size,
+    TypeAttr:$kv_type,
+    OptionalAttr<F32Attr>:$scale,
+    Condensate_ScheduleAttr:$schedule
+  );
+  let assemblyFormat = [{
+    $sym_name `layers` `=` $num_layers `,` `q_heads` `=` $num_q_heads `,`
+    `kv_heads` `=` $num_kv_heads `,` `head_dim` `=` $head_dim `,` `page_size` `=` $page_size
+    `,` `kv_type` `=` $kv_type `,` (`scale` `=` $scale^ `,`)? `schedule` `=`
+    $schedule attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    float getScaleOrDefault();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// DecodeAttentionOp
+//===----------------------------------------------------------------------===//
+
+def Condensate_DecodeAttentionOp : Condensate_Op<"decode_attention",
+    [AttrSizedOperandSegments, AllTypesMatch<["k_cache", "v_cache"]>]> {
+  let summary = "One decode step of (sparse) attention for one layer";
+  let description = [{
+    For every sequence b and query head h, attends q[b, h] to the condensate
+    set of the paged cache under `policy` (`#condensate.policy` or
+    `#condensate.dense`) and writes softmax(scale * q.K_C) V_C to out[b, h].
+    Query head h uses key/value head h / (Hq / Hkv). Position n-1 (n =
+    lens[b]) is the query's own, already appended.
+
+    `head_policies`, when present, gives one policy per key/value head and
+    overrides `policy` for that head. `windows` carries the per-sequence
+    window of adaptive policies (clamped to [window, window_max]).
+    `summaries` is required by the block selectors and the certificate.
+    `stats`, when present, receives per query head: the certificate bound
+    eps_hat (NaN when not computed), positions attended, extra units added,
+    and 1 when the step fell back to dense attention.
+
+    ```mlir
+    condensate.decode_attention
+        q(%q : memref<?x9x64xf32>) kv(%k, %v : memref<?x3x16x64xf16>)
+        pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>)
+        windows(%w : memref<?xi32>) summaries(%s : memref<?x3x5x64xf32>)
+        out(%o : memref<?x9x64xf32>) stats(%st : memref<?x9x4xf32>)
+        {policy = #condensate.policy<window = 64, topk = 32>, scale = 0.125 : f32}
+    ```
+  }];
+  let arguments = (ins
+    Condensate_F32Buffer:$q,
+    Condensate_KVBuffer:$k_cache,
+    Condensate_KVBuffer:$v_cache,
+    Condensate_I32Buffer:$page_table,
+    Condensate_I32Buffer:$lens,
+    Optional<Condensate_I32Buffer>:$windows,
+    Optional<Condensate_F32Buffer>:$summaries,
+    Condensate_F32Buffer:$out,
+    Optional<Condensate_F32Buffer>:$stats,
+    AnyAttr:$policy,
+    OptionalAttr<ArrayAttr>:$head_policies,
+    F32Attr:$scale,
+    OptionalAttr<Condensate_SpecAttr>:$spec
+  );
+  let assemblyFormat = [{
+    `q` `(` $q `:` type($q) `)`
+    `kv` `(` $k_cache `,` $v_cache `:` type($k_cache) `)`
+    `pages` `(` $page_table `:` type($page_table) `)`
+    `lens` `(` $lens `:` type($lens) `)`
+    (`windows` `(` $windows^ `:` type($windows) `)`)?
+    (`summaries` `(` $summaries^ `:` type($summaries) `)`)?
+    `out` `(` $out `:` type($out) `)`
+    (`stats` `(` $stats^ `:` type($stats) `)`)?
+    attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The policy of key/value head `kvHead` (PolicyAttr or DenseAttr).
+    ::mlir::Attribute getPolicyForHead(int64_t kvHead);
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// AppendKVOp
+//===----------------------------------------------------------------------===//
+
+def Condensate_AppendKVOp : Condensate_Op<"append_kv",
+    [AllTypesMatch<["k_cache", "v_cache"]>]> {
+  let summary = "Writes one token per sequence into the paged KV cache";
+  let description = [{
+    Stores k_new[b] and v_new[b] (memref<B x Hkv x D x f32>, converted to
+    the cache type) at position positions[b] of sequence b, and updates that
+    page's summaries: key min/max/sum and value min/max per channel, taken
+    over the values as stored (after conversion). The first token of a page
+    resets its summaries. O(Hkv * D) work per sequence.
+
+    ```mlir
+    condensate.append_kv k(%kn : memref<?x3x64xf32>) v(%vn : memref<?x3x64xf32>)
+        into(%k, %v : memref<?x3x16x64xf16>) pages(%pt : memref<?x?xi32>)
+        positions(%pos : memref<?xi32>) summaries(%s : memref<?x3x5x64xf32>)
+    ```
+  }];
+  let arguments = (ins
+    Condensate_F32Buffer:$k_new,
+    Condensate_F32Buffer:$v_new,
+    Condensate_KVBuffer:$k_cache,
+    Condensate_KVBuffer:$v_cache,
+    Condensate_I32Buffer:$page_table,
+    Condensate_I32Buffer:$positions,
+    Optional<Condensate_F32Buffer>:$summaries
+  );
+  let assemblyFormat = [{
+    `k` `(` $k_new `:` type($k_new) `)` `v` `(` $v_new `:` type($v_new) `)`
+    `into` `(` $k_cache `,` $v_cache `:` type($k_cache) `)`
+    `pages` `(` $page_table `:` type($page_table) `)`
+    `positions` `(` $positions `:` type($positions) `)`
+    (`summaries` `(` $summaries^ `:` type($summaries) `)`)?
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Stages
+//===----------------------------------------------------------------------===//
+
+def Condensate_ScorePagesOp : Condensate_Op<"score_pages"> {
+  let summary = "Scores every page of every sequence from its key summary";
+  let description = [{
+    scores[b, h, j] for page slot j < ceil(lens[b] / P) is, for query head h:
+    - `block_minmax`: scale * sum_c max(q_c * kmin_c, q_c * kmax_c), an upper
+      bound on every logit in the page;
+    - `block_mean`: scale * q . (ksum / n_j), the logit of the page mean.
+    Slots at or past the sequence's last page are written with -inf.
+    Reads 2 (or 1) vectors of D floats per page and key/value head.
+
+    ```mlir
+    condensate.score_pages block_minmax q(%q : memref<?x9x64xf32>)
+        summaries(%s : memref<?x3x5x64xf32>) pages(%pt : memref<?x?xi32>)
+        lens(%len : memref<?xi32>) scores(%sc : memref<?x9x?xf32>)
+        {page_size = 16 : i64, scale = 0.125 : f32}
+    ```
+  }];
+  let arguments = (ins
+    Condensate_SelectorAttr:$selector,
+    Condensate_F32Buffer:$q,
+    Condensate_F32Buffer:$summaries,
+    Condensate_I32Buffer:$page_table,
+    Condensate_I32Buffer:$lens,
+    Condensate_F32Buffer:$scores,
+    I64Attr:$page_size,
+    F32Attr:$scale
+  );
+  let assemblyFormat = [{
+    $selector `q` `(` $q `:` type($q) `)`
+    `summaries` `(` $summaries `:` type($summaries) `)`
+    `pages` `(` $page_table `:` type($page_table) `)`
+    `lens` `(` $lens `:` type($lens) `)`
+    `scores` `(` $scores `:` type($scores) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Condensate_ScoreTokensOp : Condensate_Op<"score_tokens"> {
+  let summary = "Exact logits of every cached token";
+  let description = [{
+    scores[b, h, t] = scale * q[b, h] . k[t] for t < lens[b]; -inf past it.
+    The `exact` selector's scoring: it reads every key.
+
+    ```mlir
+    condensate.score_tokens q(%q : memref<?x9x64xf32>)
+        k(%k : memref<?x3x16x64xf16>) pages(%pt : memref<?x?xi32>)
+        lens(%len : memref<?xi32>) scores(%sc : memref<?x9x?xf32>)
+        {scale = 0.125 : f32}
+    ```
+  }];
+  let arguments = (ins
+    Condensate_F32Buffer:$q,
+    Condensate_KVBuffer:$k_cache,
+    Condensate_I32Buffer:$page_table,
+    Condensate_I32Buffer:$lens,
+    Condensate_F32Buffer:$scores,
+    F32Attr:$scale
+  );
+  let assemblyFormat = [{
+    `q` `(` $q `:` type($q) `)` `k` `(` $k_cache `:` type($k_cache) `)`
+    `pages` `(` $page_table `:` type($page_table) `)`
+    `lens` `(` $lens `:` type($lens) `)`
+    `scores` `(` $scores `:` type($scores) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Condensate_SelectTopKOp : Condensate_Op<"select_topk"> {
+  let summary = "Picks the highest-scoring units outside anchor and window";
+  let description = [{
+    For each sequence b and key/value head g, ranks candidate units u by
+    max over the group's query heads of scores[b, h, u] (ties: lower unit
+    first). indices[b, g, 0 .. base) receives the `base` best units in
+    increasing unit order (a set: attention order does not matter, and
+    increasing order reads the cache sequentially); the remaining slots
+    receive the next best units in ranking order (the certificate adds them
+    in that order). Slots without a candidate get -1. A unit is a candidate
+    when it holds at least one position that is neither anchor (< anchor)
+    nor window (>= n - W) nor past the context. W is windows[b] clamped to
+    [window, window_max] when `windows` is given, else `window`.
+    Selection is a radix search for the base-th largest score over
+    order-preserving integer keys: 32 counting passes, no sort.
+
+    ```mlir
+    condensate.select_topk page scores(%sc : memref<?x9x?xf32>)
+        lens(%len : memref<?xi32>) indices(%idx : memref<?x3x4xi32>)
+        {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64,
+         page_size = 16 : i64, base = 4 : i64}
+    ```
+  }];
+  let arguments = (ins
+    Condensate_GranularityAttr:$granularity,
+    Condensate_F32Buffer:$scores,
+    Condensate_I32Buffer:$lens,
+    Optional<Condensate_I32Buffer>:$windows,
+    Condensate_I32Buffer:$indices,
+    I64Attr:$anchor,
+    I64Attr:$window,
+    I64Attr:$window_max,
+    I64Attr:$page_size,
+    I64Attr:$base
+  );
+  let assemblyFormat = [{
+    $granularity `scores` `(` $scores `:` type($scores) `)`
+    `lens` `(` $lens `:` type($lens) `)`
+    (`windows` `(` $windows^ `:` type($windows) `)`)?
+    `indices` `(` $indices `:` type($indices) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Condensate_SparseAttendOp : Condensate_Op<"sparse_attend",
+    [AttrSizedOperandSegments, AllTypesMatch<["k_cache", "v_cache"]>]> {
+  let summary = "Online-softmax partials over a condensate set, split S ways";
+  let description = [{
+    Enumerates the condensate set of (b, g) as a virtual list: `anchor`
+    anchor slots, `window_max` window slots (the first window_max - W masked),
+    then the units indices[b, g, first .. first+count) (count limited per
+    (b, g) by `limits` when given). Positions that fall past the context, or
+    into anchor/window when reached through a unit, are masked, so each
+    position is attended at most once. `include_forced = false` drops the
+    anchor and window slots (used for the certificate's extra units).
+    The list is cut into `splits` equal chunks; for chunk s and query head h
+    it writes m = max logit, l = sum exp(logit - m), c = positions attended
+    to partial_ml[b, h, s] and sum exp(logit - m) v to partial_o[b, h, s].
+
+    ```mlir
+    condensate.sparse_attend page q(%q : memref<?x9x64xf32>)
+        kv(%k, %v : memref<?x3x16x64xf16>) pages(%pt : memref<?x?xi32>)
+        lens(%len : memref<?xi32>) indices(%idx : memref<?x3x4xi32>)
+        partials(%po, %pml : memref<?x9x2x64xf32>, memref<?x9x2x3xf32>)
+        {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64,
+         first = 0 : i64, count = 4 : i64, include_forced = true,
+         scale = 0.125 : f32}
+    ```
+  }];
+  let arguments = (ins
+    Condensate_GranularityAttr:$granularity,
+    Condensate_F32Buffer:$q,
+    Condensate_KVBuffer:$k_cache,
+    Condensate_KVBuffer:$v_cache,
+    Condensate_I32Buffer:$page_table,
+    Condensate_I32Buffer:$lens,
+    Optional<Condensate_I32Buffer>:$windows,
+    Optional<Condensate_I32Buffer>:$indices,
+    Optional<Condensate_I32Buffer>:$limits,
+    Condensate_F32Buffer:$partial_o,
+    Condensate_F32Buffer:$partial_ml,
+    I64Attr:$anchor,
+    I64Attr:$window,
+    I64Attr:$window_max,
+    I64Attr:$first,
+    I64Attr:$count,
+    BoolAttr:$include_forced,
+    F32Attr:$scale
+  );
+  let assemblyFormat = [{
+    $granularity `q` `(` $q `:` type($q) `)`
+    `kv` `(` $k_cache `,` $v_cache `:` type($k_cache) `)`
+    `pages` `(` $page_table `:` type($page_table) `)`
+    `lens` `(` $lens `:` type($lens) `)`
+    (`windows` `(` $windows^ `:` type($windows) `)`)?
+    (`indices` `(` $indices^ `:` type($indices) `)`)?
+    (`limits` `(` $limits^ `:` type($limits) `)`)?
+    `partials` `(` $partial_o `,` $partial_ml `:` type($partial_o) `,`
+    type($partial_ml) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumSplits();
+    /// Length of the virtual list: anchor + window_max + count * unit.
+    int64_t getVirtualLength();
+  }];
+}
+
+def Condensate_DenseAttendOp : Condensate_Op<"dense_attend",
+    [AllTypesMatch<["k_cache", "v_cache"]>]> {
+  let summary = "Online-softmax partials over the whole context, split S ways";
+  let description = [{
+    Flash-decoding: positions [0, n) are cut into chunks of `chunk` tokens;
+    chunk s of (b, h) writes (m, l, c) to partial_ml[b, h, s] and the
+    unnormalised output to partial_o[b, h, s]. Chunks past the context write
+    m = -inf, l = 0, c = 0. With `mask`, only key/value heads g with
+    mask[b, g] != 0 are computed; the others write empty partials.
+
+    ```mlir
+    condensate.dense_attend q(%q : memref<?x9x64xf32>)
+        kv(%k, %v : memref<?x3x16x64xf16>) pages(%pt : memref<?x?xi32>)
+        lens(%len : memref<?xi32>)
+        partials(%po, %pml : memref<?x9x?x64xf32>, memref<?x9x?x3xf32>)
+        {chunk = 256 : i64, scale = 0.125 : f32}
+    ```
+  }];
+  let arguments = (ins
+    Condensate_F32Buffer:$q,
+    Condensate_KVBuffer:$k_cache,
+    Condensate_KVBuffer:$v_cache,
+    Condensate_I32Buffer:$page_table,
+    Condensate_I32Buffer:$lens,
+    Optional<Condensate_I32Buffer>:$mask,
+    Condensate_F32Buffer:$partial_o,
+    Condensate_F32Buffer:$partial_ml,
+    I64Attr:$chunk,
+    F32Attr:$scale
+  );
+  let assemblyFormat = [{
+    `q` `(` $q `:` type($q) `)`
+    `kv` `(` $k_cache `,` $v_cache `:` type($k_cache) `)`
+    `pages` `(` $page_table `:` type($page_table) `)`
+    `lens` `(` $lens `:` type($lens) `)`
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    `partials` `(` $partial_o `,` $partial_ml `:` type($partial_o) `,`
+    type($partial_ml) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Condensate_CertifyOp : Condensate_Op<"certify"> {
+  let summary = "Bounds the omitted softmax mass; picks extra units or dense";
+  let description = [{
+    For each (b, query head h): merges the base partials into m and Z_S,
+    then bounds the mass of every candidate unit u that the base set left
+    out by n_u * exp(score[b, h, u] - m) (n_u: positions of u not in anchor
+    or window; for tokens the score is the exact logit, so the bound is
+    exact). eps_hat = U / (Z_S + U) with U the sum of those terms.
+
+    When tau > 0 and the worst head of a group exceeds tau, the group adds
+    the next units indices[b, g, base .. base+e) in order, the fewest e <=
+    max_extra that bring every head of the group to eps_hat <= tau (Z_S kept
+    at its base value, which only over-estimates eps_hat); if none does, the
+    group falls back to dense attention. Writes the group's e to
+    extra[b, g], the fallback flag to fallback[b, g], and the final bound to
+    stats[b, h, 0] (0 after a fallback), e to stats[b, h, 2] and the flag to
+    stats[b, h, 3].
+
+    ```mlir
+    condensate.certify page scores(%sc : memref<?x9x?xf32>)
+        lens(%len : memref<?xi32>) indices(%idx : memref<?x3x6xi32>)
+        base(%po, %pml : memref<?x9x2x64xf32>, memref<?x9x2x3xf32>)
+        extra(%e : memref<?x3xi32>) fallback(%f : memref<?x3xi32>)
+        stats(%st : memref<?x9x4xf32>)
+        {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64,
+         page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-04 : f64}
+    ```
+  }];
+  let arguments = (ins
+    Condensate_GranularityAttr:$granularity,
+    Condensate_F32Buffer:$scores,
+    Condensate_I32Buffer:$lens,
+    Optional<Condensate_I32Buffer>:$windows,
+    Condensate_I32Buffer:$indices,
+    Condensate_F32Buffer:$partial_o,
+    Condensate_F32Buffer:$partial_ml,
+    Condensate_I32Buffer:$extra,
+    Condensate_I32Buffer:$fallback,
+    Condensate_F32Buffer:$stats,
+    I64Attr:$anchor,
+    I64Attr:$window,
+    I64Attr:$window_max,
+    I64Attr:$page_size,
+    I64Attr:$base_units,
+    F64Attr:$tau
+  );
+  let assemblyFormat = [{
+    $granularity `scores` `(` $scores `:` type($scores) `)`
+    `lens` `(` $lens `:` type($lens) `)`
+    (`windows` `(` $windows^ `:` type($windows) `)`)?
+    `indices` `(` $indices `:` type($indices) `)`
+    `base` `(` $partial_o `,` $partial_ml `:` type($partial_o) `,`
+    type($partial_ml) `)`
+    `extra` `(` $extra `:` type($extra) `)`
+    `fallback` `(` $fallback `:` type($fallback) `)`
+    `stats` `(` $stats `:` type($stats) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Condensate_MergeOp : Condensate_Op<"merge", [AttrSizedOperandSegments]> {
+  let summary = "Combines online-softmax partials into the attention output";
+  let description = [{
+    out[b, h] = (sum_s exp(m_s - M) o_s) / (sum_s exp(m_s - M) l_s) with
+    M = max_s m_s over every split of every partial set in `partials`
+    (pairs of o, ml buffers). With `fallback` and `dense`, groups g with
+    fallback[b, g] != 0 take the dense partials instead. A row whose total
+    weight is zero (no position attended) is written as zeros. With `stats`,
+    stats[b, h, 1] receives the number of positions attended; when
+    `stats_eps` is given (no certificate ran), stats[b, h, 0] receives it
+    (0 for exact dense attention, NaN for an uncertified sparse set) and
+    stats[b, h, 2] and stats[b, h, 3] receive 0.
+
+    ```mlir
+    condensate.merge partials(%po, %pml : memref<?x9x2x64xf32>, memref<?x9x2x3xf32>)
+        out(%o : memref<?x9x64xf32>)
+    ```
+  }];
+  let arguments = (ins
+    Variadic<Condensate_F32Buffer>:$partials,
+    Optional<Condensate_I32Buffer>:$fallback,
+    Variadic<Condensate_F32Buffer>:$dense,
+    Condensate_F32Buffer:$out,
+    Optional<Condensate_F32Buffer>:$stats,
+    OptionalAttr<F32Attr>:$stats_eps
+  );
+  let assemblyFormat = [{
+    `partials` `(` $partials `:` type($partials) `)`
+    (`fallback` `(` $fallback^ `:` type($fallback) `)`)?
+    (`dense` `(` $dense^ `:` type($dense) `)`)?
+    `out` `(` $out `:` type($out) `)`
+    (`stats` `(` $stats^ `:` type($stats) `)`)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // CONDENSATE_OPS_TD

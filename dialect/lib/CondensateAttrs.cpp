@@ -1,0 +1,436 @@
+//===- CondensateAttrs.cpp - policies, rules, schedules, specs ------------===//
+//
+// Parsing, printing and verification of the condensate attributes.
+//
+//===----------------------------------------------------------------------===//
+#include "condensate/Dialect/CondensateDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::condensate;
+
+#include "condensate/Dialect/CondensateEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "condensate/Dialect/CondensateAttrs.cpp.inc"
+
+void CondensateDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "condensate/Dialect/CondensateAttrs.cpp.inc"
+      >();
+}
+
+/// The strict certificate tolerance: one float32 ulp of 1 (2^-24).
+static constexpr double kStrictTau = 5.9604644775390625e-08;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// Parses `{ key = value (, key = value)* }` between `<` and `>`, calling
+/// `parseValue(key)` for each key. Rejects duplicate and unknown keys.
+static ParseResult
+parseKeyValueList(AsmParser &parser, StringRef what,
+                  ArrayRef<StringRef> allowed,
+                  function_ref<ParseResult(StringRef)> parseValue) {
+  if (parser.parseLess())
+    return failure();
+  llvm::StringSet<> seen;
+  if (succeeded(parser.parseOptionalGreater()))
+    return success();
+  do {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef key;
+    if (parser.parseKeyword(&key))
+      return failure();
+    if (!llvm::is_contained(allowed, key))
+      return parser.emitError(loc)
+             << "unknown " << what << " field '" << key
+             << "'; expected one of: " << llvm::join(allowed, ", ");
+    if (!seen.insert(key).second)
+      return parser.emitError(loc)
+             << "duplicate " << what << " field '" << key << "'";
+    if (parser.parseEqual() || parseValue(key))
+      return failure();
+  } while (succeeded(parser.parseOptionalComma()));
+  return parser.parseGreater();
+}
+
+/// Parses `[a, b to c, ...]` into an expanded list of non-negative integers.
+static ParseResult parseIndexList(AsmParser &parser,
+                                  SmallVectorImpl<int64_t> &out) {
+  return parser.parseCommaSeparatedList(
+      AsmParser::Delimiter::Square, [&]() -> ParseResult {
+        SMLoc loc = parser.getCurrentLocation();
+        int64_t first;
+        if (parser.parseInteger(first))
+          return failure();
+        int64_t last = first;
+        if (succeeded(parser.parseOptionalKeyword("to"))) {
+          if (parser.parseInteger(last))
+            return failure();
+          if (last < first)
+            return parser.emitError(loc)
+                   << "empty range " << first << " to " << last;
+          if (last - first > (1 << 20))
+            return parser.emitError(loc)
+                   << "range " << first << " to " << last << " is too large";
+        }
+        for (int64_t i = first; i <= last; ++i)
+          out.push_back(i);
+        return success();
+      });
+}
+
+/// Prints a list of integers, folding runs of three or more into `a to b`.
+static void printIndexList(AsmPrinter &printer, ArrayRef<int64_t> values) {
+  printer << "[";
+  for (size_t i = 0; i < values.size();) {
+    size_t j = i;
+    while (j + 1 < values.size() && values[j + 1] == values[j] + 1)
+      ++j;
+    if (i != 0)
+      printer << ", ";
+    if (j - i >= 2) {
+      printer << values[i] << " to " << values[j];
+      i = j + 1;
+    } else {
+      printer << values[i];
+      ++i;
+    }
+  }
+  printer << "]";
+}
+
+static bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+//===----------------------------------------------------------------------===//
+// PolicyAttr
+//===----------------------------------------------------------------------===//
+
+Attribute PolicyAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  int64_t anchor = 1, window = -1, windowMax = -1, topk = 0, pageSize = 16,
+          maxExtra = 0;
+  double tau = 0.0;
+  Selector selector = Selector::block_minmax;
+  auto parseInt = [&](int64_t &v) { return parser.parseInteger(v); };
+  static const StringRef allowed[] = {"anchor",   "window",    "window_max",
+                                      "topk",     "selector",  "page_size",
+                                      "tau",      "max_extra"};
+  if (parseKeyValueList(
+          parser, "policy", allowed, [&](StringRef key) -> ParseResult {
+            if (key == "anchor")
+              return parseInt(anchor);
+            if (key == "window")
+              return parseInt(window);
+            if (key == "window_max")
+              return parseInt(windowMax);
+            if (key == "topk")
+              return parseInt(topk);
+            if (key == "page_size")
+              return parseInt(pageSize);
+            if (key == "max_extra")
+              return parseInt(maxExtra);
+            if (key == "tau") {
+              if (succeeded(parser.parseOptionalKeyword("strict"))) {
+                tau = kStrictTau;
+                return success();
+              }
+              return parser.parseFloat(tau);
+            }
+            // selector
+            SMLoc selLoc = parser.getCurrentLocation();
+            StringRef name;
+            if (parser.parseKeyword(&name))
+              return failure();
+            std::optional<Selector> sel = symbolizeSelector(name);
+            if (!sel)
+              return parser.emitError(selLoc)
+                     << "unknown selector '" << name
+                     << "'; expected exact, block_minmax or block_mean";
+            selector = *sel;
+            return success();
+          }))
+    return {};
+  if (window < 0 && windowMax < 0) {
+    parser.emitError(loc) << "#condensate.policy needs a 'window' field";
+    return {};
+  }
+  if (windowMax < 0)
+    windowMax = window;
+  return getChecked([&] { return parser.emitError(loc); },
+                    parser.getContext(), anchor, window, windowMax, topk,
+                    selector, pageSize, llvm::APFloat(tau), maxExtra);
+}
+
+void PolicyAttr::print(AsmPrinter &printer) const {
+  printer << "<anchor = " << getAnchor() << ", window = " << getWindow();
+  if (isAdaptive())
+    printer << ", window_max = " << getWindowMax();
+  if (getTopk() > 0)
+    printer << ", topk = " << getTopk();
+  if (getSelector() != Selector::block_minmax)
+    printer << ", selector = " << stringifySelector(getSelector());
+  if (getPageSize() != 16)
+    printer << ", page_size = " << getPageSize();
+  if (isCertified()) {
+    if (getTauValue() == kStrictTau)
+      printer << ", tau = strict";
+    else
+      printer << ", tau = " << llvm::formatv("{0:e}", getTauValue()).str();
+  }
+  if (getMaxExtra() > 0)
+    printer << ", max_extra = " << getMaxExtra();
+  printer << ">";
+}
+
+LogicalResult
+PolicyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                   int64_t anchor, int64_t window, int64_t windowMax,
+                   int64_t topk, Selector selector, int64_t pageSize,
+                   llvm::APFloat tau, int64_t maxExtra) {
+  if (anchor < 0)
+    return emitError() << "policy anchor must be >= 0, got " << anchor;
+  if (window < 0)
+    return emitError() << "policy window must be >= 0, got " << window;
+  if (windowMax < window)
+    return emitError() << "policy window_max (" << windowMax
+                       << ") must be >= window (" << window << ")";
+  if (topk < 0)
+    return emitError() << "policy topk must be >= 0, got " << topk;
+  if (anchor == 0 && windowMax == 0 && topk == 0)
+    return emitError()
+           << "policy attends to nothing: anchor, window and topk are all 0";
+  if (!isPowerOfTwo(pageSize) || pageSize > 1024)
+    return emitError() << "policy page_size must be a power of two in "
+                          "[1, 1024], got "
+                       << pageSize;
+  double t = tau.convertToDouble();
+  if (!(t >= 0.0 && t < 1.0))
+    return emitError() << "policy tau must be in [0, 1), got " << t;
+  if (maxExtra < 0)
+    return emitError() << "policy max_extra must be >= 0, got " << maxExtra;
+  if (maxExtra > 0 && t == 0.0)
+    return emitError() << "policy max_extra = " << maxExtra
+                       << " needs a certified policy (tau > 0)";
+  (void)selector;
+  return success();
+}
+
+Granularity PolicyAttr::getGranularity() const {
+  return getSelector() == Selector::exact ? Granularity::token
+                                          : Granularity::page;
+}
+
+int64_t PolicyAttr::getUnitTokens() const {
+  return getGranularity() == Granularity::token ? 1 : getPageSize();
+}
+
+int64_t PolicyAttr::getTopUnits() const {
+  int64_t unit = getUnitTokens();
+  return (getTopk() + unit - 1) / unit;
+}
+
+int64_t PolicyAttr::getBudget() const {
+  return getAnchor() + getWindowMax() +
+         (getTopUnits() + getMaxExtra()) * getUnitTokens();
+}
+
+//===----------------------------------------------------------------------===//
+// RuleAttr
+//===----------------------------------------------------------------------===//
+
+Attribute RuleAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  SmallVector<int64_t> layers, kvHeads;
+  Attribute policy;
+  bool haveLayers = false;
+  static const StringRef allowed[] = {"layers", "kv_heads", "policy"};
+  if (parseKeyValueList(parser, "rule", allowed,
+                        [&](StringRef key) -> ParseResult {
+                          if (key == "layers") {
+                            haveLayers = true;
+                            return parseIndexList(parser, layers);
+                          }
+                          if (key == "kv_heads")
+                            return parseIndexList(parser, kvHeads);
+                          return parser.parseAttribute(policy);
+                        }))
+    return {};
+  if (!haveLayers || !policy) {
+    parser.emitError(loc)
+        << "#condensate.rule needs both 'layers' and 'policy' fields";
+    return {};
+  }
+  return getChecked([&] { return parser.emitError(loc); },
+                    parser.getContext(), layers, kvHeads, policy);
+}
+
+void RuleAttr::print(AsmPrinter &printer) const {
+  printer << "<layers = ";
+  printIndexList(printer, getLayers());
+  if (!getKvHeads().empty()) {
+    printer << ", kv_heads = ";
+    printIndexList(printer, getKvHeads());
+  }
+  printer << ", policy = ";
+  printer.printAttribute(getPolicy());
+  printer << ">";
+}
+
+LogicalResult RuleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               ArrayRef<int64_t> layers,
+                               ArrayRef<int64_t> kvHeads, Attribute policy) {
+  if (layers.empty())
+    return emitError() << "rule must name at least one layer";
+  for (int64_t l : layers)
+    if (l < 0)
+      return emitError() << "rule layer index must be >= 0, got " << l;
+  for (int64_t h : kvHeads)
+    if (h < 0)
+      return emitError() << "rule kv_head index must be >= 0, got " << h;
+  if (!isPolicyLike(policy))
+    return emitError() << "rule policy must be #condensate.policy or "
+                          "#condensate.dense, got "
+                       << policy;
+  return success();
+}
+
+bool RuleAttr::appliesTo(int64_t layer, int64_t kvHead) const {
+  if (!llvm::is_contained(getLayers(), layer))
+    return false;
+  return getKvHeads().empty() || llvm::is_contained(getKvHeads(), kvHead);
+}
+
+//===----------------------------------------------------------------------===//
+// ScheduleAttr
+//===----------------------------------------------------------------------===//
+
+Attribute ScheduleAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  int64_t numLayers = -1;
+  Attribute defaultPolicy;
+  SmallVector<RuleAttr> rules;
+  static const StringRef allowed[] = {"layers", "default", "rules"};
+  if (parseKeyValueList(
+          parser, "schedule", allowed, [&](StringRef key) -> ParseResult {
+            if (key == "layers")
+              return parser.parseInteger(numLayers);
+            if (key == "default")
+              return parser.parseAttribute(defaultPolicy);
+            return parser.parseCommaSeparatedList(
+                AsmParser::Delimiter::Square, [&]() -> ParseResult {
+                  SMLoc ruleLoc = parser.getCurrentLocation();
+                  Attribute rule;
+                  if (parser.parseAttribute(rule))
+                    return failure();
+                  auto typed = dyn_cast<RuleAttr>(rule);
+                  if (!typed)
+                    return parser.emitError(ruleLoc)
+                           << "expected #condensate.rule, got " << rule;
+                  rules.push_back(typed);
+                  return success();
+                });
+          }))
+    return {};
+  if (numLayers < 0 || !defaultPolicy) {
+    parser.emitError(loc)
+        << "#condensate.schedule needs 'layers' and 'default' fields";
+    return {};
+  }
+  return getChecked([&] { return parser.emitError(loc); },
+                    parser.getContext(), numLayers, defaultPolicy, rules);
+}
+
+void ScheduleAttr::print(AsmPrinter &printer) const {
+  printer << "<layers = " << getNumLayers() << ", default = ";
+  printer.printAttribute(getDefaultPolicy());
+  printer << ", rules = [";
+  llvm::interleaveComma(getRules(), printer,
+                        [&](RuleAttr r) { printer.printAttribute(r); });
+  printer << "]>";
+}
+
+LogicalResult
+ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     int64_t numLayers, Attribute defaultPolicy,
+                     ArrayRef<RuleAttr> rules) {
+  if (numLayers <= 0)
+    return emitError() << "schedule layers must be > 0, got " << numLayers;
+  if (!isPolicyLike(defaultPolicy))
+    return emitError() << "schedule default must be #condensate.policy or "
+                          "#condensate.dense, got "
+                       << defaultPolicy;
+  for (auto [i, rule] : llvm::enumerate(rules))
+    for (int64_t l : rule.getLayers())
+      if (l >= numLayers)
+        return emitError() << "schedule rule " << i << " names layer " << l
+                           << " but the schedule has " << numLayers
+                           << " layers";
+  return success();
+}
+
+Attribute ScheduleAttr::getPolicy(int64_t layer, int64_t kvHead) const {
+  Attribute result = getDefaultPolicy();
+  for (RuleAttr rule : getRules())
+    if (rule.appliesTo(layer, kvHead))
+      result = rule.getPolicy();
+  return result;
+}
+
+SmallVector<int64_t> ScheduleAttr::getPillarLayers(int64_t numKVHeads) const {
+  SmallVector<int64_t> pillars;
+  for (int64_t l = 0; l < getNumLayers(); ++l) {
+    bool allDense = true;
+    for (int64_t h = 0; h < numKVHeads && allDense; ++h)
+      allDense = isa<DenseAttr>(getPolicy(l, h));
+    if (allDense)
+      pillars.push_back(l);
+  }
+  return pillars;
+}
+
+//===----------------------------------------------------------------------===//
+// SpecAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t headDim, int64_t qHeads,
+                               int64_t kvHeads, int64_t pageSize, Type kvType,
+                               int64_t topUnits, int64_t extraUnits,
+                               int64_t splits, Target target) {
+  if (headDim <= 0 || headDim % 8 != 0 || headDim > 512)
+    return emitError() << "spec head_dim must be a positive multiple of 8 "
+                          "up to 512, got "
+                       << headDim;
+  if (qHeads <= 0 || kvHeads <= 0)
+    return emitError() << "spec head counts must be > 0, got q_heads = "
+                       << qHeads << ", kv_heads = " << kvHeads;
+  if (qHeads % kvHeads != 0)
+    return emitError() << "spec q_heads (" << qHeads
+                       << ") must be a multiple of kv_heads (" << kvHeads
+                       << ")";
+  if (!isPowerOfTwo(pageSize) || pageSize > 1024)
+    return emitError() << "spec page_size must be a power of two in "
+                          "[1, 1024], got "
+                       << pageSize;
+  if (!kvType.isF32() && !kvType.isF16() && !kvType.isBF16())
+    return emitError() << "spec kv_type must be f32, f16 or bf16, got "
+                       << kvType;
+  if (topUnits < 0 || extraUnits < 0)
+    return emitError() << "spec top_units and extra_units must be >= 0";
+  if (splits <= 0)
+    return emitError() << "spec splits must be > 0, got " << splits;
+  (void)target;
+  return success();
+}

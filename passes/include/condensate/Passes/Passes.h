@@ -1,0 +1,29 @@
+//===- Passes.h - condensate transformation passes --------------*- C++ -*-===//
+//
+// Declares the passes that stay inside the condensate dialect.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_PASSES_PASSES_H
+#define CONDENSATE_PASSES_PASSES_H
+
+#include "condensate/Dialect/CondensateDialect.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::condensate {
+
+#define GEN_PASS_DECL
+#include "condensate/Passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "condensate/Passes/Passes.h.inc"
+
+/// The number of sparse-attention splits the specialiser picks for a
+/// condensate set of `virtualLength` slots on `target`.
+int64_t chooseSparseSplits(Target target, int64_t virtualLength);
+
+/// The tokens per dense-attention split picked for `target`.
+int64_t chooseDenseChunk(Target target);
+
+} // namespace mlir::condensate
+
+#endif // CONDENSATE_PASSES_PASSES_H

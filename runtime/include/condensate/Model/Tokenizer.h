@@ -1,0 +1,124 @@
+//===- Tokenizer.h - Byte-level BPE tokenizer from GGUF metadata ----------===//
+//
+// GPT-2 style byte-level BPE as used by SmolLM2 (tokenizer.ggml.model "gpt2",
+// tokenizer.ggml.pre "smollm"). Encoding matches Hugging Face `tokenizers`
+// with pre_tokenizers Sequence[Digits(individual_digits=true),
+// ByteLevel(add_prefix_space=false, use_regex=true)]:
+//   1. control tokens (and user-defined tokens) are cut out of the text,
+//   2. every Unicode number character becomes a piece of its own,
+//   3. the rest is split by the GPT-2 regex
+//      's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//   4. each piece's bytes are merged by BPE rank.
+// Decoding is the exact inverse: decode(encode(s)) == s for every byte string,
+// including invalid UTF-8 (such bytes become single-byte tokens).
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_MODEL_TOKENIZER_H
+#define CONDENSATE_MODEL_TOKENIZER_H
+
+#include "condensate/Runtime/Status.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace condensate::model {
+
+class GGUFFile;
+
+/// tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
+enum class TokenType : int32_t {
+  Undefined = 0,
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
+};
+
+/// Everything a Tokenizer is built from; fromGGUF fills it from metadata.
+struct TokenizerConfig {
+  /// Token texts in byte-level form ("Ġthe" for " the"), indexed by id.
+  std::vector<std::string> tokens;
+  /// Per-token TokenType codes; empty means all Normal.
+  std::vector<int32_t> tokenTypes;
+  /// "left right" pairs, highest priority first.
+  std::vector<std::string> merges;
+  /// "smollm" (digits split one by one) or "gpt-2" (no digit split).
+  std::string preTokenizer = "smollm";
+  /// Special token ids, -1 when absent.
+  int32_t bosId = -1, eosId = -1, unkId = -1, padId = -1;
+  bool addBosToken = false;
+  bool addEosToken = false;
+};
+
+class Tokenizer {
+public:
+  /// Reads tokenizer.ggml.* keys; errors name the offending key.
+  static Result<Tokenizer> fromGGUF(const GGUFFile &file);
+  /// Validates `config` (every byte must have a token, every merge and its
+  /// result must be in the vocabulary, ids in range).
+  static Result<Tokenizer> create(TokenizerConfig config);
+
+  /// Token ids for `text`. With `parseSpecial`, control-token texts such as
+  /// "<|im_start|>" in `text` become their single ids; without it they are
+  /// tokenised as plain text. User-defined tokens are always recognised.
+  /// `addSpecial` adds BOS/EOS where the model's add_bos/add_eos flags say so.
+  std::vector<int32_t> encode(std::string_view text, bool parseSpecial = false,
+                              bool addSpecial = false) const;
+
+  /// Bytes of the concatenated tokens. Control tokens are rendered as their
+  /// text unless `renderSpecial` is false; ids out of range are skipped.
+  std::string decode(const std::vector<int32_t> &ids,
+                     bool renderSpecial = true) const;
+  /// Bytes of one token (possibly part of a UTF-8 sequence); empty for an id
+  /// out of range.
+  std::string tokenToPiece(int32_t id, bool renderSpecial = true) const;
+
+  int32_t vocabSize() const { return int32_t(tokens_.size()); }
+  /// The stored (byte-level) text of a token; empty for an id out of range.
+  const std::string &tokenText(int32_t id) const;
+  TokenType tokenType(int32_t id) const;
+  /// The id whose stored text is exactly `text`, or -1.
+  int32_t findToken(std::string_view text) const;
+
+  int32_t bosId() const { return bosId_; }
+  int32_t eosId() const { return eosId_; }
+  int32_t unkId() const { return unkId_; }
+  int32_t padId() const { return padId_; }
+  bool addBosToken() const { return addBos_; }
+  bool addEosToken() const { return addEos_; }
+
+  /// Steps 2-3 above on plain text (no special tokens): the pieces BPE sees,
+  /// as views into `text`.
+  std::vector<std::string_view> preTokenize(std::string_view text) const;
+
+private:
+  struct Merge {
+    int32_t rank;
+    int32_t result;
+  };
+  Tokenizer() = default;
+  void encodePlain(std::string_view text, std::vector<int32_t> &out) const;
+  void encodeWord(std::string_view word, std::vector<int32_t> &out) const;
+
+  std::vector<std::string> tokens_;
+  std::vector<TokenType> types_;
+  std::vector<std::string> pieces_; // Decoded bytes of each token.
+  std::unordered_map<std::string, int32_t> vocab_;
+  std::unordered_map<uint64_t, Merge> merges_; // (left << 32 | right).
+  std::array<int32_t, 256> byteTokens_{};
+  /// Texts matched in the input, longest first: (id, always-on).
+  std::vector<std::pair<int32_t, bool>> specials_;
+  bool splitDigits_ = true;
+  int32_t bosId_ = -1, eosId_ = -1, unkId_ = -1, padId_ = -1;
+  bool addBos_ = false, addEos_ = false;
+};
+
+} // namespace condensate::model
+
+#endif // CONDENSATE_MODEL_TOKENIZER_H

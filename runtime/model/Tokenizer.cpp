@@ -1,0 +1,490 @@
+//===- Tokenizer.cpp - Byte-level BPE encoding and decoding ---------------===//
+
+#include "condensate/Model/Tokenizer.h"
+
+#include "Unicode.h"
+#include "condensate/Model/GGUF.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <new>
+#include <queue>
+#include <stdexcept>
+
+namespace condensate::model {
+
+namespace {
+
+using unicode::CharClass;
+
+/// GPT-2's bytes_to_unicode(): printable Latin-1 bytes map to themselves,
+/// the other 68 bytes to U+0100.. in byte order.
+std::array<uint32_t, 256> byteToCodepoint() {
+  std::array<uint32_t, 256> map{};
+  uint32_t next = 256;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) ||
+                           (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    map[b] = printable ? b : next++;
+  }
+  return map;
+}
+
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+/// One decoded character of the text being pre-tokenised.
+struct Char {
+  uint32_t offset;
+  uint32_t cp;
+  CharClass cls;
+};
+
+/// Length in characters of the GPT-2 regex match at chars[i] within
+/// chars[i, end). Alternatives are tried in the regex's order; the first
+/// that matches wins (leftmost-first, like Oniguruma).
+size_t matchGpt2(const std::vector<Char> &chars, size_t i, size_t end) {
+  const auto cpAt = [&](size_t k) { return k < end ? chars[k].cp : 0u; };
+  // 's|'t|'re|'ve|'m|'ll|'d
+  if (chars[i].cp == '\'') {
+    const uint32_t c1 = cpAt(i + 1), c2 = cpAt(i + 2);
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd')
+      return 2;
+    if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') ||
+        (c1 == 'l' && c2 == 'l'))
+      return 3;
+  }
+  // ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+'
+  for (CharClass cls :
+       {CharClass::Letter, CharClass::Number, CharClass::Other}) {
+    size_t k = i;
+    if (chars[k].cp == ' ' && k + 1 < end && chars[k + 1].cls == cls)
+      ++k;
+    if (chars[k].cls != cls)
+      continue;
+    while (k < end && chars[k].cls == cls)
+      ++k;
+    return k - i;
+  }
+  // '\s+(?!\S)|\s+': a whitespace run, less its last character when a
+  // non-space follows and the run is longer than one.
+  size_t k = i;
+  while (k < end && chars[k].cls == CharClass::Whitespace)
+    ++k;
+  if (k < end && k - i > 1)
+    --k;
+  return k - i;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Construction
+//===----------------------------------------------------------------------===//
+
+Result<Tokenizer> Tokenizer::create(TokenizerConfig config) {
+  try {
+    Tokenizer t;
+    const size_t n = config.tokens.size();
+    if (n == 0)
+      return Status::error("tokenizer: empty vocabulary");
+    if (n > size_t(std::numeric_limits<int32_t>::max()))
+      return Status::error("tokenizer: vocabulary of " + std::to_string(n) +
+                           " tokens is too large");
+    if (!config.tokenTypes.empty() && config.tokenTypes.size() != n)
+      return Status::error("tokenizer: " +
+                           std::to_string(config.tokenTypes.size()) +
+                           " token types for " + std::to_string(n) +
+                           " tokens");
+    if (config.preTokenizer == "smollm")
+      t.splitDigits_ = true;
+    else if (config.preTokenizer == "gpt-2" || config.preTokenizer == "gpt2")
+      t.splitDigits_ = false;
+    else
+      return Status::error("tokenizer: unsupported pre-tokenizer " +
+                           quoted(config.preTokenizer) +
+                           ", expected 'smollm' or 'gpt-2'");
+
+    const std::array<uint32_t, 256> byteMap = byteToCodepoint();
+    std::unordered_map<uint32_t, uint8_t> codepointToByte;
+    for (uint32_t b = 0; b < 256; ++b)
+      codepointToByte.emplace(byteMap[b], uint8_t(b));
+
+    t.tokens_ = std::move(config.tokens);
+    t.types_.resize(n, TokenType::Normal);
+    t.pieces_.resize(n);
+    t.vocab_.reserve(n);
+    for (size_t id = 0; id < n; ++id) {
+      const std::string &text = t.tokens_[id];
+      if (!config.tokenTypes.empty())
+        t.types_[id] = static_cast<TokenType>(config.tokenTypes[id]);
+      // Later duplicates win, as in tokenizers' vocabulary map.
+      t.vocab_[text] = int32_t(id);
+      const TokenType type = t.types_[id];
+      if (type == TokenType::Control || type == TokenType::UserDefined) {
+        t.pieces_[id] = text;
+        if (!text.empty())
+          t.specials_.emplace_back(int32_t(id),
+                                   type == TokenType::UserDefined);
+        continue;
+      }
+      // Byte-level text back to bytes; characters outside the byte map
+      // (never produced by the encoder) are kept as their UTF-8.
+      std::string &piece = t.pieces_[id];
+      for (size_t pos = 0; pos < text.size();) {
+        uint32_t cp;
+        const size_t len = unicode::decodeUtf8(text, pos, cp);
+        auto it = codepointToByte.find(cp);
+        if (it != codepointToByte.end())
+          piece += char(it->second);
+        else
+          piece.append(text, pos, len);
+        pos += len;
+      }
+    }
+    std::stable_sort(t.specials_.begin(), t.specials_.end(),
+                     [&](const auto &a, const auto &b) {
+                       return t.tokens_[a.first].size() >
+                              t.tokens_[b.first].size();
+                     });
+
+    for (uint32_t b = 0; b < 256; ++b) {
+      std::string text;
+      unicode::appendUtf8(text, byteMap[b]);
+      auto it = t.vocab_.find(text);
+      if (it == t.vocab_.end()) {
+        char hex[8];
+        std::snprintf(hex, sizeof(hex), "0x%02X", b);
+        return Status::error(std::string("tokenizer: no token for byte ") +
+                             hex + " (" + quoted(text) + ")");
+      }
+      t.byteTokens_[b] = it->second;
+    }
+
+    if (config.merges.size() > size_t(std::numeric_limits<int32_t>::max()))
+      return Status::error("tokenizer: too many merges");
+    t.merges_.reserve(config.merges.size());
+    for (size_t rank = 0; rank < config.merges.size(); ++rank) {
+      const std::string &merge = config.merges[rank];
+      const std::string where =
+          "tokenizer: merge #" + std::to_string(rank) + " " + quoted(merge);
+      const size_t space = merge.size() > 1 ? merge.find(' ', 1)
+                                            : std::string::npos;
+      if (space == std::string::npos)
+        return Status::error(where + " is not two tokens separated by a space");
+      const std::string left = merge.substr(0, space);
+      const std::string right = merge.substr(space + 1);
+      auto l = t.vocab_.find(left), r = t.vocab_.find(right),
+           m = t.vocab_.find(left + right);
+      if (l == t.vocab_.end() || r == t.vocab_.end() || m == t.vocab_.end())
+        return Status::error(
+            where + ": " +
+            quoted(l == t.vocab_.end()   ? left
+                   : r == t.vocab_.end() ? right
+                                         : left + right) +
+            " is not in the vocabulary");
+      const uint64_t key = (uint64_t(uint32_t(l->second)) << 32) |
+                           uint32_t(r->second);
+      // Later duplicates win, as in tokenizers (and GPT-2's bpe_ranks dict).
+      t.merges_[key] = Merge{int32_t(rank), m->second};
+    }
+
+    const auto checkId = [&](int32_t id, const char *what) -> Status {
+      if (id < -1 || id >= int32_t(n))
+        return Status::error(std::string("tokenizer: ") + what + " id " +
+                             std::to_string(id) + " is outside the " +
+                             std::to_string(n) + "-token vocabulary");
+      return Status::success();
+    };
+    CONDENSATE_RETURN_IF_ERROR(checkId(config.bosId, "BOS"));
+    CONDENSATE_RETURN_IF_ERROR(checkId(config.eosId, "EOS"));
+    CONDENSATE_RETURN_IF_ERROR(checkId(config.unkId, "UNK"));
+    CONDENSATE_RETURN_IF_ERROR(checkId(config.padId, "PAD"));
+    if (config.addBosToken && config.bosId < 0)
+      return Status::error("tokenizer: add_bos_token is set but there is no "
+                           "BOS token");
+    if (config.addEosToken && config.eosId < 0)
+      return Status::error("tokenizer: add_eos_token is set but there is no "
+                           "EOS token");
+    t.bosId_ = config.bosId;
+    t.eosId_ = config.eosId;
+    t.unkId_ = config.unkId;
+    t.padId_ = config.padId;
+    t.addBos_ = config.addBosToken;
+    t.addEos_ = config.addEosToken;
+    return t;
+  } catch (const std::bad_alloc &) {
+    return Status::error("tokenizer: out of memory");
+  } catch (const std::length_error &) {
+    return Status::error("tokenizer: out of memory");
+  }
+}
+
+Result<Tokenizer> Tokenizer::fromGGUF(const GGUFFile &file) {
+  const std::string where = file.name() + ": ";
+  Result<std::string> model = file.getString("tokenizer.ggml.model");
+  if (!model)
+    return model.status();
+  if (*model != "gpt2")
+    return Status::error(where + "tokenizer.ggml.model is " + quoted(*model) +
+                         ", only 'gpt2' (byte-level BPE) is supported");
+
+  TokenizerConfig config;
+  Result<std::string> pre = file.getString("tokenizer.ggml.pre");
+  if (!pre)
+    return pre.status();
+  config.preTokenizer = *pre;
+
+  Result<std::vector<std::string>> tokens =
+      file.getStringArray("tokenizer.ggml.tokens");
+  if (!tokens)
+    return tokens.status();
+  config.tokens = tokens.take();
+  if (file.has("tokenizer.ggml.token_type")) {
+    Result<std::vector<int32_t>> types =
+        file.getI32Array("tokenizer.ggml.token_type");
+    if (!types)
+      return types.status();
+    config.tokenTypes = types.take();
+  }
+  Result<std::vector<std::string>> merges =
+      file.getStringArray("tokenizer.ggml.merges");
+  if (!merges)
+    return merges.status();
+  config.merges = merges.take();
+
+  // Optional ids; -1 (or 0xFFFFFFFF as uint32) means "none".
+  const auto readId = [&](const char *key, int32_t &out) -> Status {
+    if (!file.has(key))
+      return Status::success();
+    Result<int64_t> id = file.getI64(key);
+    if (!id)
+      return id.status();
+    if (*id == -1 || *id == 0xFFFFFFFFll)
+      return Status::success();
+    if (*id < 0 || *id >= int64_t(config.tokens.size()))
+      return Status::error(where + "key " + quoted(key) + " is " +
+                           std::to_string(*id) + ", outside the " +
+                           std::to_string(config.tokens.size()) +
+                           "-token vocabulary");
+    out = int32_t(*id);
+    return Status::success();
+  };
+  CONDENSATE_RETURN_IF_ERROR(readId("tokenizer.ggml.bos_token_id", config.bosId));
+  CONDENSATE_RETURN_IF_ERROR(readId("tokenizer.ggml.eos_token_id", config.eosId));
+  CONDENSATE_RETURN_IF_ERROR(
+      readId("tokenizer.ggml.unknown_token_id", config.unkId));
+  CONDENSATE_RETURN_IF_ERROR(
+      readId("tokenizer.ggml.padding_token_id", config.padId));
+  const auto readFlag = [&](const char *key, bool &out) -> Status {
+    if (!file.has(key))
+      return Status::success();
+    Result<bool> flag = file.getBool(key);
+    if (!flag)
+      return flag.status();
+    out = *flag;
+    return Status::success();
+  };
+  CONDENSATE_RETURN_IF_ERROR(
+      readFlag("tokenizer.ggml.add_bos_token", config.addBosToken));
+  CONDENSATE_RETURN_IF_ERROR(
+      readFlag("tokenizer.ggml.add_eos_token", config.addEosToken));
+
+  Result<Tokenizer> tokenizer = create(std::move(config));
+  if (!tokenizer)
+    return tokenizer.status().withContext(file.name());
+  return tokenizer;
+}
+
+//===----------------------------------------------------------------------===//
+// Encoding
+//===----------------------------------------------------------------------===//
+
+std::vector<std::string_view>
+Tokenizer::preTokenize(std::string_view text) const {
+  std::vector<Char> chars;
+  chars.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    uint32_t cp;
+    const size_t len = unicode::decodeUtf8(text, pos, cp);
+    chars.push_back(Char{uint32_t(pos), cp, unicode::classify(cp)});
+    pos += len;
+  }
+  std::vector<std::string_view> pieces;
+  const auto offsetOf = [&](size_t k) {
+    return k < chars.size() ? size_t(chars[k].offset) : text.size();
+  };
+  const auto emit = [&](size_t from, size_t to) {
+    pieces.push_back(text.substr(offsetOf(from), offsetOf(to) - offsetOf(from)));
+  };
+  // Regex pieces of chars[from, to), where the regex sees `to` as the end.
+  const auto split = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to;) {
+      const size_t length = matchGpt2(chars, i, to);
+      emit(i, i + length);
+      i += length;
+    }
+  };
+  size_t segment = 0;
+  for (size_t i = 0; i < chars.size(); ++i) {
+    if (splitDigits_ && chars[i].cls == CharClass::Number) {
+      split(segment, i);
+      emit(i, i + 1);
+      segment = i + 1;
+    }
+  }
+  split(segment, chars.size());
+  return pieces;
+}
+
+void Tokenizer::encodeWord(std::string_view word,
+                           std::vector<int32_t> &out) const {
+  if (word.size() == 1) {
+    out.push_back(byteTokens_[uint8_t(word[0])]);
+    return;
+  }
+  struct Symbol {
+    int32_t id;
+    int32_t prev;
+    int32_t next;
+  };
+  struct Candidate {
+    int32_t rank;
+    int32_t left;
+    int32_t leftId;
+    int32_t rightId;
+    // Min-heap on (rank, left position), as tokenizers does.
+    bool operator<(const Candidate &o) const {
+      return rank != o.rank ? rank > o.rank : left > o.left;
+    }
+  };
+  std::vector<Symbol> symbols(word.size());
+  for (size_t i = 0; i < word.size(); ++i)
+    symbols[i] = Symbol{byteTokens_[uint8_t(word[i])], int32_t(i) - 1,
+                        i + 1 < word.size() ? int32_t(i + 1) : -1};
+  std::priority_queue<Candidate> queue;
+  const auto consider = [&](int32_t left) {
+    if (left < 0 || symbols[left].next < 0)
+      return;
+    const Symbol &l = symbols[left], &r = symbols[l.next];
+    auto it = merges_.find((uint64_t(uint32_t(l.id)) << 32) | uint32_t(r.id));
+    if (it != merges_.end())
+      queue.push(Candidate{it->second.rank, left, l.id, r.id});
+  };
+  for (int32_t i = 0; i + 1 < int32_t(word.size()); ++i)
+    consider(i);
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol &l = symbols[c.left];
+    // Skip candidates made stale by an earlier merge.
+    if (l.id != c.leftId || l.next < 0 || symbols[l.next].id != c.rightId)
+      continue;
+    const int32_t right = l.next;
+    l.id = merges_.at((uint64_t(uint32_t(c.leftId)) << 32) |
+                      uint32_t(c.rightId))
+               .result;
+    l.next = symbols[right].next;
+    if (l.next >= 0)
+      symbols[l.next].prev = c.left;
+    symbols[right].id = -1; // Dead: can never match a candidate again.
+    consider(l.prev);
+    consider(c.left);
+  }
+  for (int32_t i = 0; i >= 0; i = symbols[i].next)
+    out.push_back(symbols[i].id);
+}
+
+void Tokenizer::encodePlain(std::string_view text,
+                            std::vector<int32_t> &out) const {
+  // Words repeat a lot in real text; remember their ids for this call.
+  std::unordered_map<std::string_view, std::pair<size_t, size_t>> cache;
+  std::vector<int32_t> scratch;
+  for (std::string_view word : preTokenize(text)) {
+    auto it = cache.find(word);
+    if (it != cache.end()) {
+      out.insert(out.end(), scratch.begin() + it->second.first,
+                 scratch.begin() + it->second.second);
+      continue;
+    }
+    const size_t begin = scratch.size();
+    encodeWord(word, scratch);
+    cache.emplace(word, std::make_pair(begin, scratch.size()));
+    out.insert(out.end(), scratch.begin() + begin, scratch.end());
+  }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text,
+                                       bool parseSpecial,
+                                       bool addSpecial) const {
+  std::vector<int32_t> out;
+  if (addSpecial && addBos_)
+    out.push_back(bosId_);
+  // Cut out special-token texts: leftmost match, longest at that position.
+  size_t plainStart = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    int32_t matched = -1;
+    for (const auto &[id, alwaysOn] : specials_) {
+      if (!alwaysOn && !parseSpecial)
+        continue;
+      const std::string &s = tokens_[id];
+      if (text.compare(pos, s.size(), s) == 0) {
+        matched = id;
+        break;
+      }
+    }
+    if (matched < 0) {
+      ++pos;
+      continue;
+    }
+    encodePlain(text.substr(plainStart, pos - plainStart), out);
+    out.push_back(matched);
+    pos += tokens_[matched].size();
+    plainStart = pos;
+  }
+  encodePlain(text.substr(plainStart), out);
+  if (addSpecial && addEos_)
+    out.push_back(eosId_);
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Decoding and lookup
+//===----------------------------------------------------------------------===//
+
+std::string Tokenizer::tokenToPiece(int32_t id, bool renderSpecial) const {
+  if (id < 0 || id >= vocabSize())
+    return std::string();
+  if (!renderSpecial && types_[id] == TokenType::Control)
+    return std::string();
+  return pieces_[id];
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t> &ids,
+                              bool renderSpecial) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocabSize())
+      continue;
+    if (!renderSpecial && types_[id] == TokenType::Control)
+      continue;
+    out += pieces_[id];
+  }
+  return out;
+}
+
+const std::string &Tokenizer::tokenText(int32_t id) const {
+  static const std::string empty;
+  return id >= 0 && id < vocabSize() ? tokens_[id] : empty;
+}
+
+TokenType Tokenizer::tokenType(int32_t id) const {
+  return id >= 0 && id < vocabSize() ? types_[id] : TokenType::Undefined;
+}
+
+int32_t Tokenizer::findToken(std::string_view text) const {
+  auto it = vocab_.find(std::string(text));
+  return it == vocab_.end() ? -1 : it->second;
+}
+
+} // namespace condensate::model

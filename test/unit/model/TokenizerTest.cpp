@@ -1,0 +1,593 @@
+//===- TokenizerTest.cpp - Byte-level BPE tokenizer -----------------------===//
+
+#include "ModelTestSupport.h"
+
+#include "condensate/Model/GGUF.h"
+#include "condensate/Model/Tokenizer.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <random>
+
+using namespace condensate;
+using namespace condensate::model;
+using namespace condensate::model::testsupport;
+
+namespace {
+
+std::string utf8(uint32_t cp) {
+  std::string out;
+  if (cp < 0x80) {
+    out += char(cp);
+  } else if (cp < 0x800) {
+    out += char(0xC0 | (cp >> 6));
+    out += char(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += char(0xE0 | (cp >> 12));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  } else {
+    out += char(0xF0 | (cp >> 18));
+    out += char(0x80 | ((cp >> 12) & 0x3F));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  }
+  return out;
+}
+
+/// GPT-2's byte-to-unicode table, written out independently of the library.
+std::string byteLevel(uint8_t byte) {
+  static const std::vector<uint32_t> table = [] {
+    std::vector<uint32_t> t(256, 0);
+    std::vector<bool> printable(256, false);
+    for (int b = '!'; b <= '~'; ++b)
+      printable[b] = true;
+    for (int b = 0xA1; b <= 0xAC; ++b)
+      printable[b] = true;
+    for (int b = 0xAE; b <= 0xFF; ++b)
+      printable[b] = true;
+    uint32_t next = 256;
+    for (int b = 0; b < 256; ++b)
+      t[b] = printable[b] ? uint32_t(b) : next++;
+    return t;
+  }();
+  return utf8(table[byte]);
+}
+
+std::string byteLevel(std::string_view text) {
+  std::string out;
+  for (char c : text)
+    out += byteLevel(uint8_t(c));
+  return out;
+}
+
+/// A small vocabulary: three control tokens, the 256 byte tokens, and a few
+/// merges (given in plain text, converted to byte-level form).
+TokenizerConfig smallConfig(
+    const std::vector<std::pair<std::string, std::string>> &merges = {
+        {" ", "t"}, {"h", "e"}, {" t", "he"}, {"t", "he"}, {"i", "n"},
+        {" ", "c"}, {"a", "t"}, {" c", "at"}, {" ", " "}, {"1", "2"},
+        {"'", "s"}}) {
+  TokenizerConfig c;
+  c.tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  c.tokenTypes = {3, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    c.tokens.push_back(byteLevel(uint8_t(b)));
+    c.tokenTypes.push_back(1);
+  }
+  for (const auto &[l, r] : merges) {
+    c.merges.push_back(byteLevel(l) + " " + byteLevel(r));
+    c.tokens.push_back(byteLevel(l + r));
+    c.tokenTypes.push_back(1);
+  }
+  c.bosId = 1;
+  c.eosId = 2;
+  c.unkId = 0;
+  c.padId = 2;
+  return c;
+}
+
+Tokenizer smallTokenizer() {
+  Result<Tokenizer> t = Tokenizer::create(smallConfig());
+  EXPECT_TRUE(t.ok()) << t.message();
+  return t.take();
+}
+
+std::vector<std::string> texts(const std::vector<int32_t> &ids,
+                               const Tokenizer &t) {
+  std::vector<std::string> out;
+  for (int32_t id : ids)
+    out.push_back(t.tokenToPiece(id));
+  return out;
+}
+
+/// Random valid UTF-8 mixing the character kinds the pre-tokenizer treats
+/// differently: letters of many scripts, digits of many kinds, combining
+/// marks, emoji, whitespace of every kind, punctuation, contractions and
+/// code points from every plane.
+std::string randomUtf8(std::mt19937 &rng, size_t maxUnits,
+                       bool withSpecials = false) {
+  static const std::vector<uint32_t> spaces = {
+      ' ',    '\t',   '\n',   '\r',   0x0B,   0x0C,   0x85,   0xA0,
+      0x1680, 0x2000, 0x2007, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F,
+      0x3000, 0x1C,   0x1F,   0x200B, 0xFEFF};
+  static const std::vector<uint32_t> digits = {
+      '0',    '5',    '9',    0xB2,   0xB9,   0xBD,   0x660,  0x669,
+      0x966,  0xFF10, 0xFF19, 0x2155, 0x2160, 0x3007, 0x1D7CE, 0x10107};
+  static const std::vector<std::string> pieces = {
+      "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "''", "  ",
+      "\n\n", " \n", "...", "!?", "http://x.y/z?q=1", "e\xCC\x81", "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9"};
+  static const std::vector<std::string> specials = {
+      "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|im_start", "|>"};
+  std::string out;
+  const size_t units = rng() % (maxUnits + 1);
+  for (size_t u = 0; u < units; ++u) {
+    uint32_t cp;
+    switch (rng() % 16) {
+    case 0: case 1: case 2: case 3:
+      cp = 0x20 + rng() % 95; // Printable ASCII.
+      break;
+    case 4:
+      cp = spaces[rng() % spaces.size()];
+      break;
+    case 5:
+      cp = digits[rng() % digits.size()];
+      break;
+    case 6:
+      cp = 0xA0 + rng() % (0x250 - 0xA0); // Latin-1 and Latin extended.
+      break;
+    case 7:
+      cp = 0x300 + rng() % 0x70; // Combining marks.
+      break;
+    case 8:
+      cp = (rng() % 2 ? 0x4E00 + rng() % 0x5200 : 0xAC00 + rng() % 0x2BA4);
+      break;
+    case 9:
+      cp = 0x1F300 + rng() % 0x800; // Emoji and symbols.
+      break;
+    case 10:
+      cp = 0x370 + rng() % 0x500; // Greek, Cyrillic, Armenian, Hebrew, Arabic.
+      break;
+    case 11: {
+      // Any plane. Skip surrogates, and U+11DE0..11DE9 / U+16FF4..16FF6:
+      // numbers only since Unicode 17, which tokenizers' Digits (Rust std)
+      // knows but its regex (and our Unicode 16 tables) do not.
+      do {
+        cp = 0x80 + rng() % (0x110000 - 0x80);
+      } while ((cp >= 0xD800 && cp <= 0xDFFF) ||
+               (cp >= 0x11DE0 && cp <= 0x11DE9) ||
+               (cp >= 0x16FF4 && cp <= 0x16FF6));
+      break;
+    }
+    case 12:
+    case 13:
+      out += pieces[rng() % pieces.size()];
+      continue;
+    case 14:
+      if (withSpecials) {
+        out += specials[rng() % specials.size()];
+        continue;
+      }
+      cp = 'a' + rng() % 26;
+      break;
+    default:
+      cp = 'a' + rng() % 26;
+      break;
+    }
+    out += utf8(cp);
+  }
+  return out;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Pre-tokenisation (expected splits checked against tokenizers' Sequence[
+// Digits(individual_digits=True), ByteLevel(use_regex=True)])
+//===----------------------------------------------------------------------===//
+
+TEST(TokenizerPreTokenize, GPT2RegexWithDigitSplit) {
+  const Tokenizer t = smallTokenizer();
+  using V = std::vector<std::string_view>;
+  const std::vector<std::pair<std::string, V>> cases = {
+      {"Hello world", {"Hello", " world"}},
+      {"I'm 12 years old's", {"I", "'m", " ", "1", "2", " years", " old", "'s"}},
+      {"a  b", {"a", " ", " b"}},
+      {"a \n\nb", {"a", " \n", "\n", "b"}},
+      {"x   ", {"x", "   "}},
+      {"   ", {"   "}},
+      {"   x", {"  ", " x"}},
+      {"hello!!! ??", {"hello", "!!!", " ??"}},
+      {"x\xC2\xB2\xC2\xB3", {"x", "\xC2\xB2", "\xC2\xB3"}},
+      {"na\xC3\xAFve caf\xC3\xA9", {"na\xC3\xAFve", " caf\xC3\xA9"}},
+      {"e\xCC\x81", {"e", "\xCC\x81"}},
+      {"don't 'S", {"don", "'t", " '", "S"}},
+      {"''s", {"''", "s"}},
+      {"'ll'LL", {"'ll", "'", "LL"}},
+      {"\t\tfoo", {"\t", "\t", "foo"}},
+      {"a\xC2\xA0" "b", {"a", "\xC2\xA0", "b"}},
+      {"a\x1C" "b", {"a", "\x1C", "b"}},
+      {"a 1", {"a", " ", "1"}},
+      {"x  1", {"x", "  ", "1"}},
+      {"\n\n\n", {"\n\n\n"}},
+      {"$12.5%", {"$", "1", "2", ".", "5", "%"}},
+      {"\xFF\xFE" "ab \xC3", {"\xFF\xFE", "ab", " \xC3"}},
+      {"", {}},
+  };
+  for (const auto &[text, expected] : cases)
+    EXPECT_EQ(t.preTokenize(text), expected) << "text: " << text;
+}
+
+TEST(TokenizerPreTokenize, GPT2ModeKeepsDigitRuns) {
+  TokenizerConfig c = smallConfig();
+  c.preTokenizer = "gpt-2";
+  Result<Tokenizer> t = Tokenizer::create(c);
+  ASSERT_TRUE(t.ok()) << t.message();
+  EXPECT_EQ(t->preTokenize("I have 123 apples"),
+            (std::vector<std::string_view>{"I", " have", " 123", " apples"}));
+}
+
+//===----------------------------------------------------------------------===//
+// BPE
+//===----------------------------------------------------------------------===//
+
+TEST(TokenizerBPE, MergesByRank) {
+  const Tokenizer t = smallTokenizer();
+  EXPECT_EQ(texts(t.encode("the cat"), t),
+            (std::vector<std::string>{"the", " cat"}));
+  EXPECT_EQ(texts(t.encode("  the"), t), (std::vector<std::string>{" ", " the"}));
+  // Digits are split before BPE, so the "1 2" merge never applies.
+  EXPECT_EQ(texts(t.encode("12's"), t), (std::vector<std::string>{"1", "2", "'s"}));
+
+  // Rank, not position, decides: "b c" (rank 0) beats "a b" (rank 1).
+  Result<Tokenizer> r = Tokenizer::create(smallConfig({{"b", "c"}, {"a", "b"}}));
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(texts(r->encode("abc"), *r), (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(texts(r->encode("abab"), *r), (std::vector<std::string>{"ab", "ab"}));
+  Result<Tokenizer> l = Tokenizer::create(smallConfig({{"a", "b"}, {"b", "c"}}));
+  ASSERT_TRUE(l.ok()) << l.message();
+  EXPECT_EQ(texts(l->encode("abc"), *l), (std::vector<std::string>{"ab", "c"}));
+  // Equal pairs merge left to right.
+  Result<Tokenizer> a = Tokenizer::create(smallConfig({{"a", "a"}}));
+  ASSERT_TRUE(a.ok()) << a.message();
+  EXPECT_EQ(texts(a->encode("aaaaa"), *a),
+            (std::vector<std::string>{"aa", "aa", "a"}));
+}
+
+TEST(TokenizerBPE, EveryByteHasAToken) {
+  const Tokenizer t = smallTokenizer();
+  for (int b = 0; b < 256; ++b) {
+    const std::string s(1, char(b));
+    const std::vector<int32_t> ids = t.encode(s);
+    ASSERT_EQ(ids.size(), 1u) << b;
+    EXPECT_EQ(t.tokenText(ids[0]), byteLevel(uint8_t(b)));
+    EXPECT_EQ(t.decode(ids), s);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Round trips
+//===----------------------------------------------------------------------===//
+
+TEST(TokenizerRoundTrip, RandomUtf8) {
+  const Tokenizer t = smallTokenizer();
+  std::mt19937 rng(42);
+  for (int i = 0; i < 3000; ++i) {
+    const std::string s = randomUtf8(rng, 80, /*withSpecials=*/i % 2);
+    for (bool parseSpecial : {false, true}) {
+      const std::vector<int32_t> ids = t.encode(s, parseSpecial);
+      ASSERT_EQ(t.decode(ids), s) << "parseSpecial " << parseSpecial;
+      std::string pieces;
+      for (int32_t id : ids)
+        pieces += t.tokenToPiece(id);
+      ASSERT_EQ(pieces, s);
+    }
+  }
+}
+
+TEST(TokenizerRoundTrip, InvalidUtf8AndEmpty) {
+  const Tokenizer t = smallTokenizer();
+  EXPECT_TRUE(t.encode("").empty());
+  EXPECT_EQ(t.decode({}), "");
+  const std::vector<std::string> samples = {
+      "\xFF", "\xC3", "a\xC3", "\xED\xA0\x80", "\xC0\xAF", "\xE0\x80\xAF",
+      "\xF4\x90\x80\x80", "\xF0\x9F\x98", "\x80\x80 x", "\xF8\x88\x80\x80\x80",
+      std::string("\0a\0", 3)};
+  for (const std::string &s : samples)
+    EXPECT_EQ(t.decode(t.encode(s)), s);
+  std::mt19937 rng(3);
+  for (int i = 0; i < 2000; ++i) {
+    std::string s(rng() % 64, '\0');
+    for (char &c : s)
+      c = char(rng());
+    ASSERT_EQ(t.decode(t.encode(s, true)), s);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Special tokens
+//===----------------------------------------------------------------------===//
+
+TEST(TokenizerSpecial, ControlTokensOnlyWhenParsing) {
+  const Tokenizer t = smallTokenizer();
+  const std::string chat = "<|im_start|>user\nthe cat<|im_end|>\n<|endoftext|>";
+  const std::vector<int32_t> ids = t.encode(chat, /*parseSpecial=*/true);
+  ASSERT_GE(ids.size(), 5u);
+  EXPECT_EQ(ids.front(), 1);
+  EXPECT_EQ(ids.back(), 0);
+  EXPECT_NE(std::find(ids.begin(), ids.end(), 2), ids.end());
+  EXPECT_EQ(t.decode(ids), chat);
+  EXPECT_EQ(t.decode(ids, /*renderSpecial=*/false), "user\nthe cat\n");
+
+  const std::vector<int32_t> plain = t.encode(chat, /*parseSpecial=*/false);
+  for (int32_t id : plain)
+    EXPECT_GT(id, 2);
+  EXPECT_EQ(t.decode(plain), chat);
+  EXPECT_EQ(t.tokenType(1), TokenType::Control);
+  EXPECT_EQ(t.findToken("<|im_end|>"), 2);
+}
+
+TEST(TokenizerSpecial, LeftmostLongestAndUserDefined) {
+  TokenizerConfig c = smallConfig();
+  c.tokens.push_back("<a>");
+  c.tokenTypes.push_back(3);
+  c.tokens.push_back("<a>b");
+  c.tokenTypes.push_back(3);
+  c.tokens.push_back("[USR]");
+  c.tokenTypes.push_back(4);
+  const int32_t a = int32_t(c.tokens.size()) - 3, ab = a + 1, usr = a + 2;
+  Result<Tokenizer> t = Tokenizer::create(c);
+  ASSERT_TRUE(t.ok()) << t.message();
+  EXPECT_EQ(t->encode("<a>b<a>", true), (std::vector<int32_t>{ab, a}));
+  // User-defined tokens are recognised even without parseSpecial.
+  const std::vector<int32_t> ids = t->encode("x[USR]y", false);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[1], usr);
+  EXPECT_EQ(t->decode(ids, /*renderSpecial=*/false), "x[USR]y");
+}
+
+TEST(TokenizerSpecial, AddSpecialAndBadIds) {
+  TokenizerConfig c = smallConfig();
+  c.addBosToken = true;
+  Result<Tokenizer> t = Tokenizer::create(c);
+  ASSERT_TRUE(t.ok()) << t.message();
+  EXPECT_EQ(t->encode("", false, /*addSpecial=*/true), std::vector<int32_t>{1});
+  EXPECT_TRUE(t->encode("", false, /*addSpecial=*/false).empty());
+  EXPECT_EQ(t->decode({-5, 100000, 1}), "<|im_start|>");
+  EXPECT_EQ(t->tokenToPiece(-1), "");
+  EXPECT_EQ(t->tokenText(1 << 30), "");
+}
+
+//===----------------------------------------------------------------------===//
+// Construction errors
+//===----------------------------------------------------------------------===//
+
+TEST(TokenizerErrors, InvalidConfigurations) {
+  TokenizerConfig c = smallConfig();
+  c.tokens[3 + 'A'] = "A_missing";
+  Result<Tokenizer> t = Tokenizer::create(c);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.message(), "tokenizer: no token for byte 0x41 ('A')");
+
+  c = smallConfig();
+  c.merges.push_back("x zz");
+  t = Tokenizer::create(c);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.message(),
+            "tokenizer: merge #11 'x zz': 'zz' is not in the vocabulary");
+
+  c = smallConfig();
+  c.merges.push_back("xyz");
+  EXPECT_NE(Tokenizer::create(c).message().find("is not two tokens"),
+            std::string::npos);
+
+  c = smallConfig();
+  c.preTokenizer = "llama-bpe";
+  EXPECT_EQ(Tokenizer::create(c).message(),
+            "tokenizer: unsupported pre-tokenizer 'llama-bpe', expected "
+            "'smollm' or 'gpt-2'");
+
+  c = smallConfig();
+  c.eosId = 1 << 20;
+  EXPECT_NE(Tokenizer::create(c).message().find("EOS id 1048576 is outside"),
+            std::string::npos);
+
+  c = smallConfig();
+  c.tokenTypes.pop_back();
+  EXPECT_FALSE(Tokenizer::create(c).ok());
+  EXPECT_FALSE(Tokenizer::create(TokenizerConfig()).ok());
+}
+
+TEST(TokenizerErrors, FromGGUFNamesTheKey) {
+  GGUFBuilder b;
+  b.addString("tokenizer.ggml.model", "llama");
+  Result<GGUFFile> f = GGUFFile::fromBuffer(b.build(), "tok.gguf");
+  ASSERT_TRUE(f.ok()) << f.message();
+  EXPECT_EQ(Tokenizer::fromGGUF(*f).message(),
+            "tok.gguf: tokenizer.ggml.model is 'llama', only 'gpt2' "
+            "(byte-level BPE) is supported");
+
+  const TokenizerConfig c = smallConfig();
+  GGUFBuilder g;
+  g.addString("tokenizer.ggml.model", "gpt2")
+      .addString("tokenizer.ggml.pre", "smollm")
+      .addStringArray("tokenizer.ggml.tokens", c.tokens)
+      .addArray<int32_t>("tokenizer.ggml.token_type", ValueType::Int32,
+                         c.tokenTypes)
+      .addStringArray("tokenizer.ggml.merges", c.merges)
+      .addU32("tokenizer.ggml.bos_token_id", 1)
+      .addU32("tokenizer.ggml.eos_token_id", 2)
+      .addBool("tokenizer.ggml.add_bos_token", true);
+  f = GGUFFile::fromBuffer(g.build(), "tok.gguf");
+  ASSERT_TRUE(f.ok()) << f.message();
+  Result<Tokenizer> t = Tokenizer::fromGGUF(*f);
+  ASSERT_TRUE(t.ok()) << t.message();
+  EXPECT_EQ(t->vocabSize(), int32_t(c.tokens.size()));
+  EXPECT_TRUE(t->addBosToken());
+  EXPECT_EQ(t->encode("the", false, true).front(), 1);
+
+  g.addU32("tokenizer.ggml.unknown_token_id", 999999);
+  f = GGUFFile::fromBuffer(g.build(), "tok.gguf");
+  ASSERT_TRUE(f.ok()) << f.message();
+  EXPECT_EQ(Tokenizer::fromGGUF(*f).message(),
+            "tok.gguf: key 'tokenizer.ggml.unknown_token_id' is 999999, "
+            "outside the " + std::to_string(c.tokens.size()) +
+                "-token vocabulary");
+}
+
+//===----------------------------------------------------------------------===//
+// The real model
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Fixed texts compared with the reference, including the awkward cases.
+const std::vector<std::string> &fixedTexts() {
+  static const std::vector<std::string> texts = {
+      "",
+      "The capital of France is",
+      "Hello, world! How's it going? I'm fine, they'll see, we've won, you'd know.",
+      "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
+      "trained by Hugging Face<|im_end|>\n<|im_start|>user\nWhat is 2+2?"
+      "<|im_end|>\n<|im_start|>assistant\n",
+      "In 1889, 3.14159 and 1,000,000 and 0x1F and 42nd and -7e-3.",
+      "def f(x):\n    return x ** 2  # square\n\n\n\tif x:\n\t\tpass\n",
+      "    leading spaces and trailing spaces    ",
+      "line1\r\nline2\n\nline3 \n \n",
+      "na\xC3\xAFve caf\xC3\xA9 r\xC3\xA9sum\xC3\xA9 \xC3\x9C" "ber Stra\xC3\x9F" "e",
+      "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE\xE3\x83\x86\xE3\x82\xAD"
+      "\xE3\x82\xB9\xE3\x83\x88\xE3\x80\x82\xE4\xB8\xAD\xE6\x96\x87\xE3\x80\x82"
+      " \xED\x95\x9C\xEA\xB5\xAD\xEC\x96\xB4",
+      "\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82 \xD0\xBC\xD0\xB8\xD1\x80"
+      " \xCE\x93\xCE\xB5\xCE\xB9\xCE\xAC \xD8\xB3\xD9\x84\xD8\xA7\xD9\x85 "
+      "\xD9\xA1\xD9\xA2\xD9\xA3",
+      "emoji \xF0\x9F\x98\x80\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD "
+      "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7"
+      " \xE2\x9D\xA4\xEF\xB8\x8F",
+      "x\xC2\xB2 + y\xC2\xB3 = \xC2\xBD \xE2\x85\xA0 \xEF\xBC\x91\xEF\xBC\x92",
+      "e\xCC\x81 a\xCC\x8A\xCC\x81 \xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5"
+      "\x8D\xE0\xA4\xA4\xE0\xA5\x87",
+      "nbsp\xC2\xA0here, ideographic\xE3\x80\x80space, em\xE2\x80\x83space,"
+      " zwsp\xE2\x80\x8Bhere \x1C\x1D\x1E\x1F sep\xE2\x80\xA8line",
+      "'s 't 're 've 'm 'll 'd 'S 'T ''s '''' it's-'tis",
+      "http://example.com/path?query=1&b=2#frag <tag attr=\"v\">text</tag>",
+      "!!!??? ... --- *** ~~~ $$$ %%% ^^^ &&& @@@ ### ||| \\\\ ///",
+      "<|im_start|><|im_end|><|endoftext|><|im_start <|im_end|",
+      "<repo_name>x<file_sep>y<filename>z<gh_stars>10",
+      "\n",
+      " ",
+      "a",
+  };
+  return texts;
+}
+
+struct RealTokenizer {
+  std::string path;
+  Result<Tokenizer> tokenizer = Status::error("not loaded");
+};
+
+RealTokenizer &realTokenizer() {
+  static RealTokenizer real = [] {
+    RealTokenizer r;
+    r.path = modelPath();
+    if (r.path.empty())
+      return r;
+    Result<GGUFFile> f = GGUFFile::open(r.path);
+    if (!f) {
+      r.tokenizer = f.status();
+      return r;
+    }
+    r.tokenizer = Tokenizer::fromGGUF(*f);
+    return r;
+  }();
+  return real;
+}
+
+} // namespace
+
+TEST(TokenizerRealModel, Vocabulary) {
+  RealTokenizer &real = realTokenizer();
+  if (real.path.empty())
+    GTEST_SKIP() << modelSkipMessage();
+  ASSERT_TRUE(real.tokenizer.ok()) << real.tokenizer.message();
+  const Tokenizer &t = *real.tokenizer;
+  EXPECT_EQ(t.vocabSize(), 49152);
+  EXPECT_EQ(t.bosId(), 1);
+  EXPECT_EQ(t.eosId(), 2);
+  EXPECT_EQ(t.unkId(), 0);
+  EXPECT_EQ(t.padId(), 2);
+  EXPECT_FALSE(t.addBosToken());
+  EXPECT_EQ(t.tokenText(1), "<|im_start|>");
+  EXPECT_EQ(t.tokenType(1), TokenType::Control);
+  EXPECT_EQ(t.tokenToPiece(7042), " Paris");
+  std::mt19937 rng(11);
+  for (int i = 0; i < 500; ++i) {
+    const std::string s = randomUtf8(rng, 60, true);
+    ASSERT_EQ(t.decode(t.encode(s, true)), s);
+    ASSERT_EQ(t.decode(t.encode(s, false)), s);
+  }
+}
+
+TEST(TokenizerRealModel, MatchesPythonTokenizers) {
+  RealTokenizer &real = realTokenizer();
+  if (real.path.empty())
+    GTEST_SKIP() << modelSkipMessage();
+  if (!referenceAvailable())
+    GTEST_SKIP() << referenceSkipMessage();
+  ASSERT_TRUE(real.tokenizer.ok()) << real.tokenizer.message();
+  const Tokenizer &t = *real.tokenizer;
+
+  std::vector<std::string> inputs = fixedTexts();
+  std::mt19937 rng(2024);
+  for (int i = 0; i < 400; ++i)
+    inputs.push_back(randomUtf8(rng, i < 300 ? 40 : 400, i % 3 == 0));
+  const std::string dir = ::testing::TempDir();
+  const std::string textsPath = dir + "condensate_tok_texts.json";
+  const std::string json = nlohmann::json(inputs).dump();
+  writeFile(textsPath, json.data(), json.size());
+
+  for (bool parseSpecial : {true, false}) {
+    SCOPED_TRACE(parseSpecial ? "parseSpecial" : "plain");
+    const std::string out = dir + "condensate_tok_ids.json";
+    std::string log;
+    ASSERT_EQ(runReference("tokenize " + shellQuote(real.path) +
+                               " --texts-file " + shellQuote(textsPath) +
+                               (parseSpecial ? "" : " --no-special") +
+                               " --out " + shellQuote(out),
+                           log),
+              0)
+        << log;
+    const nlohmann::json ids = nlohmann::json::parse(readFile(out))["ids"];
+    ASSERT_EQ(ids.size(), inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::vector<int32_t> expected = ids[i].get<std::vector<int32_t>>();
+      const std::vector<int32_t> mine = t.encode(inputs[i], parseSpecial);
+      ASSERT_EQ(mine, expected) << "text #" << i << ": "
+                                << nlohmann::json(inputs[i]).dump();
+    }
+  }
+}
+
+TEST(TokenizerRealModel, HundredKilobytesUnderASecond) {
+  RealTokenizer &real = realTokenizer();
+  if (real.path.empty())
+    GTEST_SKIP() << modelSkipMessage();
+  ASSERT_TRUE(real.tokenizer.ok()) << real.tokenizer.message();
+  std::mt19937 rng(5);
+  std::string text;
+  while (text.size() < 100 * 1024) {
+    text += fixedTexts()[rng() % fixedTexts().size()];
+    text += randomUtf8(rng, 40);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int32_t> ids = real.tokenizer->encode(text, true);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  std::printf("encoded %zu bytes into %zu tokens in %.3f s\n", text.size(),
+              ids.size(), seconds);
+  EXPECT_EQ(real.tokenizer->decode(ids), text);
+  EXPECT_LT(seconds, 1.0);
+}
