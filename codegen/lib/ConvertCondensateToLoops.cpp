@@ -29,7 +29,7 @@ constexpr int64_t kLanes = 8;
 /// Additive safety margin, relative to 1 + |u|, applied to a unit's logit
 /// bound before it enters the certificate: it covers float32 rounding in
 /// the bound and in the partials, so eps_hat stays an upper bound.
-constexpr double kBoundMargin = 1.0 / 4096.0;
+constexpr double kBoundMargin = 1.0 / 16384.0;
 
 int64_t staticDim(Value v, int64_t i) {
   return cast<MemRefType>(v.getType()).getDimSize(i);
@@ -440,6 +440,8 @@ struct LowerSparseAttend : OpRewritePattern<SparseAttendOp> {
                       return {t, valid};
                     },
                     [&](Emitter &e) -> SmallVector<Value> {
+                      if (!op.getIndices())
+                        return {e.idx(0), e.i1(false)};
                       Value rel = e.sub(v, e.idx(forced));
                       Value j = e.divs(rel, e.idx(unitTokens));
                       Value off = e.rems(rel, e.idx(unitTokens));

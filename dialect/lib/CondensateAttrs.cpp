@@ -119,8 +119,9 @@ static bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 Attribute PolicyAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
-  int64_t anchor = 1, window = -1, windowMax = -1, topk = 0, pageSize = 16,
+  int64_t anchor = 1, window = 0, windowMax = 0, topk = 0, pageSize = 16,
           maxExtra = 0;
+  bool haveWindow = false, haveWindowMax = false;
   double tau = 0.0;
   Selector selector = Selector::block_minmax;
   auto parseInt = [&](int64_t &v) { return parser.parseInteger(v); };
@@ -131,10 +132,14 @@ Attribute PolicyAttr::parse(AsmParser &parser, Type) {
           parser, "policy", allowed, [&](StringRef key) -> ParseResult {
             if (key == "anchor")
               return parseInt(anchor);
-            if (key == "window")
+            if (key == "window") {
+              haveWindow = true;
               return parseInt(window);
-            if (key == "window_max")
+            }
+            if (key == "window_max") {
+              haveWindowMax = true;
               return parseInt(windowMax);
+            }
             if (key == "topk")
               return parseInt(topk);
             if (key == "page_size")
@@ -162,11 +167,11 @@ Attribute PolicyAttr::parse(AsmParser &parser, Type) {
             return success();
           }))
     return {};
-  if (window < 0 && windowMax < 0) {
+  if (!haveWindow) {
     parser.emitError(loc) << "#condensate.policy needs a 'window' field";
     return {};
   }
-  if (windowMax < 0)
+  if (!haveWindowMax)
     windowMax = window;
   return getChecked([&] { return parser.emitError(loc); },
                     parser.getContext(), anchor, window, windowMax, topk,

@@ -6,7 +6,6 @@
 #include "condensate/Model/GGUF.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <limits>
 #include <new>
 #include <queue>
@@ -148,17 +147,13 @@ Result<Tokenizer> Tokenizer::create(TokenizerConfig config) {
                               t.tokens_[b.first].size();
                      });
 
+    // Real vocabularies may lack some bytes (SmolLM2 has no token for 21 of
+    // them); like tokenizers without an unk token, encoding drops those.
     for (uint32_t b = 0; b < 256; ++b) {
       std::string text;
       unicode::appendUtf8(text, byteMap[b]);
       auto it = t.vocab_.find(text);
-      if (it == t.vocab_.end()) {
-        char hex[8];
-        std::snprintf(hex, sizeof(hex), "0x%02X", b);
-        return Status::error(std::string("tokenizer: no token for byte ") +
-                             hex + " (" + quoted(text) + ")");
-      }
-      t.byteTokens_[b] = it->second;
+      t.byteTokens_[b] = it == t.vocab_.end() ? -1 : it->second;
     }
 
     if (config.merges.size() > size_t(std::numeric_limits<int32_t>::max()))
@@ -340,7 +335,8 @@ Tokenizer::preTokenize(std::string_view text) const {
 void Tokenizer::encodeWord(std::string_view word,
                            std::vector<int32_t> &out) const {
   if (word.size() == 1) {
-    out.push_back(byteTokens_[uint8_t(word[0])]);
+    if (int32_t id = byteTokens_[uint8_t(word[0])]; id >= 0)
+      out.push_back(id);
     return;
   }
   struct Symbol {
@@ -358,10 +354,17 @@ void Tokenizer::encodeWord(std::string_view word,
       return rank != o.rank ? rank > o.rank : left > o.left;
     }
   };
-  std::vector<Symbol> symbols(word.size());
-  for (size_t i = 0; i < word.size(); ++i)
-    symbols[i] = Symbol{byteTokens_[uint8_t(word[i])], int32_t(i) - 1,
-                        i + 1 < word.size() ? int32_t(i + 1) : -1};
+  // Bytes without a token are dropped before merging, so their neighbours
+  // become adjacent (tokenizers' BPE without unk token does the same).
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  for (char c : word)
+    if (int32_t id = byteTokens_[uint8_t(c)]; id >= 0)
+      symbols.push_back(Symbol{id, int32_t(symbols.size()) - 1, -1});
+  if (symbols.empty())
+    return;
+  for (size_t i = 0; i + 1 < symbols.size(); ++i)
+    symbols[i].next = int32_t(i + 1);
   std::priority_queue<Candidate> queue;
   const auto consider = [&](int32_t left) {
     if (left < 0 || symbols[left].next < 0)
@@ -371,7 +374,7 @@ void Tokenizer::encodeWord(std::string_view word,
     if (it != merges_.end())
       queue.push(Candidate{it->second.rank, left, l.id, r.id});
   };
-  for (int32_t i = 0; i + 1 < int32_t(word.size()); ++i)
+  for (int32_t i = 0; i + 1 < int32_t(symbols.size()); ++i)
     consider(i);
   while (!queue.empty()) {
     const Candidate c = queue.top();
@@ -481,6 +484,8 @@ const std::string &Tokenizer::tokenText(int32_t id) const {
 TokenType Tokenizer::tokenType(int32_t id) const {
   return id >= 0 && id < vocabSize() ? types_[id] : TokenType::Undefined;
 }
+
+int32_t Tokenizer::byteToken(uint8_t byte) const { return byteTokens_[byte]; }
 
 int32_t Tokenizer::findToken(std::string_view text) const {
   auto it = vocab_.find(std::string(text));

@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 namespace condensate::model::testsupport {
@@ -180,18 +181,22 @@ inline bool fileExists(const std::string &path) {
 inline std::string repoRoot() { return CONDENSATE_TEST_REPO_ROOT; }
 
 /// $CONDENSATE_MODEL, else models/SmolLM2-135M-Instruct.Q4_1.gguf in the
-/// repository; empty if that file does not exist.
-inline std::string modelPath() {
+/// repository.
+inline std::string modelCandidate() {
   const char *env = std::getenv("CONDENSATE_MODEL");
-  std::string path = env && *env
-                         ? std::string(env)
-                         : repoRoot() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return env && *env ? std::string(env)
+                     : repoRoot() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+/// modelCandidate() if that file exists, else empty.
+inline std::string modelPath() {
+  const std::string path = modelCandidate();
   return fileExists(path) ? path : std::string();
 }
 
 inline std::string modelSkipMessage() {
-  return "real model not found: set CONDENSATE_MODEL or place "
-         "models/SmolLM2-135M-Instruct.Q4_1.gguf in the repository";
+  return "real model not found at " + modelCandidate() +
+         " (set CONDENSATE_MODEL to the SmolLM2-135M-Instruct Q4_1 .gguf)";
 }
 
 inline std::string shellQuote(const std::string &s) {
@@ -226,15 +231,35 @@ inline std::string referenceSkipMessage() {
          "gguf tokenizers, or set CONDENSATE_PYTHON)";
 }
 
+/// A per-process path in the test temp directory (ctest runs tests in
+/// parallel processes), removed with its ".json" sidecar on destruction.
+class TempPath {
+public:
+  explicit TempPath(const std::string &name)
+      : path_(::testing::TempDir() + "condensate_" +
+              std::to_string(::getpid()) + "_" + name) {}
+  ~TempPath() {
+    std::remove(path_.c_str());
+    std::remove((path_ + ".json").c_str());
+  }
+  TempPath(const TempPath &) = delete;
+  TempPath &operator=(const TempPath &) = delete;
+  const std::string &str() const { return path_; }
+  operator const std::string &() const { return path_; }
+
+private:
+  std::string path_;
+};
+
 /// Runs the reference script with `args` (already shell-quoted); returns the
 /// exit status and puts its combined output in `log`.
 inline int runReference(const std::string &args, std::string &log) {
-  const std::string logPath = ::testing::TempDir() + "gguf_reference.log";
+  const TempPath logPath("gguf_reference.log");
   const std::string cmd = shellQuote(python()) + " " +
                           shellQuote(referenceScript()) + " " + args + " >" +
                           shellQuote(logPath) + " 2>&1";
   const int rc = std::system(cmd.c_str());
-  std::ifstream in(logPath);
+  std::ifstream in(logPath.str());
   log.assign(std::istreambuf_iterator<char>(in), {});
   return rc;
 }

@@ -10,7 +10,12 @@
 //      's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //   4. each piece's bytes are merged by BPE rank.
 // Decoding is the exact inverse: decode(encode(s)) == s for every byte string,
-// including invalid UTF-8 (such bytes become single-byte tokens).
+// including invalid UTF-8 (such bytes become single-byte tokens), provided
+// the vocabulary has a token for each byte of s. A byte without one is
+// dropped, as tokenizers' BPE without an unk token drops it. SmolLM2's
+// vocabulary lacks 21 bytes: 0x04 0x06 0x13 0x14 0x16 0x1D (control
+// characters), 0xF1 0xF2 (lead bytes of U+40000..U+BFFFF, planes 4-11, all
+// unassigned) and 0xC0 0xC1 0xF5..0xFF (never in valid UTF-8); see byteToken.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_MODEL_TOKENIZER_H
@@ -60,8 +65,8 @@ class Tokenizer {
 public:
   /// Reads tokenizer.ggml.* keys; errors name the offending key.
   static Result<Tokenizer> fromGGUF(const GGUFFile &file);
-  /// Validates `config` (every byte must have a token, every merge and its
-  /// result must be in the vocabulary, ids in range).
+  /// Validates `config` (every merge and its result must be in the
+  /// vocabulary, special ids in range).
   static Result<Tokenizer> create(TokenizerConfig config);
 
   /// Token ids for `text`. With `parseSpecial`, control-token texts such as
@@ -83,6 +88,9 @@ public:
   /// The stored (byte-level) text of a token; empty for an id out of range.
   const std::string &tokenText(int32_t id) const;
   TokenType tokenType(int32_t id) const;
+  /// The token of a single byte, or -1 if the vocabulary has none (such
+  /// bytes are dropped by encode).
+  int32_t byteToken(uint8_t byte) const;
   /// The id whose stored text is exactly `text`, or -1.
   int32_t findToken(std::string_view text) const;
 

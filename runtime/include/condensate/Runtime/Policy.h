@@ -1,0 +1,120 @@
+//===- Policy.h - policies and schedules for the runtime API ----*- C++ -*-===//
+//
+// Plain C++ descriptions of a condensate policy, a layer schedule and a
+// model's attention shape, mirroring the dialect's #condensate.policy and
+// #condensate.schedule. They are read from JSON or from MLIR attribute text
+// (the latter through the compiler, see Engine.h) and rendered back to MLIR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_RUNTIME_POLICY_H
+#define CONDENSATE_RUNTIME_POLICY_H
+
+#include "condensate/Runtime/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace condensate {
+
+enum class Selector { Exact, BlockMinMax, BlockMean };
+enum class KVType { F32, F16, BF16 };
+
+const char *selectorName(Selector s);
+const char *kvTypeName(KVType t);
+/// Bytes per stored key/value element.
+int kvTypeBytes(KVType t);
+
+/// One layer's (or key/value head's) policy. `dense` ignores the rest.
+struct Policy {
+  bool dense = false;
+  int64_t anchor = 1;
+  int64_t window = 0;
+  int64_t windowMax = 0; ///< == window for a fixed window
+  int64_t topk = 0;
+  Selector selector = Selector::BlockMinMax;
+  int64_t pageSize = 16;
+  double tau = 0.0;
+  int64_t maxExtra = 0;
+
+  static Policy makeDense() {
+    Policy p;
+    p.dense = true;
+    return p;
+  }
+  bool adaptive() const { return !dense && windowMax > window; }
+  bool certified() const { return !dense && tau > 0.0; }
+  bool tokenGranularity() const { return selector == Selector::Exact; }
+  int64_t unitTokens() const { return tokenGranularity() ? 1 : pageSize; }
+  int64_t topUnits() const { return (topk + unitTokens() - 1) / unitTokens(); }
+  /// Largest number of positions the condensate set can hold.
+  int64_t budget() const {
+    return anchor + windowMax + (topUnits() + maxExtra) * unitTokens();
+  }
+  /// Window for a repetition score in [0, 1] (the paper's adaptive rule:
+  /// W = Wmin + (Wmax - Wmin) * RepScore, rounded to nearest).
+  int64_t windowFor(double repScore) const;
+  /// The #condensate.policy / #condensate.dense attribute text.
+  std::string toMLIR() const;
+  /// Checks the same constraints as the dialect's verifier.
+  Status validate() const;
+  bool operator==(const Policy &o) const;
+  bool operator!=(const Policy &o) const { return !(*this == o); }
+};
+
+/// Assigns `policy` to `layers` (and only `kvHeads` when non-empty).
+struct ScheduleRule {
+  std::vector<int64_t> layers;
+  std::vector<int64_t> kvHeads;
+  Policy policy;
+};
+
+/// A whole model's policy assignment: later rules override earlier ones.
+struct Schedule {
+  int64_t numLayers = 0;
+  Policy defaultPolicy;
+  std::vector<ScheduleRule> rules;
+
+  const Policy &policyFor(int64_t layer, int64_t kvHead) const;
+  /// A schedule with `policy` on every layer.
+  static Schedule uniform(int64_t numLayers, const Policy &policy);
+  std::string toMLIR() const;
+  Status validate() const;
+};
+
+/// A model's attention shape and KV-cache layout.
+struct ModelShape {
+  int64_t numLayers = 0;
+  int64_t qHeads = 0;
+  int64_t kvHeads = 0;
+  int64_t headDim = 0;
+  int64_t pageSize = 16;
+  KVType kvType = KVType::F32;
+  float scale = 0.0f; ///< 0 means 1/sqrt(headDim)
+
+  float effectiveScale() const;
+  int64_t group() const { return qHeads / kvHeads; }
+  Status validate() const;
+};
+
+/// The `condensate.model` op text for `shape` and `schedule`.
+std::string modelToMLIR(const std::string &name, const ModelShape &shape,
+                        const Schedule &schedule);
+
+/// Parses a policy or schedule from JSON. A policy object applies to every
+/// layer; a schedule object is {"default": policy, "rules": [{"layers":
+/// [0, "2-7"], "kv_heads": [1], "policy": policy}]}. A policy is "dense" or
+/// {"anchor", "window", "window_max", "topk", "selector", "page_size",
+/// "tau" (number or "strict"), "max_extra"}. `numLayers` sizes the schedule.
+Result<Schedule> parseScheduleJSON(const std::string &text,
+                                   int64_t numLayers);
+
+/// Local repetition score in [0, 1] of the last `span` tokens: the fraction
+/// of those positions whose bigram (previous token, token) already occurred
+/// earlier in the same span. 0 for fewer than 3 tokens.
+double repetitionScore(const int32_t *tokens, int64_t count,
+                       int64_t span = 64);
+
+} // namespace condensate
+
+#endif // CONDENSATE_RUNTIME_POLICY_H

@@ -1,0 +1,76 @@
+//===- Reference.h - plain float64 reference of condensate attention -*- C++ -*-===//
+//
+// A direct, loop-by-loop float64 implementation of decode attention under a
+// policy: the condensate set (anchor, window, top-k units by each selector,
+// GQA group max), the certificate with extra units and dense fallback, and
+// the true omitted softmax mass. Tests compare the generated kernels with it;
+// the fidelity study uses its true omitted mass.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_RUNTIME_REFERENCE_H
+#define CONDENSATE_RUNTIME_REFERENCE_H
+
+#include "condensate/Runtime/Policy.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace condensate::reference {
+
+/// Decode-attention inputs, with keys and values as stored (already rounded
+/// to the cache type) in float. Layouts as in the dialect:
+/// q [B, Hq, D]; k, v [NP, Hkv, P, D]; pageTable [B, MP]; lens [B];
+/// windows [B] (may be empty).
+struct Inputs {
+  int64_t batch = 0, qHeads = 0, kvHeads = 0, headDim = 0, pageSize = 0;
+  int64_t maxPages = 0;
+  double scale = 0.0;
+  const float *q = nullptr;
+  const float *k = nullptr;
+  const float *v = nullptr;
+  const int32_t *pageTable = nullptr;
+  const int32_t *lens = nullptr;
+  const int32_t *windows = nullptr;
+};
+
+/// Decisions a certified kernel took for one (sequence, kv head), used to
+/// evaluate the reference on the same set.
+struct Decision {
+  int64_t extra = 0;
+  bool fallback = false;
+};
+
+struct HeadResult {
+  double epsTrue = 0.0; ///< exact omitted softmax mass of the attended set
+  double epsHat = 0.0;  ///< certificate bound (no safety margin); NaN if none
+  int64_t attended = 0; ///< positions in the attended set
+  int64_t extra = 0;
+  bool fallback = false;
+};
+
+struct Output {
+  std::vector<double> out;          ///< [B, Hq, D]
+  std::vector<HeadResult> heads;    ///< [B, Hq]
+  std::vector<std::vector<int64_t>> baseUnits; ///< [B * Hkv], increasing
+  std::vector<std::vector<int64_t>> extraUnits; ///< [B * Hkv], ranked
+  /// The gap between the scores of the last base unit and the first unit
+  /// left out, relative to their magnitude, per (b, g); +inf without one.
+  /// A kernel computing scores in float32 may legally disagree on near-ties.
+  std::vector<double> selectionMargin;
+};
+
+/// Runs `policyFor(g)` for every key/value head g. With `decisions`
+/// ([B * Hkv]) certified heads use those extra counts and fallback flags
+/// instead of deciding themselves.
+Output attend(const Inputs &in,
+              const std::vector<Policy> &kvHeadPolicies,
+              const std::vector<Decision> *decisions = nullptr);
+
+/// Page summaries as append_kv maintains them: [NP, Hkv, 5, D] with key
+/// min, max, sum and value min, max over the positions < lens of every page
+/// referenced by the page table.
+std::vector<float> summaries(const Inputs &in, int64_t numPages);
+
+} // namespace condensate::reference
+
+#endif // CONDENSATE_RUNTIME_REFERENCE_H

@@ -1,0 +1,197 @@
+//===- CompilerSupport.cpp - MLIR plumbing for the runtime ----------------===//
+//
+// Context setup, diagnostic capture and attribute conversions.
+//
+//===----------------------------------------------------------------------===//
+#include "CompilerSupport.h"
+
+#include "condensate/Codegen/InitCondensate.h"
+#include "condensate/Runtime/Engine.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cctype>
+#include <sstream>
+
+using namespace mlir;
+namespace mc = mlir::condensate;
+
+namespace condensate::detail {
+
+std::unique_ptr<MLIRContext> makeContext() {
+  DialectRegistry registry;
+  mc::registerCondensateDialects(registry);
+  auto ctx = std::make_unique<MLIRContext>(registry,
+                                           MLIRContext::Threading::DISABLED);
+  ctx->loadAllAvailableDialects();
+  return ctx;
+}
+
+DiagnosticCollector::DiagnosticCollector(MLIRContext *ctx, std::string rename,
+                                         std::string as)
+    : ctx(ctx), rename(std::move(rename)), as(std::move(as)) {
+  id = ctx->getDiagEngine().registerHandler([this](Diagnostic &diag) {
+    if (diag.getSeverity() != DiagnosticSeverity::Error)
+      return success();
+    std::string line;
+    llvm::raw_string_ostream os(line);
+    if (auto loc = dyn_cast<FileLineColLoc>(diag.getLocation())) {
+      StringRef file = loc.getFilename().getValue();
+      if (!this->rename.empty() && file == this->rename)
+        file = this->as;
+      os << file << ":" << loc.getLine() << ":" << loc.getColumn() << ": ";
+    }
+    os << "error: " << diag.str();
+    // One line: fold any embedded newlines.
+    for (char &c : line)
+      if (c == '\n')
+        c = ' ';
+    messages.push_back(line);
+    return success();
+  });
+}
+
+DiagnosticCollector::~DiagnosticCollector() {
+  ctx->getDiagEngine().eraseHandler(id);
+}
+
+Status DiagnosticCollector::error(const std::string &fallback) const {
+  if (messages.empty())
+    return Status::error(fallback);
+  return Status::error(messages.front());
+}
+
+Result<Policy> policyFromAttr(Attribute attr) {
+  if (isa<mc::DenseAttr>(attr))
+    return Policy::makeDense();
+  auto p = dyn_cast<mc::PolicyAttr>(attr);
+  if (!p)
+    return Status::error("expected #condensate.policy or #condensate.dense");
+  Policy out;
+  out.anchor = p.getAnchor();
+  out.window = p.getWindow();
+  out.windowMax = p.getWindowMax();
+  out.topk = p.getTopk();
+  out.selector = p.getSelector() == mc::Selector::exact
+                     ? ::condensate::Selector::Exact
+                 : p.getSelector() == mc::Selector::block_mean
+                     ? ::condensate::Selector::BlockMean
+                     : ::condensate::Selector::BlockMinMax;
+  out.pageSize = p.getPageSize();
+  out.tau = p.getTauValue();
+  out.maxExtra = p.getMaxExtra();
+  return out;
+}
+
+Result<Schedule> scheduleFromAttr(mc::ScheduleAttr attr) {
+  Schedule s;
+  s.numLayers = attr.getNumLayers();
+  auto def = policyFromAttr(attr.getDefaultPolicy());
+  if (!def.ok())
+    return def.status();
+  s.defaultPolicy = *def;
+  for (mc::RuleAttr rule : attr.getRules()) {
+    ScheduleRule r;
+    r.layers.assign(rule.getLayers().begin(), rule.getLayers().end());
+    r.kvHeads.assign(rule.getKvHeads().begin(), rule.getKvHeads().end());
+    auto p = policyFromAttr(rule.getPolicy());
+    if (!p.ok())
+      return p.status();
+    r.policy = *p;
+    s.rules.push_back(r);
+  }
+  return s;
+}
+
+Result<ModelShape> shapeFromModel(mc::ModelOp model) {
+  ModelShape shape;
+  shape.numLayers = model.getNumLayers();
+  shape.qHeads = model.getNumQHeads();
+  shape.kvHeads = model.getNumKvHeads();
+  shape.headDim = model.getHeadDim();
+  shape.pageSize = model.getPageSize();
+  Type t = model.getKvType();
+  shape.kvType = t.isF16()    ? KVType::F16
+                 : t.isBF16() ? KVType::BF16
+                              : KVType::F32;
+  shape.scale = model.getScaleOrDefault();
+  return shape;
+}
+
+Result<OwningOpRef<ModuleOp>> parseModule(MLIRContext *ctx,
+                                          const std::string &text,
+                                          const std::string &bufferName) {
+  DiagnosticCollector diags(ctx);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(text, bufferName), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, ctx);
+  if (!module)
+    return diags.error(bufferName + ": could not parse");
+  return module;
+}
+
+} // namespace condensate::detail
+
+namespace condensate {
+
+Result<Schedule> parseSchedule(const std::string &text, int64_t numLayers,
+                               const std::string &bufferName) {
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos)
+    return Status::error(bufferName + ": empty schedule");
+  if (text[first] == '{' || text[first] == '"') {
+    auto s = parseScheduleJSON(text, numLayers);
+    if (!s.ok())
+      return s.status().withContext(bufferName);
+    return s;
+  }
+  auto ctx = detail::makeContext();
+  Attribute scheduleAttr;
+  if (text.find("condensate.model") != std::string::npos) {
+    auto module = detail::parseModule(ctx.get(), text, bufferName);
+    if (!module.ok())
+      return module.status();
+    auto models = (*module)->getOps<mc::ModelOp>();
+    if (models.empty())
+      return Status::error(bufferName + ": no condensate.model op");
+    scheduleAttr = (*models.begin()).getSchedule();
+  } else {
+    // Comments and blank lines around an attribute are allowed.
+    std::string body;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      size_t c = line.find("//");
+      body += (c == std::string::npos ? line : line.substr(0, c)) + " ";
+    }
+    detail::DiagnosticCollector diags(ctx.get(), body, bufferName);
+    size_t consumed = 0;
+    scheduleAttr = mlir::parseAttribute(body, ctx.get(), Type(), &consumed);
+    if (!scheduleAttr)
+      return diags.error(bufferName + ": could not parse the attribute");
+    if (body.find_first_not_of(" \t\r\n", consumed) != std::string::npos)
+      return Status::error(bufferName +
+                           ": unexpected text after the attribute");
+  }
+  if (auto s = dyn_cast<mc::ScheduleAttr>(scheduleAttr)) {
+    auto result = detail::scheduleFromAttr(s);
+    if (!result.ok())
+      return result.status().withContext(bufferName);
+    if (result->numLayers != numLayers)
+      return Status::error(bufferName + ": the schedule is for " +
+                           std::to_string(result->numLayers) +
+                           " layers but the model has " +
+                           std::to_string(numLayers));
+    return result;
+  }
+  auto policy = detail::policyFromAttr(scheduleAttr);
+  if (!policy.ok())
+    return policy.status().withContext(bufferName);
+  return Schedule::uniform(numLayers, *policy);
+}
+
+} // namespace condensate

@@ -1,0 +1,57 @@
+//===- CompilerSupport.h - MLIR plumbing for the runtime --------*- C++ -*-===//
+//
+// Internal to the runtime: one MLIR context setup, diagnostics captured as
+// one-line located messages, and conversions between the dialect's
+// attributes and the runtime's plain Policy/Schedule/ModelShape.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_RUNTIME_COMPILERSUPPORT_H
+#define CONDENSATE_RUNTIME_COMPILERSUPPORT_H
+
+#include "condensate/Dialect/CondensateDialect.h"
+#include "condensate/Runtime/Policy.h"
+#include "condensate/Runtime/Status.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <memory>
+#include <string>
+
+namespace condensate::detail {
+
+/// A context with every dialect the pipelines need, single-threaded.
+std::unique_ptr<mlir::MLIRContext> makeContext();
+
+/// Collects diagnostics as "file:line:col: error: message" lines.
+class DiagnosticCollector {
+public:
+  /// Locations in a buffer named `rename` are reported as `as` (used for
+  /// strings parsed without a file, whose "file name" is their text).
+  explicit DiagnosticCollector(mlir::MLIRContext *ctx,
+                               std::string rename = "", std::string as = "");
+  ~DiagnosticCollector();
+  /// The first error, or `fallback` when none was reported.
+  Status error(const std::string &fallback) const;
+
+private:
+  mlir::MLIRContext *ctx;
+  mlir::DiagnosticEngine::HandlerID id;
+  std::string rename, as;
+  std::vector<std::string> messages;
+};
+
+Result<Policy> policyFromAttr(mlir::Attribute attr);
+Result<Schedule> scheduleFromAttr(mlir::condensate::ScheduleAttr attr);
+Result<ModelShape> shapeFromModel(mlir::condensate::ModelOp model);
+
+/// Parses `text` as a module; errors are located in `bufferName`.
+Result<mlir::OwningOpRef<mlir::ModuleOp>>
+parseModule(mlir::MLIRContext *ctx, const std::string &text,
+            const std::string &bufferName);
+
+} // namespace condensate::detail
+
+#endif // CONDENSATE_RUNTIME_COMPILERSUPPORT_H

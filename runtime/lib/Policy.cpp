@@ -1,0 +1,418 @@
+//===- Policy.cpp - policies and schedules for the runtime API ------------===//
+//
+// Validation, MLIR rendering and JSON parsing of policies and schedules, and
+// the repetition score that drives adaptive windows.
+//
+//===----------------------------------------------------------------------===//
+#include "condensate/Runtime/Policy.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <unordered_set>
+
+namespace condensate {
+
+namespace {
+constexpr double kStrictTau = 5.9604644775390625e-08; // 2^-24
+
+bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+std::string formatDouble(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9e", v);
+  return buf;
+}
+} // namespace
+
+const char *selectorName(Selector s) {
+  switch (s) {
+  case Selector::Exact:
+    return "exact";
+  case Selector::BlockMinMax:
+    return "block_minmax";
+  case Selector::BlockMean:
+    return "block_mean";
+  }
+  return "?";
+}
+
+const char *kvTypeName(KVType t) {
+  switch (t) {
+  case KVType::F32:
+    return "f32";
+  case KVType::F16:
+    return "f16";
+  case KVType::BF16:
+    return "bf16";
+  }
+  return "?";
+}
+
+int kvTypeBytes(KVType t) { return t == KVType::F32 ? 4 : 2; }
+
+int64_t Policy::windowFor(double repScore) const {
+  if (!adaptive())
+    return window;
+  double r = std::clamp(repScore, 0.0, 1.0);
+  return window + static_cast<int64_t>(
+                      std::llround(static_cast<double>(windowMax - window) * r));
+}
+
+std::string Policy::toMLIR() const {
+  if (dense)
+    return "#condensate.dense";
+  std::ostringstream os;
+  os << "#condensate.policy<anchor = " << anchor << ", window = " << window;
+  if (adaptive())
+    os << ", window_max = " << windowMax;
+  os << ", topk = " << topk << ", selector = " << selectorName(selector)
+     << ", page_size = " << pageSize;
+  if (tau > 0.0)
+    os << ", tau = " << (tau == kStrictTau ? "strict" : formatDouble(tau));
+  if (maxExtra > 0)
+    os << ", max_extra = " << maxExtra;
+  os << ">";
+  return os.str();
+}
+
+Status Policy::validate() const {
+  if (dense)
+    return Status::success();
+  auto err = [](const std::string &m) { return Status::error("policy " + m); };
+  if (anchor < 0)
+    return err("anchor must be >= 0, got " + std::to_string(anchor));
+  if (window < 0)
+    return err("window must be >= 0, got " + std::to_string(window));
+  if (windowMax < window)
+    return err("window_max (" + std::to_string(windowMax) +
+               ") must be >= window (" + std::to_string(window) + ")");
+  if (topk < 0)
+    return err("topk must be >= 0, got " + std::to_string(topk));
+  if (anchor == 0 && windowMax == 0 && topk == 0)
+    return err("attends to nothing: anchor, window and topk are all 0");
+  if (!isPowerOfTwo(pageSize) || pageSize > 1024)
+    return err("page_size must be a power of two in [1, 1024], got " +
+               std::to_string(pageSize));
+  if (!(tau >= 0.0 && tau < 1.0))
+    return err("tau must be in [0, 1), got " + formatDouble(tau));
+  if (maxExtra < 0)
+    return err("max_extra must be >= 0, got " + std::to_string(maxExtra));
+  if (maxExtra > 0 && tau == 0.0)
+    return err("max_extra = " + std::to_string(maxExtra) +
+               " needs a certified policy (tau > 0)");
+  return Status::success();
+}
+
+bool Policy::operator==(const Policy &o) const {
+  if (dense || o.dense)
+    return dense == o.dense;
+  return anchor == o.anchor && window == o.window &&
+         windowMax == o.windowMax && topk == o.topk &&
+         selector == o.selector && pageSize == o.pageSize && tau == o.tau &&
+         maxExtra == o.maxExtra;
+}
+
+const Policy &Schedule::policyFor(int64_t layer, int64_t kvHead) const {
+  const Policy *result = &defaultPolicy;
+  for (const ScheduleRule &rule : rules) {
+    bool layerHit = std::find(rule.layers.begin(), rule.layers.end(),
+                              layer) != rule.layers.end();
+    bool headHit = rule.kvHeads.empty() ||
+                   std::find(rule.kvHeads.begin(), rule.kvHeads.end(),
+                             kvHead) != rule.kvHeads.end();
+    if (layerHit && headHit)
+      result = &rule.policy;
+  }
+  return *result;
+}
+
+Schedule Schedule::uniform(int64_t numLayers, const Policy &policy) {
+  Schedule s;
+  s.numLayers = numLayers;
+  s.defaultPolicy = policy;
+  return s;
+}
+
+static std::string indexList(const std::vector<int64_t> &v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+std::string Schedule::toMLIR() const {
+  std::ostringstream os;
+  os << "#condensate.schedule<layers = " << numLayers
+     << ", default = " << defaultPolicy.toMLIR() << ", rules = [";
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const ScheduleRule &r = rules[i];
+    os << (i ? ", " : "") << "#condensate.rule<layers = "
+       << indexList(r.layers);
+    if (!r.kvHeads.empty())
+      os << ", kv_heads = " << indexList(r.kvHeads);
+    os << ", policy = " << r.policy.toMLIR() << ">";
+  }
+  os << "]>";
+  return os.str();
+}
+
+Status Schedule::validate() const {
+  if (numLayers <= 0)
+    return Status::error("schedule layers must be > 0, got " +
+                         std::to_string(numLayers));
+  CONDENSATE_RETURN_IF_ERROR(defaultPolicy.validate().withContext("default"));
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const ScheduleRule &r = rules[i];
+    std::string where = "rule " + std::to_string(i);
+    if (r.layers.empty())
+      return Status::error(where + " names no layer");
+    for (int64_t l : r.layers)
+      if (l < 0 || l >= numLayers)
+        return Status::error(where + " names layer " + std::to_string(l) +
+                             " but the schedule has " +
+                             std::to_string(numLayers) + " layers");
+    for (int64_t h : r.kvHeads)
+      if (h < 0)
+        return Status::error(where + " names kv_head " + std::to_string(h));
+    CONDENSATE_RETURN_IF_ERROR(r.policy.validate().withContext(where));
+  }
+  return Status::success();
+}
+
+float ModelShape::effectiveScale() const {
+  return scale > 0.0f ? scale
+                      : 1.0f / std::sqrt(static_cast<float>(headDim));
+}
+
+Status ModelShape::validate() const {
+  if (numLayers <= 0 || qHeads <= 0 || kvHeads <= 0)
+    return Status::error("model shape needs layers, q_heads and kv_heads > 0");
+  if (qHeads % kvHeads != 0)
+    return Status::error("GQA ratio: " + std::to_string(qHeads) +
+                         " query heads is not a multiple of " +
+                         std::to_string(kvHeads) + " key/value heads");
+  if (headDim <= 0 || headDim % 8 != 0 || headDim > 512)
+    return Status::error("head_dim must be a positive multiple of 8 up to "
+                         "512, got " +
+                         std::to_string(headDim));
+  if (!isPowerOfTwo(pageSize) || pageSize > 1024)
+    return Status::error("page_size must be a power of two in [1, 1024], got " +
+                         std::to_string(pageSize));
+  return Status::success();
+}
+
+std::string modelToMLIR(const std::string &name, const ModelShape &shape,
+                        const Schedule &schedule) {
+  std::ostringstream os;
+  os << "condensate.model @" << name << " layers = " << shape.numLayers
+     << ", q_heads = " << shape.qHeads << ", kv_heads = " << shape.kvHeads
+     << ", head_dim = " << shape.headDim << ", page_size = " << shape.pageSize
+     << ", kv_type = " << kvTypeName(shape.kvType)
+     << ", scale = " << formatDouble(shape.effectiveScale())
+     << ", schedule = " << schedule.toMLIR() << "\n";
+  return os.str();
+}
+
+//===----------------------------------------------------------------------===//
+// JSON
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+using nlohmann::json;
+
+Result<int64_t> getInt(const json &obj, const char *key, int64_t def,
+                       const std::string &where) {
+  auto it = obj.find(key);
+  if (it == obj.end())
+    return def;
+  if (!it->is_number_integer())
+    return Status::error(where + ": '" + key + "' must be an integer, got " +
+                         it->dump());
+  return it->get<int64_t>();
+}
+
+Result<Policy> policyFromJSON(const json &j, const std::string &where) {
+  if (j.is_string()) {
+    if (j.get<std::string>() == "dense")
+      return Policy::makeDense();
+    return Status::error(where + ": a policy string must be \"dense\", got " +
+                         j.dump());
+  }
+  if (!j.is_object())
+    return Status::error(where + ": a policy must be an object or \"dense\"");
+  static const std::set<std::string> known = {
+      "anchor",    "window", "window_max", "topk", "selector",
+      "page_size", "tau",    "max_extra",  "dense"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!known.count(it.key()))
+      return Status::error(where + ": unknown policy field '" + it.key() +
+                           "'");
+  if (j.contains("dense") && j["dense"] == true)
+    return Policy::makeDense();
+  Policy p;
+  if (!j.contains("window"))
+    return Status::error(where + ": a policy needs a 'window' field");
+  auto anchor = getInt(j, "anchor", 1, where);
+  auto window = getInt(j, "window", 0, where);
+  auto topk = getInt(j, "topk", 0, where);
+  auto page = getInt(j, "page_size", 16, where);
+  auto extra = getInt(j, "max_extra", 0, where);
+  for (auto *r : {&anchor, &window, &topk, &page, &extra})
+    if (!r->ok())
+      return r->status();
+  p.anchor = *anchor;
+  p.window = *window;
+  auto wmax = getInt(j, "window_max", p.window, where);
+  if (!wmax.ok())
+    return wmax.status();
+  p.windowMax = *wmax;
+  p.topk = *topk;
+  p.pageSize = *page;
+  p.maxExtra = *extra;
+  if (j.contains("selector")) {
+    const json &s = j["selector"];
+    std::string name = s.is_string() ? s.get<std::string>() : "";
+    if (name == "exact")
+      p.selector = Selector::Exact;
+    else if (name == "block_minmax")
+      p.selector = Selector::BlockMinMax;
+    else if (name == "block_mean")
+      p.selector = Selector::BlockMean;
+    else
+      return Status::error(where + ": unknown selector " + s.dump() +
+                           "; expected exact, block_minmax or block_mean");
+  }
+  if (j.contains("tau")) {
+    const json &t = j["tau"];
+    if (t.is_string() && t.get<std::string>() == "strict")
+      p.tau = kStrictTau;
+    else if (t.is_number())
+      p.tau = t.get<double>();
+    else
+      return Status::error(where + ": 'tau' must be a number or \"strict\"");
+  }
+  CONDENSATE_RETURN_IF_ERROR(p.validate().withContext(where));
+  return p;
+}
+
+Result<std::vector<int64_t>> indexListFromJSON(const json &j,
+                                               const std::string &where) {
+  if (!j.is_array())
+    return Status::error(where + " must be an array");
+  std::vector<int64_t> out;
+  for (const json &e : j) {
+    if (e.is_number_integer()) {
+      out.push_back(e.get<int64_t>());
+      continue;
+    }
+    if (e.is_string()) {
+      std::string s = e.get<std::string>();
+      long long a, b;
+      char dash;
+      std::istringstream is(s);
+      if ((is >> a >> dash >> b) && dash == '-' && is.eof() && a <= b &&
+          b - a <= (1 << 20)) {
+        for (long long i = a; i <= b; ++i)
+          out.push_back(i);
+        continue;
+      }
+    }
+    return Status::error(where + ": entries must be integers or \"a-b\" "
+                                 "ranges, got " +
+                         e.dump());
+  }
+  return out;
+}
+
+} // namespace
+
+Result<Schedule> parseScheduleJSON(const std::string &text,
+                                   int64_t numLayers) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    return Status::error("invalid JSON");
+  Schedule s;
+  s.numLayers = numLayers;
+  bool isSchedule = j.is_object() && (j.contains("default") ||
+                                      j.contains("rules"));
+  if (!isSchedule) {
+    auto p = policyFromJSON(j, "policy");
+    if (!p.ok())
+      return p.status();
+    s.defaultPolicy = *p;
+    return s;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != "default" && it.key() != "rules" && it.key() != "layers")
+      return Status::error("schedule: unknown field '" + it.key() + "'");
+  if (j.contains("layers")) {
+    if (!j["layers"].is_number_integer() ||
+        j["layers"].get<int64_t>() != numLayers)
+      return Status::error("schedule: 'layers' is " + j["layers"].dump() +
+                           " but the model has " + std::to_string(numLayers) +
+                           " layers");
+  }
+  if (!j.contains("default"))
+    return Status::error("schedule: needs a 'default' policy");
+  auto def = policyFromJSON(j["default"], "schedule default");
+  if (!def.ok())
+    return def.status();
+  s.defaultPolicy = *def;
+  if (j.contains("rules")) {
+    if (!j["rules"].is_array())
+      return Status::error("schedule: 'rules' must be an array");
+    size_t i = 0;
+    for (const json &r : j["rules"]) {
+      std::string where = "schedule rule " + std::to_string(i++);
+      if (!r.is_object() || !r.contains("layers") || !r.contains("policy"))
+        return Status::error(where + ": needs 'layers' and 'policy'");
+      ScheduleRule rule;
+      auto layers = indexListFromJSON(r["layers"], where + " layers");
+      if (!layers.ok())
+        return layers.status();
+      rule.layers = *layers;
+      if (r.contains("kv_heads")) {
+        auto heads = indexListFromJSON(r["kv_heads"], where + " kv_heads");
+        if (!heads.ok())
+          return heads.status();
+        rule.kvHeads = *heads;
+      }
+      auto p = policyFromJSON(r["policy"], where);
+      if (!p.ok())
+        return p.status();
+      rule.policy = *p;
+      s.rules.push_back(rule);
+    }
+  }
+  CONDENSATE_RETURN_IF_ERROR(s.validate());
+  return s;
+}
+
+double repetitionScore(const int32_t *tokens, int64_t count, int64_t span) {
+  if (count < 3 || span < 2)
+    return 0.0;
+  int64_t begin = std::max<int64_t>(1, count - span);
+  std::unordered_set<uint64_t> seen;
+  int64_t repeated = 0, total = 0;
+  for (int64_t i = begin; i < count; ++i) {
+    uint64_t bigram = (static_cast<uint64_t>(static_cast<uint32_t>(
+                           tokens[i - 1]))
+                       << 32) |
+                      static_cast<uint32_t>(tokens[i]);
+    if (!seen.insert(bigram).second)
+      ++repeated;
+    ++total;
+  }
+  return total ? static_cast<double>(repeated) / static_cast<double>(total)
+               : 0.0;
+}
+
+} // namespace condensate

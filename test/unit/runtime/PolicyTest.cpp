@@ -1,0 +1,123 @@
+//===- PolicyTest.cpp - policies, schedules, JSON and MLIR parsing --------===//
+#include "condensate/Runtime/Engine.h"
+#include "condensate/Runtime/Policy.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace condensate;
+
+namespace {
+
+TEST(Policy, JSONAndMLIRDescribeTheSameSchedule) {
+  const char *json = R"({"default": {"anchor": 1, "window": 64,
+      "window_max": 256, "topk": 32, "selector": "exact"},
+    "rules": [{"layers": ["0-7"], "policy": {"window": 1024, "topk": 32,
+                "selector": "exact"}},
+              {"layers": [15], "policy": "dense"},
+              {"layers": [3], "kv_heads": [1],
+               "policy": {"window": 16, "topk": 64, "tau": "strict",
+                          "max_extra": 4}}]})";
+  auto fromJson = parseScheduleJSON(json, 30);
+  ASSERT_TRUE(fromJson.ok()) << fromJson.message();
+  auto fromMLIR = parseSchedule(fromJson->toMLIR(), 30);
+  ASSERT_TRUE(fromMLIR.ok()) << fromMLIR.message();
+  for (int64_t l = 0; l < 30; ++l)
+    for (int64_t h = 0; h < 3; ++h)
+      EXPECT_EQ(fromJson->policyFor(l, h), fromMLIR->policyFor(l, h))
+          << "layer " << l << " head " << h;
+  EXPECT_TRUE(fromJson->policyFor(15, 0).dense);
+  EXPECT_EQ(fromJson->policyFor(4, 2).window, 1024);
+  EXPECT_EQ(fromJson->policyFor(3, 1).window, 16);
+  EXPECT_EQ(fromJson->policyFor(3, 0).window, 1024);
+  EXPECT_TRUE(fromJson->policyFor(20, 0).adaptive());
+  EXPECT_EQ(fromJson->policyFor(20, 0).budget(), 1 + 256 + 32);
+}
+
+TEST(Policy, ParsesPoliciesAndModelOps) {
+  auto p = parseSchedule("#condensate.policy<window = 64, topk = 32, "
+                         "selector = block_mean, page_size = 64>",
+                         4);
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_EQ(p->policyFor(2, 0).selector, Selector::BlockMean);
+  EXPECT_EQ(p->policyFor(2, 0).topUnits(), 1);
+  auto d = parseSchedule("  #condensate.dense // pillar\n", 2);
+  ASSERT_TRUE(d.ok()) << d.message();
+  EXPECT_TRUE(d->policyFor(1, 0).dense);
+  const char *model = R"(condensate.model @m layers = 2, q_heads = 4,
+      kv_heads = 2, head_dim = 64, page_size = 16, kv_type = f16,
+      schedule = #condensate.schedule<layers = 2,
+        default = #condensate.policy<window = 8>, rules = []>)";
+  auto m = parseSchedule(model, 2);
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->policyFor(0, 1).window, 8);
+}
+
+TEST(Policy, ErrorsAreOneLocatedLine) {
+  auto bad = parseSchedule("#condensate.policy<window = -3>", 4, "p.mlir");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("window must be >= 0"), std::string::npos)
+      << bad.message();
+  EXPECT_EQ(bad.message().find('\n'), std::string::npos);
+  auto unknown = parseSchedule("#condensate.policy<windw = 3>", 4, "p.mlir");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find("unknown policy field 'windw'"),
+            std::string::npos)
+      << unknown.message();
+  auto layers = parseSchedule(
+      "#condensate.schedule<layers = 3, default = #condensate.dense, "
+      "rules = []>",
+      4, "s.mlir");
+  ASSERT_FALSE(layers.ok());
+  EXPECT_NE(layers.message().find("for 3 layers but the model has 4"),
+            std::string::npos);
+  auto json = parseSchedule(R"({"window": 8, "selector": "fastest"})", 4,
+                            "p.json");
+  ASSERT_FALSE(json.ok());
+  EXPECT_NE(json.message().find("p.json: policy: unknown selector"),
+            std::string::npos)
+      << json.message();
+  EXPECT_FALSE(parseSchedule("{not json", 4).ok());
+  EXPECT_FALSE(parseSchedule("", 4).ok());
+  EXPECT_FALSE(parseSchedule(std::string("\x00\xff\x13", 3), 4).ok());
+  auto range = parseScheduleJSON(
+      R"({"default": "dense", "rules": [{"layers": [9], "policy": "dense"}]})",
+      4);
+  ASSERT_FALSE(range.ok());
+  EXPECT_NE(range.message().find("names layer 9"), std::string::npos);
+}
+
+TEST(Policy, AdaptiveWindowFollowsRepetitionScore) {
+  Policy p;
+  p.window = 64;
+  p.windowMax = 256;
+  p.topk = 32;
+  p.selector = Selector::Exact;
+  EXPECT_EQ(p.windowFor(0.0), 64);
+  EXPECT_EQ(p.windowFor(1.0), 256);
+  EXPECT_EQ(p.windowFor(0.5), 160);
+  EXPECT_EQ(p.windowFor(7.0), 256);
+  // No repetition in distinct tokens; full repetition in a repeated phrase.
+  std::vector<int32_t> distinct(100);
+  for (int i = 0; i < 100; ++i)
+    distinct[i] = i;
+  EXPECT_EQ(repetitionScore(distinct.data(), 100), 0.0);
+  std::vector<int32_t> phrase;
+  for (int r = 0; r < 20; ++r)
+    for (int t : {5, 6, 7, 8})
+      phrase.push_back(t);
+  double rep = repetitionScore(phrase.data(), phrase.size());
+  EXPECT_GT(rep, 0.9);
+  EXPECT_LE(rep, 1.0);
+  // Random tokens from a small vocabulary repeat sometimes.
+  std::mt19937 rng(std::random_device{}());
+  std::vector<int32_t> noise(200);
+  for (int32_t &t : noise)
+    t = std::uniform_int_distribution<int32_t>(0, 3)(rng);
+  double r = repetitionScore(noise.data(), noise.size());
+  EXPECT_GT(r, 0.5);
+  EXPECT_EQ(repetitionScore(noise.data(), 2), 0.0);
+}
+
+} // namespace
