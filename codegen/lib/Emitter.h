@@ -19,12 +19,20 @@
 #include "mlir/IR/Builders.h"
 
 #include <functional>
+#include <limits>
+#include <memory>
 
 namespace mlir::condensate {
 
 class Emitter {
 public:
   Emitter(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+  virtual ~Emitter() = default;
+  /// An emitter of the same kind for a nested region (derived emitters
+  /// override this so callbacks receive their own type).
+  virtual std::unique_ptr<Emitter> nested(OpBuilder &nb, Location nloc) const {
+    return std::make_unique<Emitter>(nb, nloc);
+  }
 
   OpBuilder &builder() { return b; }
   Location location() const { return loc; }
@@ -179,8 +187,8 @@ public:
     auto loop = scf::ForOp::create(
         b, loc, lb, ub, step, inits,
         [&](OpBuilder &nb, Location nloc, Value iv, ValueRange args) {
-          Emitter inner(nb, nloc);
-          SmallVector<Value> yielded = body(inner, iv, args);
+          auto inner = nested(nb, nloc);
+          SmallVector<Value> yielded = body(*inner, iv, args);
           scf::YieldOp::create(nb, nloc, yielded);
         });
     return SmallVector<Value>(loop.getResults());
@@ -199,12 +207,12 @@ public:
     auto op = scf::IfOp::create(
         b, loc, cond,
         [&](OpBuilder &nb, Location nloc) {
-          Emitter inner(nb, nloc);
-          scf::YieldOp::create(nb, nloc, then(inner));
+          auto inner = nested(nb, nloc);
+          scf::YieldOp::create(nb, nloc, then(*inner));
         },
         [&](OpBuilder &nb, Location nloc) {
-          Emitter inner(nb, nloc);
-          scf::YieldOp::create(nb, nloc, otherwise(inner));
+          auto inner = nested(nb, nloc);
+          scf::YieldOp::create(nb, nloc, otherwise(*inner));
         });
     (void)types;
     return SmallVector<Value>(op.getResults());
@@ -212,8 +220,8 @@ public:
   /// scf.if without results.
   void ifThen(Value cond, const std::function<void(Emitter &)> &then) {
     scf::IfOp::create(b, loc, cond, [&](OpBuilder &nb, Location nloc) {
-      Emitter inner(nb, nloc);
-      then(inner);
+      auto inner = nested(nb, nloc);
+      then(*inner);
       scf::YieldOp::create(nb, nloc);
     });
   }

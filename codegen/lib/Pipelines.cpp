@@ -8,6 +8,7 @@
 #include "condensate/Passes/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -40,7 +41,40 @@ void mlir::condensate::buildCondensateToCPUPipeline(
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
+void mlir::condensate::buildCondensateToPTXPipeline(
+    OpPassManager &pm, const PTXPipelineOptions &options) {
+  pm.addPass(createCondensateExpandSchedule());
+  CondensateSpecializeOptions specialize;
+  specialize.target = options.chip;
+  specialize.splits = options.splits;
+  pm.addPass(createCondensateSpecialize(specialize));
+  pm.addPass(createCondensateDecompose());
+  pm.addPass(createConvertCondensateToGPU());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = options.features;
+  target.optLevel = options.optLevel;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
+  device.addPass(createLowerAffinePass());
+  device.addPass(createSCFToControlFlowPass());
+  device.addPass(createConvertGpuOpsToNVVMOps());
+  device.addPass(createCanonicalizerPass());
+  device.addPass(createCSEPass());
+  device.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = "isa";
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
 void mlir::condensate::registerCondensatePipelines() {
+  PassPipelineRegistration<PTXPipelineOptions>(
+      "condensate-to-ptx",
+      "Lowers condensate models and decode attention to GPU kernels in PTX "
+      "(a gpu.binary) with host launch plans",
+      buildCondensateToPTXPipeline);
   PassPipelineRegistration<CPUPipelineOptions>(
       "condensate-to-cpu",
       "Lowers condensate models and decode attention to the LLVM dialect "

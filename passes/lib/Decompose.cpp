@@ -160,11 +160,9 @@ private:
     auto pageSize = b.getI64IntegerAttr(p);
     bool certified = policy.isCertified();
 
-    // Scores: needed by top-k and by the certificate; computed for stats
-    // only where they are cheap (page summaries).
-    bool wantScores =
-        policy.needsScores() ||
-        (stats && policy.getGranularity() == Granularity::page && summaries);
+    // Scores: needed by top-k and by the certificate. An uncertified policy
+    // reports eps_hat as NaN (not computed) rather than paying for it.
+    bool wantScores = policy.needsScores();
     Value scores;
     if (wantScores) {
       if (policy.getGranularity() == Granularity::page) {
@@ -202,7 +200,7 @@ private:
         windowMax, b.getI64IntegerAttr(0), b.getI64IntegerAttr(topUnits),
         b.getBoolAttr(true), op.getScaleAttr());
 
-    if (!wantScores || (!certified && !stats)) {
+    if (!certified) {
       MergeOp::create(b, loc, ValueRange{po, pml}, Value(), ValueRange{}, out,
                       stats,
                       b.getF32FloatAttr(std::numeric_limits<float>::quiet_NaN()));
@@ -230,11 +228,6 @@ private:
                       window, windowMax, pageSize,
                       b.getI64IntegerAttr(topUnits),
                       b.getF64FloatAttr(policy.getTauValue()));
-    if (!certified) {
-      MergeOp::create(b, loc, ValueRange{po, pml}, Value(), ValueRange{}, out,
-                      statsBuffer, FloatAttr());
-      return;
-    }
 
     SmallVector<Value> partials{po, pml};
     if (extra > 0) {

@@ -377,10 +377,20 @@ Result<Stream> Stream::create() {
   return stream;
 }
 
+Stream Stream::borrow(CUstream raw, int device) {
+  Stream stream;
+  stream.stream_ = raw;
+  stream.device_ = device;
+  stream.borrowed_ = true;
+  return stream;
+}
+
 Stream::Stream(Stream &&other) noexcept
-    : stream_(other.stream_), device_(other.device_) {
+    : stream_(other.stream_), device_(other.device_),
+      borrowed_(other.borrowed_) {
   other.stream_ = nullptr;
   other.device_ = -1;
+  other.borrowed_ = false;
 }
 
 Stream &Stream::operator=(Stream &&other) noexcept {
@@ -388,8 +398,10 @@ Stream &Stream::operator=(Stream &&other) noexcept {
     reset();
     stream_ = other.stream_;
     device_ = other.device_;
+    borrowed_ = other.borrowed_;
     other.stream_ = nullptr;
     other.device_ = -1;
+    other.borrowed_ = false;
   }
   return *this;
 }
@@ -397,22 +409,23 @@ Stream &Stream::operator=(Stream &&other) noexcept {
 Stream::~Stream() { reset(); }
 
 void Stream::reset() {
-  if (stream_)
+  if (stream_ && !borrowed_)
     if (const DriverApi *api = loadedApi())
       (void)api->cuStreamDestroy_v2(stream_);
   stream_ = nullptr;
   device_ = -1;
+  borrowed_ = false;
 }
 
 Status Stream::synchronize() const {
-  if (!stream_)
+  if (!valid())
     return Status::error("Stream::synchronize: empty stream");
   const Driver &d = **Driver::get();
   return d.check(d.api().cuStreamSynchronize(stream_), "cuStreamSynchronize");
 }
 
 Result<bool> Stream::query() const {
-  if (!stream_)
+  if (!valid())
     return Status::error("Stream::query: empty stream");
   const Driver &d = **Driver::get();
   CUresult r = d.api().cuStreamQuery(stream_);
@@ -423,7 +436,7 @@ Result<bool> Stream::query() const {
 }
 
 Status Stream::wait(const Event &event) const {
-  if (!stream_ || !event.valid())
+  if (!valid() || !event.valid())
     return Status::error("Stream::wait: empty stream or event");
   const Driver &d = **Driver::get();
   return d.check(d.api().cuStreamWaitEvent(stream_, event.raw(), 0),
@@ -431,7 +444,7 @@ Status Stream::wait(const Event &event) const {
 }
 
 Result<bool> Stream::isCapturing() const {
-  if (!stream_)
+  if (!valid())
     return Status::error("Stream::isCapturing: empty stream");
   const Driver &d = **Driver::get();
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;

@@ -139,6 +139,25 @@ Result<OwningOpRef<ModuleOp>> parseModule(MLIRContext *ctx,
 
 namespace condensate {
 
+Result<std::pair<ModelShape, Schedule>>
+parseModel(const std::string &text, const std::string &bufferName) {
+  auto ctx = detail::makeContext();
+  auto module = detail::parseModule(ctx.get(), text, bufferName);
+  if (!module.ok())
+    return module.status();
+  auto models = (*module)->getOps<mc::ModelOp>();
+  if (models.empty())
+    return Status::error(bufferName + ": no condensate.model op");
+  mc::ModelOp model = *models.begin();
+  auto shape = detail::shapeFromModel(model);
+  auto schedule = detail::scheduleFromAttr(model.getSchedule());
+  if (!shape.ok())
+    return shape.status();
+  if (!schedule.ok())
+    return schedule.status();
+  return std::make_pair(*shape, *schedule);
+}
+
 Result<Schedule> parseSchedule(const std::string &text, int64_t numLayers,
                                const std::string &bufferName) {
   size_t first = text.find_first_not_of(" \t\r\n");

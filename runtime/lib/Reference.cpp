@@ -137,10 +137,9 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
           int64_t hi = std::min(std::min((u + 1) * unit, n), n - w);
           unitCount[u] = std::max<int64_t>(0, hi - lo);
         }
-        bool wantScores = p.topk > 0 || p.certified() ||
-                          (p.selector != Selector::Exact);
+        bool wantScores = p.topk > 0 || p.certified();
         if (wantScores) {
-          haveBounds = true;
+          haveBounds = p.certified();
           // Ranking scores and certificate bounds per head.
           std::vector<std::vector<double>> rank(group);
           std::vector<double> mn, mx, sum;

@@ -245,3 +245,804 @@ func.func @f() attributes {s = #condensate.spec<head_dim = 64, q_heads = 4, kv_h
 // expected-error@+2 {{expected one of [cpu, sm_80, sm_90] for the machine a specialised kernel is generated for, got: sm_75}}
 // expected-error@+1 {{failed to parse Condensate_SpecAttr parameter 'target'}}
 func.func @f() attributes {s = #condensate.spec<head_dim = 64, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 1, target = sm_75>} { return }
+
+//===----------------------------------------------------------------------===//
+// condensate.model
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// expected-error@+1 {{'condensate.model' op layers must be > 0, got 0}}
+condensate.model @m layers = 0, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, kv_type = f32, schedule = #condensate.schedule<layers = 1, default = #condensate.dense>
+
+// -----
+
+// expected-error@+1 {{'condensate.model' op head counts must be > 0, got 0 / 2}}
+condensate.model @m layers = 1, q_heads = 0, kv_heads = 2, head_dim = 64, page_size = 16, kv_type = f32, schedule = #condensate.schedule<layers = 1, default = #condensate.dense>
+
+// -----
+
+// expected-error@+1 {{'condensate.model' op GQA ratio: 9 query heads is not a multiple of 2 key/value heads}}
+condensate.model @m layers = 1, q_heads = 9, kv_heads = 2, head_dim = 64, page_size = 16, kv_type = f32, schedule = #condensate.schedule<layers = 1, default = #condensate.dense>
+
+// -----
+
+// expected-error@+1 {{'condensate.model' op head_dim must be a positive multiple of 8 up to 512, got 12}}
+condensate.model @m layers = 1, q_heads = 4, kv_heads = 2, head_dim = 12, page_size = 16, kv_type = f32, schedule = #condensate.schedule<layers = 1, default = #condensate.dense>
+
+// -----
+
+// expected-error@+1 {{'condensate.model' op page_size must be a power of two, got 12}}
+condensate.model @m layers = 1, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 12, kv_type = f32, schedule = #condensate.schedule<layers = 1, default = #condensate.dense>
+
+// -----
+
+// expected-error@+1 {{'condensate.model' op kv_type must be f32, f16 or bf16, got 'i8'}}
+condensate.model @m layers = 1, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, kv_type = i8, schedule = #condensate.schedule<layers = 1, default = #condensate.dense>
+
+// -----
+
+// expected-error@+1 {{'condensate.model' op scale must be finite and > 0, got -1.250000e-01}}
+condensate.model @m layers = 1, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, kv_type = f32, scale = -0.125, schedule = #condensate.schedule<layers = 1, default = #condensate.dense>
+
+// -----
+
+// expected-error@+1 {{'condensate.model' op schedule is for 30 layers but the model has 32}}
+condensate.model @m layers = 32, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, kv_type = f32, schedule = #condensate.schedule<layers = 30, default = #condensate.dense>
+
+// -----
+
+// expected-error@+1 {{'condensate.model' op schedule rule 1 names kv_head 2 but the model has 2 key/value heads}}
+condensate.model @m layers = 4, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, kv_type = f32, schedule = #condensate.schedule<layers = 4, default = #condensate.dense, rules = [#condensate.rule<layers = [0], kv_heads = [1], policy = #condensate.dense>, #condensate.rule<layers = [1], kv_heads = [0 to 2], policy = #condensate.dense>]>
+
+// -----
+
+// The default policy's page_size (16) is not the model's, and layer 0 is the
+// first that uses it.
+// expected-error@+1 {{'condensate.model' op layer 1 policy page_size 16 does not match the model's page_size 64}}
+condensate.model @m layers = 4, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 64, kv_type = f32, schedule = #condensate.schedule<layers = 4, default = #condensate.policy<window = 64, topk = 32, selector = exact>, rules = [#condensate.rule<layers = [0], policy = #condensate.dense>]>
+
+// -----
+
+// expected-error@+1 {{custom op 'condensate.model' invalid kind of attribute specified}}
+condensate.model @m layers = 4, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, kv_type = f32, schedule = #condensate.dense
+
+//===----------------------------------------------------------------------===//
+// condensate.decode_attention
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%q: memref<?x4xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op operand 'q' must have rank 3 (B x Hq x D), got 'memref<?x4xf32>'}}
+  condensate.decode_attention q(%q : memref<?x4xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32, strided<[128, 32, 2]>>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op operand 'q' must be strided with unit stride in its last dimension, got 'memref<?x4x16xf32, strided<[128, 32, 2]>>'}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32, strided<[128, 32, 2]>>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x32xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op head_dim mismatch: 'q' has 16 but 'out' has 32}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x32xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x32xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op head_dim mismatch: 'q' has 16 but 'k_cache' has 32}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x32xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<2x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<3x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op batch size mismatch: 'q' has 2 but 'page_table' has 3}}
+  condensate.decode_attention q(%q : memref<2x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<3x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x8x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op query head count mismatch: 'q' has 4 but 'out' has 8}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x8x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x4x5x16xf32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op key/value head count mismatch: 'k_cache' has 2 but 'summaries' has 4}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x4x5x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<100x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<64x2x5x16xf32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op page pool size mismatch: 'k_cache' has 100 but 'summaries' has 64}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<100x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<64x2x5x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x4x16xf32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op operand 'summaries' dimension 2 must be 5, got 4}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x4x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>, %st: memref<?x4x3xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op operand 'stats' dimension 2 must be 4, got 3}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x3xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x6x16xf32>, %k: memref<?x4x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x6x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op GQA ratio: 6 query heads is not a multiple of 4 key/value heads}}
+  condensate.decode_attention q(%q : memref<?x6x16xf32>) kv(%k, %k : memref<?x4x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x6x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// k and v of different types are only expressible in the generic form; the
+// AllTypesMatch trait reports them.
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op failed to verify that all of {k_cache, v_cache} have same type}}
+  "condensate.decode_attention"(%q, %k, %v, %pt, %len, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 1, 0>, policy = #condensate.dense, scale = 2.500000e-01 : f32}> : (memref<?x4x16xf32>, memref<?x2x16x16xf32>, memref<?x2x16x16xf16>, memref<?x?xi32>, memref<?xi32>, memref<?x4x16xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf16>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op operand #0 must be memref of 32-bit float values, but got 'memref<?x4x16xf16>'}}
+  condensate.decode_attention q(%q : memref<?x4x16xf16>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf64>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op operand #1 must be 4D memref of 32-bit float or 16-bit float or bfloat16 type values, but got 'memref<?x2x16x16xf64>'}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf64>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op scale must be finite and > 0, got 0}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.0 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op scale must be finite and > 0, got INF}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0x7F800000 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op policy must be #condensate.policy or #condensate.dense, got #condensate<selector exact>}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate<selector exact>, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op policy page_size 64 does not match the KV cache page size 16}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<window = 64, page_size = 64>, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op policy uses selector block_minmax, which needs the 'summaries' operand}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<window = 64, topk = 32>, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op policy uses selector block_mean, which needs the 'summaries' operand}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<window = 64, topk = 32, selector = block_mean>, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// A certificate needs page bounds even without top-k.
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op policy uses selector block_minmax, which needs the 'summaries' operand}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<window = 64, tau = 1.0e-3>, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op policy has an adaptive window (64 to 256), which needs the 'windows' operand}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<window = 64, window_max = 256, topk = 32, selector = exact>, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op head_policies has 3 entries but there are 2 key/value heads}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, head_policies = [#condensate.dense, #condensate.dense, #condensate.dense], scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op head_policies[1] must be #condensate.policy or #condensate.dense, got unit}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, head_policies = [#condensate.dense, unit], scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op head_policies[1] has an adaptive window (8 to 16), which needs the 'windows' operand}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, head_policies = [#condensate.dense, #condensate.policy<window = 8, window_max = 16>], scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op head_policies[0] page_size 32 does not match the KV cache page size 16}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, head_policies = [#condensate.policy<window = 8, page_size = 32>, #condensate.dense], scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op spec head_dim 32 does not match the operands' 16}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 32, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op spec q_heads 8 does not match the operands' 4}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 8, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op spec kv_heads 1 does not match the operands' 2}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 1, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op spec page_size 64 does not match the operands' 16}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 64, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op spec kv_type 'f16' does not match the cache element type 'f32'}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f16, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op budget mismatch: the policy of kv head 1 keeps 3 units (topk 33, unit 16 tokens) but spec top_units is 2}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, head_policies = [#condensate.dense, #condensate.policy<window = 16, topk = 33>], scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op budget mismatch: the policy of kv head 0 keeps 32 units (topk 32, unit 1 tokens) but spec top_units is 31}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<window = 16, topk = 32, selector = exact>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 31, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op budget mismatch: the policy of kv head 0 allows 8 extra units but spec extra_units is 4}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<window = 16, topk = 32, tau = 1.0e-4, max_extra = 8>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 4, splits = 1, target = cpu>}
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// condensate.append_kv
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%kn: memref<?x2x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %pos: memref<?xi32>, %s: memref<?x2x5x32xf32>) {
+  // expected-error@+1 {{'condensate.append_kv' op head_dim mismatch: 'k_new' has 16 but 'summaries' has 32}}
+  condensate.append_kv k(%kn : memref<?x2x16xf32>) v(%kn : memref<?x2x16xf32>) into(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) positions(%pos : memref<?xi32>) summaries(%s : memref<?x2x5x32xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%kn: memref<?x2x16xf32>, %vn: memref<?x3x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %pos: memref<?xi32>) {
+  // expected-error@+1 {{'condensate.append_kv' op key/value head count mismatch: 'k_new' has 2 but 'v_new' has 3}}
+  condensate.append_kv k(%kn : memref<?x2x16xf32>) v(%vn : memref<?x3x16xf32>) into(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) positions(%pos : memref<?xi32>)
+  return
+}
+
+// -----
+
+func.func @f(%kn: memref<4x2x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %pos: memref<8xi32>) {
+  // expected-error@+1 {{'condensate.append_kv' op batch size mismatch: 'k_new' has 4 but 'positions' has 8}}
+  condensate.append_kv k(%kn : memref<4x2x16xf32>) v(%kn : memref<4x2x16xf32>) into(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) positions(%pos : memref<8xi32>)
+  return
+}
+
+// -----
+
+func.func @f(%kn: memref<?x2x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?xi32>, %pos: memref<?xi32>) {
+  // expected-error@+1 {{'condensate.append_kv' op operand 'page_table' must have rank 2 (B x MP), got 'memref<?xi32>'}}
+  condensate.append_kv k(%kn : memref<?x2x16xf32>) v(%kn : memref<?x2x16xf32>) into(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?xi32>) positions(%pos : memref<?xi32>)
+  return
+}
+
+// -----
+
+func.func @f(%kn: memref<?x2x16xf32>, %k: memref<?x2x16x16xf16>, %v: memref<?x2x16x16xbf16>, %pt: memref<?x?xi32>, %pos: memref<?xi32>) {
+  // expected-error@+1 {{'condensate.append_kv' op failed to verify that all of {k_cache, v_cache} have same type}}
+  "condensate.append_kv"(%kn, %kn, %k, %v, %pt, %pos) : (memref<?x2x16xf32>, memref<?x2x16xf32>, memref<?x2x16x16xf16>, memref<?x2x16x16xbf16>, memref<?x?xi32>, memref<?xi32>) -> ()
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// condensate.score_pages / condensate.score_tokens
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %s: memref<?x2x5x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  // expected-error@+1 {{'condensate.score_pages' op selector exact scores tokens; use condensate.score_tokens}}
+  condensate.score_pages exact q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %s: memref<?x2x5x16xf32>, %pt: memref<?x8xi32>, %len: memref<?xi32>, %sc: memref<?x4x9xf32>) {
+  // expected-error@+1 {{'condensate.score_pages' op pages-per-sequence mismatch: 'page_table' has 8 but 'scores' has 9}}
+  condensate.score_pages block_minmax q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?x8xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x9xf32>) {page_size = 16 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x6x16xf32>, %s: memref<?x4x5x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x6x?xf32>) {
+  // expected-error@+1 {{'condensate.score_pages' op GQA ratio: 6 query heads is not a multiple of 4 key/value heads}}
+  condensate.score_pages block_mean q(%q : memref<?x6x16xf32>) summaries(%s : memref<?x4x5x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x6x?xf32>) {page_size = 16 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %s: memref<?x2x5x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  // expected-error@+1 {{'condensate.score_pages' op page_size must be a power of two, got 20}}
+  condensate.score_pages block_minmax q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 20 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x8xi32>, %len: memref<?xi32>, %sc: memref<?x4x64xf32>) {
+  // expected-error@+1 {{'condensate.score_tokens' op scores must hold MP * P = 128 tokens per head, got 64}}
+  condensate.score_tokens q(%q : memref<?x4x16xf32>) k(%k : memref<?x2x16x16xf32>) pages(%pt : memref<?x8xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x64xf32>) {scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  // expected-error@+1 {{'condensate.score_tokens' op scale must be finite and > 0, got -1}}
+  condensate.score_tokens q(%q : memref<?x4x16xf32>) k(%k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {scale = -1.0 : f32}
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// condensate.select_topk
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>) {
+  // expected-error@+1 {{'condensate.select_topk' op anchor must be >= 0, got -1}}
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = -1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>) {
+  // expected-error@+1 {{'condensate.select_topk' op window must be >= 0, got -8}}
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = -8 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>) {
+  // expected-error@+1 {{'condensate.select_topk' op window_max (32) must be >= window (64)}}
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 32 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>) {
+  // expected-error@+1 {{'condensate.select_topk' op page_size must be a power of two, got 0}}
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 0 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x?xi32>) {
+  // expected-error@+1 {{'condensate.select_topk' op indices must have a static unit count (dimension 2)}}
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x?xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>) {
+  // expected-error@+1 {{'condensate.select_topk' op budget mismatch: base 7 must be in [0, 6] (the index slots)}}
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 7 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x3x6xi32>) {
+  // expected-error@+1 {{'condensate.select_topk' op GQA ratio: 4 query heads is not a multiple of 3 key/value heads}}
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x3x6xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<2x4x?xf32>, %len: memref<?xi32>, %w: memref<3xi32>, %idx: memref<?x2x6xi32>) {
+  // expected-error@+1 {{'condensate.select_topk' op batch size mismatch: 'scores' has 2 but 'windows' has 3}}
+  condensate.select_topk page scores(%sc : memref<2x4x?xf32>) lens(%len : memref<?xi32>) windows(%w : memref<3xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// condensate.sparse_attend
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op budget mismatch: units [4, 8) do not fit the 6 index slots}}
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 4 : i64, count = 4 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op count = 4 units need the 'indices' operand}}
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 0 : i64, count = 4 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x?x16xf32>, %pml: memref<?x4x?x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op partials must have a static split count}}
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 0 : i64, count = 0 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x2x16xf32>, %pml: memref<?x4x3x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op dimension S mismatch: 'partial_o' has 2 but 'partial_ml' has 3}}
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x3x3xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 0 : i64, count = 0 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x2xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op operand 'partial_ml' dimension 3 must be 3, got 2}}
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x2xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 0 : i64, count = 0 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %lim: memref<?x3xi32>, %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op key/value head count mismatch: 'k_cache' has 2 but 'limits' has 3}}
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) limits(%lim : memref<?x3xi32>) partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 0 : i64, count = 4 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op attends to nothing (no anchor, window or units)}}
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 0 : i64, window = 0 : i64, window_max = 0 : i64, first = 0 : i64, count = 0 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// Without the forced slots and without units nothing is left either.
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op attends to nothing (no anchor, window or units)}}
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 0 : i64, count = 0 : i64, include_forced = false, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op window_max (8) must be >= window (16)}}
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, window = 16 : i64, window_max = 8 : i64, first = 0 : i64, count = 0 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op first must be >= 0, got -1}}
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, first = -1 : i64, count = 2 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op count must be >= 0, got -2}}
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, first = 0 : i64, count = -2 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// condensate.dense_attend
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x?x16xf32>, %pml: memref<?x4x?x3xf32>) {
+  // expected-error@+1 {{'condensate.dense_attend' op chunk must be > 0, got 0}}
+  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {chunk = 0 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %m: memref<?x4xi32>, %po: memref<?x4x?x16xf32>, %pml: memref<?x4x?x3xf32>) {
+  // expected-error@+1 {{'condensate.dense_attend' op key/value head count mismatch: 'k_cache' has 2 but 'mask' has 4}}
+  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) mask(%m : memref<?x4xi32>) partials(%po, %pml : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {chunk = 256 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x?x8xf32>, %pml: memref<?x4x?x3xf32>) {
+  // expected-error@+1 {{'condensate.dense_attend' op head_dim mismatch: 'q' has 16 but 'partial_o' has 8}}
+  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x?x8xf32>, memref<?x4x?x3xf32>) {chunk = 256 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x8x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x?x16xf32>, %pml: memref<?x4x?x3xf32>) {
+  // expected-error@+1 {{'condensate.dense_attend' op failed to verify that all of {k_cache, v_cache} have same type}}
+  "condensate.dense_attend"(%q, %k, %v, %pt, %len, %po, %pml) <{chunk = 256 : i64, scale = 2.500000e-01 : f32}> : (memref<?x4x16xf32>, memref<?x2x16x16xf32>, memref<?x2x8x16xf32>, memref<?x?xi32>, memref<?xi32>, memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) -> ()
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// condensate.certify
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+  // expected-error@+1 {{'condensate.certify' op budget mismatch: base_units 7 exceeds the 6 index slots}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 7 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+  // expected-error@+1 {{'condensate.certify' op tau must be in [0, 1), got 1.5}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.5 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+  // expected-error@+1 {{'condensate.certify' op window_max (0) must be >= window (64)}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 0 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+  // expected-error@+1 {{'condensate.certify' op base_units must be >= 0, got -4}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = -4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x3xi32>, %st: memref<?x4x4xf32>) {
+  // expected-error@+1 {{'condensate.certify' op key/value head count mismatch: 'indices' has 2 but 'fallback' has 3}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x3xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x10xf32>, %sc2: memref<?x4x12xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+  // expected-error@+1 {{'condensate.certify' op page_size must be a power of two, got 3}}
+  condensate.certify page scores(%sc : memref<?x4x10xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 3 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x2x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+  // expected-error@+1 {{'condensate.certify' op dimension S mismatch: 'partial_o' has 1 but 'partial_ml' has 2}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x2x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// condensate.merge
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op partials must be non-empty (o, ml) pairs, got 3 buffers}}
+  condensate.merge partials(%po, %pml, %po : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>, memref<?x4x2x16xf32>) out(%o : memref<?x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op partials must be non-empty (o, ml) pairs, got 0 buffers}}
+  "condensate.merge"(%o) <{operandSegmentSizes = array<i32: 0, 0, 0, 1, 0>}> : (memref<?x4x16xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x1x3xf32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op split count mismatch in pair 0: o has 2, ml has 1}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x1x3xf32>) out(%o : memref<?x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %po2: memref<?x4x1x16xf32>, %pml2: memref<?x4x4x3xf32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op split count mismatch in pair 1: o has 1, ml has 4}}
+  condensate.merge partials(%po, %pml, %po2, %pml2 : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>, memref<?x4x1x16xf32>, memref<?x4x4x3xf32>) out(%o : memref<?x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x4xf32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op operand 'partials[1]' dimension 3 must be 3, got 4}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x4xf32>) out(%o : memref<?x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f: memref<?x2xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op dense must be one (o, ml) pair, got 4 buffers}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%po, %pml, %po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>, memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op 'fallback' and 'dense' must be given together}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) dense(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f: memref<?x2xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op 'fallback' and 'dense' must be given together}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) out(%o : memref<?x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %pd: memref<?x4x?x32xf32>, %pmld: memref<?x4x?x3xf32>, %f: memref<?x2xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op head_dim mismatch: 'partials[0]' has 16 but 'dense o' has 32}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pd, %pmld : memref<?x4x?x32xf32>, memref<?x4x?x3xf32>) out(%o : memref<?x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %pd: memref<?x4x?x16xf32>, %pmld: memref<?x8x?x3xf32>, %f: memref<?x2xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op query head count mismatch: 'partials[0]' has 4 but 'dense ml' has 8}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pd, %pmld : memref<?x4x?x16xf32>, memref<?x8x?x3xf32>) out(%o : memref<?x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %pd: memref<?x4x?x16xf32>, %pmld: memref<?x4x?x3xf32>, %f: memref<?x3xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op GQA ratio: 4 query heads is not a multiple of 3 key/value heads}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x3xi32>) dense(%pd, %pmld : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) out(%o : memref<?x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<4x4x2x16xf32>, %pml: memref<4x4x2x3xf32>, %o: memref<4x4x16xf32>, %st: memref<5x4x4xf32>) {
+  // expected-error@+1 {{'condensate.merge' op batch size mismatch: 'partials[0]' has 4 but 'stats' has 5}}
+  condensate.merge partials(%po, %pml : memref<4x4x2x16xf32>, memref<4x4x2x3xf32>) out(%o : memref<4x4x16xf32>) stats(%st : memref<5x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x16xi32>) {
+  // expected-error@+1 {{'condensate.merge' op operand #2 must be memref of 32-bit float values, but got 'memref<?x4x16xi32>'}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x16xi32>)
+  return
+}

@@ -8,6 +8,7 @@
 #define CONDENSATE_CODEGEN_PASSES_H
 
 #include "condensate/Dialect/CondensateDialect.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -41,6 +42,27 @@ struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
 /// loops, and the standard lowering to the LLVM dialect.
 void buildCondensateToCPUPipeline(OpPassManager &pm,
                                   const CPUPipelineOptions &options);
+
+/// Options of the PTX pipeline.
+struct PTXPipelineOptions : public PassPipelineOptions<PTXPipelineOptions> {
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("GPU architecture (sm_90, sm_80)"),
+                           llvm::cl::init("sm_90")};
+  Option<std::string> features{
+      *this, "features", llvm::cl::desc("PTX features (+ptx80 or newer)"),
+      llvm::cl::init("+ptx80")};
+  Option<int64_t> optLevel{*this, "O", llvm::cl::desc("LLVM optimisation level"),
+                           llvm::cl::init(3)};
+  Option<int64_t> splits{*this, "splits",
+                         llvm::cl::desc("Sparse-attention splits (0: auto)"),
+                         llvm::cl::init(0)};
+};
+
+/// condensate-to-ptx: schedule expansion, specialisation for the chip,
+/// decomposition, GPU kernels, and the NVVM lowering down to a gpu.binary
+/// holding PTX (the host functions keep their launch plans).
+void buildCondensateToPTXPipeline(OpPassManager &pm,
+                                  const PTXPipelineOptions &options);
 
 /// Registers the named pipelines (condensate-to-cpu, condensate-to-ptx).
 void registerCondensatePipelines();

@@ -48,4 +48,62 @@ def ConvertCondensateToLoops
   ];
 }
 
+def ConvertCondensateToGPU
+    : Pass<"convert-condensate-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Lowers condensate stages to GPU kernels with explicit mapping";
+  let description = [{
+    Every stage op becomes a `gpu.func` kernel in one `gpu.module` and a
+    `gpu.launch_func` in its host function; scratch buffers stay host-side
+    `memref.alloc`s, so the host function reads as a launch plan (buffers,
+    grids, arguments) that condensate-translate turns into a manifest.
+
+    Thread mapping:
+    - sparse_attend / dense_attend: one block per (split, kv head,
+      sequence); lane groups of L lanes read one key and value row each with
+      16-byte vector loads (L = head_dim * bytes / 16, at most 32), serve all
+      G query heads of the GQA group from registers, keep online-softmax
+      state per head, and combine through shared memory into the split's
+      partial (m, l, count, o).
+    - score_pages / score_tokens: a lane group per page (or token) and kv
+      head, 256 threads per block; grid (blocks, Hkv, B).
+    - select_topk: one 512-thread block per (kv head, sequence): 8-bit radix
+      search (4 shared-memory histogram passes) for the base-th largest key,
+      block scans writing the set in unit order, argmax passes for extras.
+    - certify: one block per (kv head, sequence), omitted mass in f64.
+    - merge: one warp per (sequence, query head), lanes over head_dim.
+    - append_kv: one block per sequence.
+
+    Before:
+
+    ```mlir
+    condensate.merge partials(%po, %pml : memref<?x32x4x128xf32>, memref<?x32x4x3xf32>)
+        out(%out : memref<?x32x128xf32>)
+    ```
+
+    After (abridged):
+
+    ```mlir
+    gpu.launch_func @condensate_kernels::@attn_merge
+        blocks in (%blocks, %c1, %c1) threads in (%c128, %c1, %c1)
+        args(%po : memref<?x32x4x128xf32>, %pml : ..., %out : ...)
+    gpu.module @condensate_kernels {
+      gpu.func @attn_merge(...) kernel { ... }
+    }
+    ```
+  }];
+  let options = [
+    Option<"moduleName", "module-name", "std::string",
+           /*default=*/"\"condensate_kernels\"",
+           "Name of the gpu.module that receives the kernels">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
 #endif // CONDENSATE_CODEGEN_PASSES_TD

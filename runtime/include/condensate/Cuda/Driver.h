@@ -169,6 +169,9 @@ class Stream {
 public:
   /// Creates a stream in the current context.
   static Result<Stream> create();
+  /// Wraps a stream someone else owns (e.g. a framework's current stream,
+  /// possibly the legacy default stream 0) without taking ownership.
+  static Stream borrow(abi::CUstream raw, int device);
 
   Stream() = default;
   Stream(Stream &&other) noexcept;
@@ -185,7 +188,7 @@ public:
   /// True while the stream is capturing into a graph.
   Result<bool> isCapturing() const;
 
-  bool valid() const { return stream_ != nullptr; }
+  bool valid() const { return stream_ != nullptr || borrowed_; }
   /// Device ordinal of the context the stream was created in.
   int device() const { return device_; }
   /// Also usable as a runtime-API cudaStream_t.
@@ -196,6 +199,7 @@ private:
 
   abi::CUstream stream_ = nullptr;
   int device_ = -1;
+  bool borrowed_ = false;
 };
 
 /// A CUDA event, by default with timing enabled.

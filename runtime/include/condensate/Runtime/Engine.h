@@ -70,6 +70,11 @@ struct CompileInfo {
 Result<Schedule> parseSchedule(const std::string &text, int64_t numLayers,
                                const std::string &bufferName = "<schedule>");
 
+/// Reads the shape and schedule of the first `condensate.model` op of MLIR
+/// `text` (verified; errors are one located line).
+Result<std::pair<ModelShape, Schedule>>
+parseModel(const std::string &text, const std::string &bufferName);
+
 /// A model's attention compiled for the CPU: the functions the
 /// condensate-to-cpu pipeline generates, JIT-compiled in-process.
 class CPUProgram {

@@ -1,0 +1,310 @@
+//===- Llama.cpp - Llama-family architecture and weights from GGUF --------===//
+//
+// Reads `{arch}.*` metadata into a LlamaConfig, checks every tensor's
+// presence and shape against it, and dequantises the weights to float32
+// straight into their (fused) destination buffers.
+//
+//===----------------------------------------------------------------------===//
+#include "condensate/Decoder/Llama.h"
+
+#include "condensate/Model/GGUF.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace condensate::decoder {
+
+using model::GGUFFile;
+using model::TensorInfo;
+
+namespace {
+
+std::string quoted(const std::string &s) { return "'" + s + "'"; }
+
+/// Architectures whose blocks are plain Llama blocks, and their RoPE form
+/// (llama.cpp's llama_model_rope_type: Qwen2 is NEOX, Llama is NORM).
+struct ArchInfo {
+  const char *name;
+  RopeMode rope;
+};
+constexpr ArchInfo kArchitectures[] = {
+    {"llama", RopeMode::Adjacent},
+    {"mistral", RopeMode::Adjacent},
+    {"qwen2", RopeMode::Halves},
+};
+
+/// An optional non-negative integer key; `def` when absent.
+Result<int64_t> optionalInt(const GGUFFile &f, const std::string &key,
+                            int64_t def) {
+  if (!f.has(key))
+    return def;
+  Result<int64_t> v = f.getI64(key);
+  if (!v)
+    return v.status();
+  if (*v < 0)
+    return Status::error(f.name() + ": key " + quoted(key) + " is " +
+                         std::to_string(*v) + ", expected >= 0");
+  return *v;
+}
+
+Result<int64_t> requiredPositive(const GGUFFile &f, const std::string &key) {
+  Result<int64_t> v = f.getI64(key);
+  if (!v)
+    return v.status();
+  if (*v <= 0)
+    return Status::error(f.name() + ": key " + quoted(key) + " is " +
+                         std::to_string(*v) + ", expected > 0");
+  return *v;
+}
+
+Result<double> optionalFloat(const GGUFFile &f, const std::string &key,
+                             double def) {
+  if (!f.has(key))
+    return def;
+  Result<double> v = f.getF64(key);
+  if (!v)
+    return v.status();
+  return *v;
+}
+
+std::string shapeText(int64_t ne0, int64_t ne1) {
+  return ne1 ? "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + "]"
+             : "[" + std::to_string(ne0) + "]";
+}
+
+/// Finds tensor `name` and checks it is a vector [ne0] (ne1 == 0) or a
+/// matrix [ne0, ne1] in GGUF order.
+Result<const TensorInfo *> expectTensor(const GGUFFile &f,
+                                        const std::string &name, int64_t ne0,
+                                        int64_t ne1) {
+  const TensorInfo *t = f.findTensor(name);
+  if (!t)
+    return Status::error(f.name() + ": missing tensor " + quoted(name));
+  bool ok = t->ne[0] == ne0 && t->ne[2] == 1 && t->ne[3] == 1 &&
+            (ne1 ? t->ne[1] == ne1 : t->ne[1] == 1);
+  if (!ok)
+    return Status::error(f.name() + ": tensor " + quoted(name) +
+                         " has shape " + t->shapeString() + ", expected " +
+                         shapeText(ne0, ne1));
+  return t;
+}
+
+/// Dequantises the whole of `t` into `out` (t->numElements floats).
+Status decodeInto(const GGUFFile &f, const TensorInfo &t, float *out) {
+  return f.dequantizeRows(t, 0, t.numRows(), out);
+}
+
+/// Loads tensor `name` of shape [ne0, ne1] into `out[offset...]`.
+Status loadTensor(const GGUFFile &f, const std::string &name, int64_t ne0,
+                  int64_t ne1, std::vector<float> &out, size_t offset = 0) {
+  Result<const TensorInfo *> t = expectTensor(f, name, ne0, ne1);
+  if (!t)
+    return t.status();
+  size_t need = offset + size_t(ne0) * size_t(ne1 ? ne1 : 1);
+  if (out.size() < need)
+    out.resize(need);
+  return decodeInto(f, **t, out.data() + offset);
+}
+
+} // namespace
+
+std::string LlamaConfig::describe() const {
+  std::ostringstream os;
+  os << architecture << ": " << numLayers << " layers, hidden " << hidden
+     << ", heads " << qHeads << "/" << kvHeads << " x " << headDim << ", ffn "
+     << ffn << ", vocab " << vocab << ", rope theta " << ropeTheta
+     << (ropeMode == RopeMode::Adjacent ? " (adjacent pairs)" : " (halves)");
+  if (ropeLinearScale != 1.0)
+    os << " linear x" << ropeLinearScale;
+  if (attentionBias)
+    os << ", qkv bias";
+  os << (tiedOutput ? ", tied output" : "");
+  return os.str();
+}
+
+Result<LlamaConfig> LlamaWeights::readConfig(const GGUFFile &f) {
+  LlamaConfig c;
+  Result<std::string> arch = f.getString("general.architecture");
+  if (!arch)
+    return arch.status();
+  c.architecture = *arch;
+  const ArchInfo *info = nullptr;
+  for (const ArchInfo &a : kArchitectures)
+    if (c.architecture == a.name)
+      info = &a;
+  if (!info)
+    return Status::error(f.name() + ": unsupported architecture " +
+                         quoted(c.architecture) +
+                         " (supported: llama, mistral, qwen2)");
+  c.ropeMode = info->rope;
+  const std::string p = c.architecture + ".";
+
+#define CONDENSATE_TAKE(var, expr)                                             \
+  {                                                                            \
+    auto _r = (expr);                                                          \
+    if (!_r)                                                                   \
+      return _r.status();                                                      \
+    var = *_r;                                                                 \
+  }
+  CONDENSATE_TAKE(c.numLayers, requiredPositive(f, p + "block_count"));
+  CONDENSATE_TAKE(c.hidden, requiredPositive(f, p + "embedding_length"));
+  CONDENSATE_TAKE(c.ffn, requiredPositive(f, p + "feed_forward_length"));
+  CONDENSATE_TAKE(c.qHeads, requiredPositive(f, p + "attention.head_count"));
+  CONDENSATE_TAKE(c.kvHeads,
+                  optionalInt(f, p + "attention.head_count_kv", c.qHeads));
+  CONDENSATE_TAKE(c.contextLength, optionalInt(f, p + "context_length", 0));
+  if (c.hidden % c.qHeads != 0 && !f.has(p + "attention.key_length"))
+    return Status::error(f.name() + ": embedding_length " +
+                         std::to_string(c.hidden) +
+                         " is not a multiple of head_count " +
+                         std::to_string(c.qHeads));
+  CONDENSATE_TAKE(c.headDim, optionalInt(f, p + "attention.key_length",
+                                         c.hidden / c.qHeads));
+  int64_t valueLength = 0;
+  CONDENSATE_TAKE(valueLength,
+                  optionalInt(f, p + "attention.value_length", c.headDim));
+  CONDENSATE_TAKE(c.ropeDim,
+                  optionalInt(f, p + "rope.dimension_count", c.headDim));
+  CONDENSATE_TAKE(c.ropeTheta, optionalFloat(f, p + "rope.freq_base", 10000.0));
+  CONDENSATE_TAKE(c.rmsEps, optionalFloat(f, p + "attention.layer_norm_rms_epsilon",
+                                          1e-5));
+#undef CONDENSATE_TAKE
+
+  if (c.kvHeads <= 0 || c.qHeads % c.kvHeads != 0)
+    return Status::error(f.name() + ": head_count " +
+                         std::to_string(c.qHeads) +
+                         " is not a multiple of head_count_kv " +
+                         std::to_string(c.kvHeads));
+  if (valueLength != c.headDim)
+    return Status::error(f.name() + ": attention.value_length " +
+                         std::to_string(valueLength) +
+                         " differs from key_length " +
+                         std::to_string(c.headDim) + " (unsupported)");
+  if (c.headDim <= 0 || c.ropeDim <= 0 || c.ropeDim > c.headDim ||
+      c.ropeDim % 2 != 0)
+    return Status::error(f.name() + ": rope.dimension_count " +
+                         std::to_string(c.ropeDim) +
+                         " must be even and in (0, head_dim = " +
+                         std::to_string(c.headDim) + "]");
+  if (!(c.ropeTheta > 0.0) || !(c.rmsEps > 0.0))
+    return Status::error(f.name() + ": rope.freq_base and "
+                                    "layer_norm_rms_epsilon must be > 0");
+
+  if (f.has(p + "rope.scaling.type")) {
+    Result<std::string> type = f.getString(p + "rope.scaling.type");
+    if (!type)
+      return type.status();
+    if (*type == "linear") {
+      Result<double> factor = f.getF64(p + "rope.scaling.factor");
+      if (!factor)
+        return factor.status();
+      if (!(*factor > 0.0))
+        return Status::error(f.name() + ": rope.scaling.factor must be > 0");
+      c.ropeLinearScale = *factor;
+    } else if (*type != "none") {
+      return Status::error(f.name() + ": rope.scaling.type " + quoted(*type) +
+                           " is not supported (none, linear)");
+    }
+  } else if (f.has(p + "rope.scale_linear")) {
+    // Older GGUFs spell linear scaling this way.
+    Result<double> factor = f.getF64(p + "rope.scale_linear");
+    if (!factor)
+      return factor.status();
+    if (*factor > 0.0)
+      c.ropeLinearScale = *factor;
+  }
+
+  const TensorInfo *embd = f.findTensor("token_embd.weight");
+  if (!embd)
+    return Status::error(f.name() + ": missing tensor 'token_embd.weight'");
+  if (embd->ne[0] != c.hidden || embd->ne[2] != 1 || embd->ne[3] != 1)
+    return Status::error(f.name() + ": tensor 'token_embd.weight' has shape " +
+                         embd->shapeString() + ", expected [" +
+                         std::to_string(c.hidden) + ", n_vocab]");
+  c.vocab = embd->ne[1];
+  c.tiedOutput = f.findTensor("output.weight") == nullptr;
+  c.attentionBias = f.findTensor("blk.0.attn_q.bias") != nullptr;
+  return c;
+}
+
+Result<std::shared_ptr<const LlamaWeights>>
+LlamaWeights::load(const std::string &path) {
+  Result<GGUFFile> file = GGUFFile::open(path);
+  if (!file)
+    return file.status();
+  return load(*file);
+}
+
+Result<std::shared_ptr<const LlamaWeights>>
+LlamaWeights::load(const GGUFFile &f) {
+  Result<LlamaConfig> config = readConfig(f);
+  if (!config)
+    return config.status();
+  auto w = std::make_shared<LlamaWeights>();
+  w->config_ = *config;
+  const LlamaConfig &c = w->config_;
+  const int64_t H = c.hidden;
+  try {
+    CONDENSATE_RETURN_IF_ERROR(
+        loadTensor(f, "token_embd.weight", H, c.vocab, w->tokenEmbd_));
+    if (!c.tiedOutput)
+      CONDENSATE_RETURN_IF_ERROR(
+          loadTensor(f, "output.weight", H, c.vocab, w->output_));
+    CONDENSATE_RETURN_IF_ERROR(
+        loadTensor(f, "output_norm.weight", H, 0, w->outputNorm_));
+    w->layers_.resize(size_t(c.numLayers));
+    for (int64_t l = 0; l < c.numLayers; ++l) {
+      LayerWeights &L = w->layers_[size_t(l)];
+      const std::string b = "blk." + std::to_string(l) + ".";
+      CONDENSATE_RETURN_IF_ERROR(
+          loadTensor(f, b + "attn_norm.weight", H, 0, L.attnNorm));
+      L.wqkv.resize(size_t(c.qkvDim() * H));
+      CONDENSATE_RETURN_IF_ERROR(
+          loadTensor(f, b + "attn_q.weight", H, c.qDim(), L.wqkv));
+      CONDENSATE_RETURN_IF_ERROR(loadTensor(f, b + "attn_k.weight", H,
+                                            c.kvDim(), L.wqkv,
+                                            size_t(c.qDim() * H)));
+      CONDENSATE_RETURN_IF_ERROR(
+          loadTensor(f, b + "attn_v.weight", H, c.kvDim(), L.wqkv,
+                     size_t((c.qDim() + c.kvDim()) * H)));
+      if (c.attentionBias) {
+        L.bqkv.resize(size_t(c.qkvDim()));
+        CONDENSATE_RETURN_IF_ERROR(
+            loadTensor(f, b + "attn_q.bias", c.qDim(), 0, L.bqkv));
+        CONDENSATE_RETURN_IF_ERROR(loadTensor(f, b + "attn_k.bias", c.kvDim(),
+                                              0, L.bqkv, size_t(c.qDim())));
+        CONDENSATE_RETURN_IF_ERROR(
+            loadTensor(f, b + "attn_v.bias", c.kvDim(), 0, L.bqkv,
+                       size_t(c.qDim() + c.kvDim())));
+      }
+      CONDENSATE_RETURN_IF_ERROR(
+          loadTensor(f, b + "attn_output.weight", c.qDim(), H, L.wo));
+      if (f.findTensor(b + "attn_output.bias"))
+        CONDENSATE_RETURN_IF_ERROR(
+            loadTensor(f, b + "attn_output.bias", H, 0, L.bo));
+      CONDENSATE_RETURN_IF_ERROR(
+          loadTensor(f, b + "ffn_norm.weight", H, 0, L.ffnNorm));
+      L.wGateUp.resize(size_t(2 * c.ffn * H));
+      CONDENSATE_RETURN_IF_ERROR(
+          loadTensor(f, b + "ffn_gate.weight", H, c.ffn, L.wGateUp));
+      CONDENSATE_RETURN_IF_ERROR(loadTensor(f, b + "ffn_up.weight", H, c.ffn,
+                                            L.wGateUp, size_t(c.ffn * H)));
+      CONDENSATE_RETURN_IF_ERROR(
+          loadTensor(f, b + "ffn_down.weight", c.ffn, H, L.wDown));
+    }
+  } catch (const std::bad_alloc &) {
+    return Status::error(f.name() + ": out of memory dequantising the "
+                                    "weights to float32");
+  }
+  return std::shared_ptr<const LlamaWeights>(std::move(w));
+}
+
+int64_t LlamaWeights::bytes() const {
+  size_t n = tokenEmbd_.size() + output_.size() + outputNorm_.size();
+  for (const LayerWeights &L : layers_)
+    n += L.attnNorm.size() + L.wqkv.size() + L.bqkv.size() + L.wo.size() +
+         L.bo.size() + L.ffnNorm.size() + L.wGateUp.size() + L.wDown.size();
+  return int64_t(n * sizeof(float));
+}
+
+} // namespace condensate::decoder

@@ -1,0 +1,165 @@
+//===- CPUDecoder.h - Reference Llama decoder on the CPU --------*- C++ -*-===//
+//
+// A float32 Llama forward pass whose projections and MLP run through
+// OpenBLAS and whose decode attention runs through the compiled condensate
+// kernels (CPUProgram::attend) over a paged KV cache that the compiled
+// append kernel fills (so page summaries are exactly what the kernels
+// expect).
+//
+// Prefill is dense: a prompt's causal self-attention is computed with BLAS
+// in blocks of query rows, whatever the schedule says. The policy applies
+// from the first decode step on, i.e. to every generated token (and to every
+// token fed by teacherForce). Keys and values of the prompt still go through
+// the append kernel, and prefill attention reads them back from the cache,
+// so prefill sees the same (possibly f16/bf16-rounded) keys as decoding.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_DECODER_CPUDECODER_H
+#define CONDENSATE_DECODER_CPUDECODER_H
+
+#include "condensate/Decoder/Llama.h"
+#include "condensate/Runtime/Engine.h"
+#include "condensate/Runtime/Policy.h"
+#include "condensate/Runtime/Status.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace condensate::decoder {
+
+struct DecoderOptions {
+  KVType kvType = KVType::F32;
+  /// KV page size in tokens; 0 takes the schedule's (16 if all dense).
+  /// A non-zero value that differs from the schedule's is an error; use
+  /// withPageSize() to re-page a schedule.
+  int64_t pageSize = 0;
+  /// KV pool capacity in tokens, over all sequences; 0 means the model's
+  /// context length (4096 if unknown).
+  int64_t maxTokens = 0;
+  /// OpenBLAS threads (openblas_set_num_threads, process-wide); 0 leaves
+  /// OpenBLAS's own choice.
+  int threads = 0;
+  /// Query rows per prefill block.
+  int64_t prefillChunk = 256;
+  /// Tokens the repetition score of adaptive layers looks back over.
+  int64_t repetitionSpan = 64;
+};
+
+/// Wall time spent in the parts of decode steps, summed over steps since
+/// the last resetProfile(): where a step's time goes.
+struct StepProfile {
+  int64_t steps = 0;
+  double norms = 0.0;     ///< RMSNorm, RoPE, SwiGLU and copies
+  double qkv = 0.0;       ///< fused q/k/v projection
+  double append = 0.0;    ///< compiled append kernel
+  double attention = 0.0; ///< compiled attention kernel
+  double output = 0.0;    ///< attention output projection
+  double mlp = 0.0;       ///< gate/up and down projections
+  double logits = 0.0;    ///< final norm and vocabulary projection
+  double total = 0.0;
+};
+
+/// Called during prefill with (work done, total work), monotonically.
+using ProgressFn = std::function<void(int64_t done, int64_t total)>;
+
+/// The BLAS library in use: "OpenBLAS <config>; core <kernel>; <n> threads".
+std::string blasDescription();
+/// OpenBLAS picks its kernels once, when it is loaded, from the CPU model;
+/// a CPU newer than the library (OpenBLAS 0.3.21 on an Emerald Rapids
+/// Xeon, for one) gets the generic SSE3 "Prescott" kernels, two to three
+/// times slower. Returns the OPENBLAS_CORETYPE value (SkylakeX, Haswell)
+/// that suits this CPU when that happened, else "". Only a new process can
+/// act on it (set the variable and re-execute).
+std::string blasCoreRecommendation();
+
+/// Page size of the non-dense policies of `schedule`: 0 if every policy is
+/// dense, an error if they disagree.
+Result<int64_t> schedulePageSize(const Schedule &schedule);
+/// `schedule` with every non-dense policy's page_size set to `pageSize`.
+Schedule withPageSize(Schedule schedule, int64_t pageSize);
+
+class CPUDecoder {
+public:
+  using SeqId = int64_t;
+  /// Entries per (layer, sequence, query head) in stats(): eps_hat,
+  /// positions attended, extra units, dense fallback (see Engine.h).
+  static constexpr int64_t kStatFields = 4;
+
+  /// Compiles `schedule` for the model's attention shape and allocates the
+  /// KV pool.
+  static Result<std::unique_ptr<CPUDecoder>>
+  create(std::shared_ptr<const LlamaWeights> weights,
+         const Schedule &schedule, const DecoderOptions &options = {});
+  ~CPUDecoder();
+  CPUDecoder(const CPUDecoder &) = delete;
+  CPUDecoder &operator=(const CPUDecoder &) = delete;
+
+  const LlamaConfig &config() const;
+  const ModelShape &shape() const;
+  const DecoderOptions &options() const;
+  const CPUProgram &program() const;
+  std::shared_ptr<const CPUProgram> programPtr() const;
+  /// Compiles another schedule for this decoder's shape (same page size).
+  Result<std::shared_ptr<const CPUProgram>>
+  compile(const Schedule &schedule) const;
+  /// Switches the attention program used by later decode steps; the KV
+  /// cache is kept (the program must have this decoder's shape).
+  Status setProgram(std::shared_ptr<const CPUProgram> program);
+
+  // Sequences --------------------------------------------------------------
+
+  /// A new, empty sequence.
+  SeqId newSequence();
+  /// A new sequence holding a copy of `seq`'s tokens and cache pages.
+  Result<SeqId> fork(SeqId seq);
+  /// Frees the sequence's pages.
+  Status release(SeqId seq);
+  /// Tokens fed to `seq` so far (its context length); -1 if not live.
+  int64_t length(SeqId seq) const;
+  const std::vector<int32_t> &tokens(SeqId seq) const;
+  int64_t freePages() const;
+  int64_t totalPages() const;
+
+  // Forward passes ---------------------------------------------------------
+
+  /// Feeds `count` tokens to `seq` with dense causal attention. Writes the
+  /// next-token logits of the last position to `lastLogits` ([vocab], may
+  /// be null) and, when `allLogits` is non-null, those of every position
+  /// ([count, vocab], resized).
+  Status prefill(SeqId seq, const int32_t *tokens, int64_t count,
+                 float *lastLogits, std::vector<float> *allLogits = nullptr,
+                 const ProgressFn &progress = {});
+  /// One decode step: tokens[i] is appended to seqs[i] and attended under
+  /// the program's policies. logits: [batch, vocab].
+  Status step(const SeqId *seqs, const int32_t *tokens, int64_t batch,
+              float *logits);
+  Status step(SeqId seq, int32_t token, float *logits) {
+    return step(&seq, &token, 1, logits);
+  }
+  /// Attention statistics of the last step, [numLayers, batch, Hq, 4].
+  const std::vector<float> &stats() const;
+  /// Context length each sequence of the last step attended over, [batch].
+  const int32_t *lastLens() const;
+  const StepProfile &profile() const;
+  void resetProfile();
+
+  /// Feeds `count` tokens one decode step at a time (the policy applies at
+  /// each): logits [count, vocab] of every step, and with `stats` the
+  /// per-step statistics [count, numLayers, Hq, 4].
+  Status teacherForce(SeqId seq, const int32_t *tokens, int64_t count,
+                      std::vector<float> &logits,
+                      std::vector<float> *stats = nullptr);
+
+  struct Impl;
+
+private:
+  explicit CPUDecoder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace condensate::decoder
+
+#endif // CONDENSATE_DECODER_CPUDECODER_H

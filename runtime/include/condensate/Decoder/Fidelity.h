@@ -1,0 +1,67 @@
+//===- Fidelity.h - Measures of a sparse policy against dense decoding ----===//
+//
+// Next-token comparisons (argmax, KL divergence of the softmax
+// distributions) and an accumulator of the attention kernels' per-head
+// statistics: the fraction of keys read and the certificate's eps_hat,
+// pass rate and dense fallbacks.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_DECODER_FIDELITY_H
+#define CONDENSATE_DECODER_FIDELITY_H
+
+#include "condensate/Runtime/Policy.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace condensate::decoder {
+
+/// Index of the largest logit (the first one on ties).
+int32_t argmax(const float *logits, int64_t n);
+
+/// KL(softmax(p) || softmax(q)) in nats, computed in float64.
+double klDivergence(const float *pLogits, const float *qLogits, int64_t n);
+
+/// Aggregate of decode-step attention statistics.
+struct AttentionSummary {
+  int64_t headSteps = 0;    ///< (layer, sequence, query head, step) entries
+  double keysRead = 0.0;    ///< mean of attended / context length
+  int64_t certified = 0;    ///< entries under a certified policy (tau > 0)
+  /// Certified entries that did not fall back and have a finite eps_hat
+  /// (a fallback attends densely and reports eps_hat = 0).
+  int64_t epsComputed = 0;
+  double epsMean = 0.0;     ///< over epsComputed
+  double epsMax = 0.0;
+  int64_t passed = 0;       ///< non-fallback certified entries, eps_hat <= tau
+  int64_t fallbacks = 0;    ///< certified entries that fell back to dense
+  double extraMean = 0.0;   ///< mean extra units over certified entries
+
+  double passRate() const {
+    return certified ? double(passed) / double(certified) : 0.0;
+  }
+  double fallbackRate() const {
+    return certified ? double(fallbacks) / double(certified) : 0.0;
+  }
+};
+
+/// Accumulates CPUDecoder::stats() of decode steps under one schedule.
+class AttentionStatsAccumulator {
+public:
+  AttentionStatsAccumulator(const Schedule &schedule, int64_t numLayers,
+                            int64_t qHeads, int64_t kvHeads);
+  /// stats [numLayers, batch, qHeads, 4]; lens [batch] the context length
+  /// of each sequence at that step.
+  void add(const float *stats, const int32_t *lens, int64_t batch);
+  AttentionSummary summary() const;
+
+private:
+  std::vector<double> tau_; ///< per (layer, query head); 0 if uncertified
+  int64_t numLayers_, qHeads_;
+  int64_t count_ = 0, certified_ = 0, epsComputed_ = 0, passed_ = 0,
+          fallbacks_ = 0;
+  double keysRead_ = 0.0, epsSum_ = 0.0, epsMax_ = 0.0, extraSum_ = 0.0;
+};
+
+} // namespace condensate::decoder
+
+#endif // CONDENSATE_DECODER_FIDELITY_H

@@ -1,0 +1,106 @@
+//===- Llama.h - Llama-family architecture and float32 weights from GGUF --===//
+//
+// Reads a Llama-family model (llama, mistral-style llama, qwen2) from a GGUF
+// file: the architecture from `{arch}.*` metadata and every weight
+// dequantised once to float32, row-major [out, in] (a GGUF tensor with
+// ne = [in, out] is exactly that). Projections that read the same input are
+// stored fused so one BLAS call serves them: q, k and v as one
+// [(Hq + 2 Hkv) * D, hidden] matrix, gate and up as one [2 * ffn, hidden].
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_DECODER_LLAMA_H
+#define CONDENSATE_DECODER_LLAMA_H
+
+#include "condensate/Runtime/Status.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace condensate::model {
+class GGUFFile;
+} // namespace condensate::model
+
+namespace condensate::decoder {
+
+/// How a head's rotary pairs are formed. llama.cpp's GGUF conversion
+/// permutes Llama's q/k rows so adjacent pairs (x[2i], x[2i+1]) are rotated
+/// ("NORM"); Qwen2 keeps Hugging Face's halves (x[i], x[i + n/2], "NEOX").
+enum class RopeMode { Adjacent, Halves };
+
+/// Architecture parameters, from `{arch}.*` GGUF metadata.
+struct LlamaConfig {
+  std::string architecture;  ///< general.architecture
+  int64_t numLayers = 0;     ///< block_count
+  int64_t hidden = 0;        ///< embedding_length
+  int64_t ffn = 0;           ///< feed_forward_length
+  int64_t qHeads = 0;        ///< attention.head_count
+  int64_t kvHeads = 0;       ///< attention.head_count_kv (default qHeads)
+  int64_t headDim = 0;       ///< attention.key_length or hidden / qHeads
+  int64_t vocab = 0;         ///< rows of token_embd
+  int64_t contextLength = 0; ///< context_length (0 if absent)
+  int64_t ropeDim = 0;       ///< rope.dimension_count (default headDim)
+  double ropeTheta = 10000.0;
+  /// Positions are divided by this (rope.scaling.type = linear).
+  double ropeLinearScale = 1.0;
+  RopeMode ropeMode = RopeMode::Adjacent;
+  double rmsEps = 1e-5;
+  bool attentionBias = false; ///< q/k/v biases present (Qwen2)
+  bool tiedOutput = false;    ///< logits use token_embd (no output.weight)
+
+  int64_t qDim() const { return qHeads * headDim; }
+  int64_t kvDim() const { return kvHeads * headDim; }
+  int64_t qkvDim() const { return qDim() + 2 * kvDim(); }
+  /// One line, e.g. "llama: 30 layers, hidden 576, 9/3 heads x 64, ...".
+  std::string describe() const;
+};
+
+/// One transformer block's weights, float32 row-major [out, in].
+struct LayerWeights {
+  std::vector<float> attnNorm; ///< [hidden]
+  std::vector<float> wqkv;     ///< [qkvDim, hidden]: q rows, k rows, v rows
+  std::vector<float> bqkv;     ///< [qkvDim], empty without attention biases
+  std::vector<float> wo;       ///< [hidden, qDim]
+  std::vector<float> bo;       ///< [hidden], empty unless attn_output.bias
+  std::vector<float> ffnNorm;  ///< [hidden]
+  std::vector<float> wGateUp;  ///< [2 * ffn, hidden]: gate rows, up rows
+  std::vector<float> wDown;    ///< [hidden, ffn]
+};
+
+/// A model's architecture and float32 weights. Immutable once loaded; share
+/// it between decoders through a shared_ptr.
+class LlamaWeights {
+public:
+  /// Loads from an open GGUF file. Errors are one line and name the file
+  /// and the offending key or tensor.
+  static Result<std::shared_ptr<const LlamaWeights>>
+  load(const model::GGUFFile &file);
+  /// Opens `path` and loads it.
+  static Result<std::shared_ptr<const LlamaWeights>>
+  load(const std::string &path);
+  /// Reads only the architecture (no tensor data is decoded).
+  static Result<LlamaConfig> readConfig(const model::GGUFFile &file);
+
+  const LlamaConfig &config() const { return config_; }
+  const LayerWeights &layer(int64_t l) const { return layers_[l]; }
+  const float *tokenEmbedding() const { return tokenEmbd_.data(); }
+  /// [vocab, hidden]: output.weight, or token_embd when tied.
+  const float *outputWeights() const {
+    return config_.tiedOutput ? tokenEmbd_.data() : output_.data();
+  }
+  const float *outputNorm() const { return outputNorm_.data(); }
+  /// Bytes of float32 weights held.
+  int64_t bytes() const;
+
+private:
+  LlamaConfig config_;
+  std::vector<float> tokenEmbd_;  ///< [vocab, hidden]
+  std::vector<float> output_;     ///< [vocab, hidden], empty when tied
+  std::vector<float> outputNorm_; ///< [hidden]
+  std::vector<LayerWeights> layers_;
+};
+
+} // namespace condensate::decoder
+
+#endif // CONDENSATE_DECODER_LLAMA_H

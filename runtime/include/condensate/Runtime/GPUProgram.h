@@ -1,0 +1,125 @@
+//===- GPUProgram.h - generated GPU kernels: compile, cache, launch -*- C++ -*-===//
+//
+// A model's attention compiled for an NVIDIA GPU: the condensate-to-ptx
+// pipeline turns the schedule into PTX kernels and a launch plan (a
+// GPULibrary, which is also what condensate-translate writes as an AOT
+// library), and a GPUProgram loads the PTX through the CUDA driver API and
+// launches the plan on device buffers. Compiling in-process on first use is
+// cached in memory and on disk.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_RUNTIME_GPUPROGRAM_H
+#define CONDENSATE_RUNTIME_GPUPROGRAM_H
+
+#include "condensate/Cuda/Driver.h"
+#include "condensate/Runtime/Engine.h"
+#include "condensate/Runtime/LaunchPlan.h"
+#include "condensate/Runtime/Policy.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace condensate {
+
+/// PTX plus the launch plan and what it was specialised for.
+struct GPULibrary {
+  ModelShape shape;
+  Schedule schedule;
+  std::string chip;       ///< sm_90, sm_80
+  std::string ptx;        ///< every kernel of the model
+  LaunchPlan plan;
+  std::string modelText;  ///< the condensate.model op it was built from
+  /// Per layer function: the #condensate.spec it was specialised with.
+  std::map<std::string, std::string> specs;
+  double compileSeconds = 0.0;
+
+  /// The JSON manifest: the launch plan plus model, schedule, target and
+  /// per-kernel parameter lists and specialisation keys.
+  std::string manifestJSON() const;
+  /// Reads a library written as PTX + manifest (condensate-translate).
+  static Result<GPULibrary> fromManifest(const std::string &manifestJSON,
+                                         std::string ptx);
+};
+
+/// Compiles the first condensate.model op of `text` for `chip`.
+Result<GPULibrary> compileGPULibrary(const std::string &text,
+                                     const std::string &bufferName,
+                                     const std::string &chip = "sm_90");
+
+/// Where compiled libraries are cached on disk: $CONDENSATE_CACHE_DIR, else
+/// $XDG_CACHE_HOME/condensate, else ~/.cache/condensate.
+std::string defaultCacheDirectory();
+
+struct GPUCompileOptions {
+  std::string chip = "sm_90";
+  std::string cacheDir = defaultCacheDirectory(); ///< "" disables the disk cache
+};
+
+/// How a library was obtained.
+struct GPUCompileReport {
+  enum class Source { Compiled, MemoryCache, DiskCache } source =
+      Source::Compiled;
+  double seconds = 0.0; ///< time spent (compile or load)
+  std::string cacheKey;
+};
+
+/// Returns the library of `shape` under `schedule`: from the in-memory
+/// cache, else the disk cache, else compiled in-process (and stored).
+Result<std::shared_ptr<const GPULibrary>>
+getGPULibrary(const ModelShape &shape, const Schedule &schedule,
+              const GPUCompileOptions &options = {},
+              GPUCompileReport *report = nullptr);
+
+/// A library loaded on one device. Launches go to the caller's stream and are
+/// capturable in a CUDA graph once the workspace is reserved. One program
+/// serves one stream at a time (its scratch workspace is shared).
+class GPUProgram {
+public:
+  static Result<std::unique_ptr<GPUProgram>>
+  load(std::shared_ptr<const GPULibrary> library, int device = 0);
+
+  const GPULibrary &library() const { return *library_; }
+  const ModelShape &shape() const { return library_->shape; }
+  bool isAdaptive(int64_t layer) const;
+
+  /// Grows the scratch workspace to serve calls up to these sizes without
+  /// allocating (required before graph capture).
+  Status reserve(int64_t maxBatch, int64_t maxPages, int64_t numPages);
+
+  /// Per-kernel device times of one profiled call.
+  using Profile = std::vector<std::pair<std::string, float>>;
+
+  /// Decode attention of `layer` on device buffers (AttentionArgs pointers
+  /// are device addresses). With `profile`, every kernel is bracketed by
+  /// events and the call waits for the stream (not capturable).
+  Status attend(int64_t layer, const AttentionArgs &args,
+                const cuda::Stream &stream, Profile *profile = nullptr);
+  Status append(const AppendArgs &args, const cuda::Stream &stream);
+
+  /// Bytes of scratch the last call of `layer` needed.
+  int64_t workspaceBytes() const { return workspaceBytes_; }
+
+private:
+  GPUProgram() = default;
+  Status run(const FunctionPlan &fn,
+             const std::vector<cuda::DevicePtr> &args,
+             const std::vector<std::vector<int64_t>> &shapes,
+             const cuda::Stream &stream, Profile *profile = nullptr);
+  Result<int64_t> scratchBytes(const FunctionPlan &fn,
+                               const std::vector<std::vector<int64_t>> &shapes,
+                               std::vector<int64_t> *offsets) const;
+
+  std::shared_ptr<const GPULibrary> library_;
+  cuda::Context context_;
+  cuda::Module module_;
+  std::map<std::string, cuda::Function> functions_;
+  cuda::DeviceBuffer workspace_;
+  int64_t workspaceBytes_ = 0;
+  std::vector<bool> adaptive_;
+};
+
+} // namespace condensate
+
+#endif // CONDENSATE_RUNTIME_GPUPROGRAM_H

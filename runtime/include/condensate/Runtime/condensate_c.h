@@ -1,0 +1,77 @@
+/*===- condensate_c.h - C API of the condensate runtime -------------------===*
+ *
+ * A C interface over the GPU programs, for engines and scripts (the
+ * benchmark drives it from Python through ctypes, next to torch on the same
+ * CUDA context and stream). Every function returns 0 on success and
+ * otherwise a non-zero code with a one-line message in `error`.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef CONDENSATE_RUNTIME_CONDENSATE_C_H
+#define CONDENSATE_RUNTIME_CONDENSATE_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct condensate_gpu_program condensate_gpu_program;
+
+/* Compiles (or loads from the memory/disk cache) the condensate.model op in
+ * `model_mlir` for `chip` ("sm_90") and loads it on device 0. `seconds`
+ * receives the compile or load time; `source` 0 = compiled, 1 = memory
+ * cache, 2 = disk cache. `cache_dir` NULL uses the default, "" disables. */
+int condensate_gpu_compile(const char *model_mlir, const char *chip,
+                           const char *cache_dir,
+                           condensate_gpu_program **program, double *seconds,
+                           int *source, char *error, size_t error_size);
+
+/* Loads an AOT library written by condensate-translate. */
+int condensate_gpu_load(const char *ptx_path, const char *manifest_path,
+                        condensate_gpu_program **program, char *error,
+                        size_t error_size);
+
+void condensate_gpu_free(condensate_gpu_program *program);
+
+int condensate_gpu_reserve(condensate_gpu_program *program, int64_t max_batch,
+                           int64_t max_pages, int64_t num_pages, char *error,
+                           size_t error_size);
+
+/* Device pointers; layouts as in condensate/Runtime/Engine.h. `stream` is a
+ * CUstream / cudaStream_t (NULL = legacy default stream). */
+int condensate_gpu_attend(condensate_gpu_program *program, int64_t layer,
+                          int64_t batch, int64_t max_pages, int64_t num_pages,
+                          const void *q, const void *k_cache,
+                          const void *v_cache, const void *page_table,
+                          const void *lens, const void *windows,
+                          const void *summaries, void *out, void *stats,
+                          void *stream, char *error, size_t error_size);
+
+/* As condensate_gpu_attend, but times every kernel (synchronises): writes up
+ * to `capacity` kernel names (NUL-separated in `names`, `names_size` bytes)
+ * and milliseconds; `count` receives the number of kernels. */
+int condensate_gpu_attend_profiled(
+    condensate_gpu_program *program, int64_t layer, int64_t batch,
+    int64_t max_pages, int64_t num_pages, const void *q, const void *k_cache,
+    const void *v_cache, const void *page_table, const void *lens,
+    const void *windows, const void *summaries, void *out, void *stats,
+    void *stream, char *names, size_t names_size, float *ms, int capacity,
+    int *count, char *error, size_t error_size);
+
+int condensate_gpu_append(condensate_gpu_program *program, int64_t batch,
+                          int64_t max_pages, int64_t num_pages,
+                          const void *k_new, const void *v_new, void *k_cache,
+                          void *v_cache, const void *page_table,
+                          const void *positions, void *summaries, void *stream,
+                          char *error, size_t error_size);
+
+/* Number of kernel launches one attend of `layer` makes. */
+int condensate_gpu_launch_count(condensate_gpu_program *program,
+                                int64_t layer);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CONDENSATE_RUNTIME_CONDENSATE_C_H */

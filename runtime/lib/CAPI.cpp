@@ -1,0 +1,206 @@
+//===- CAPI.cpp - the C interface of the GPU runtime ----------------------===//
+//
+// Thin wrappers: C handles over GPUProgram, Status messages copied into the
+// caller's error buffer.
+//
+//===----------------------------------------------------------------------===//
+#include "condensate/Runtime/condensate_c.h"
+
+#include "condensate/Runtime/GPUProgram.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using namespace condensate;
+
+struct condensate_gpu_program {
+  std::unique_ptr<GPUProgram> program;
+};
+
+namespace {
+
+int fail(const Status &st, char *error, size_t size) {
+  if (error && size > 0) {
+    std::strncpy(error, st.message().c_str(), size - 1);
+    error[size - 1] = '\0';
+  }
+  return 1;
+}
+
+cuda::Stream streamOf(void *stream) {
+  return cuda::Stream::borrow(static_cast<cuda::abi::CUstream>(stream), 0);
+}
+
+AttentionArgs attentionArgs(int64_t batch, int64_t maxPages, int64_t numPages,
+                            const void *q, const void *k, const void *v,
+                            const void *pt, const void *lens,
+                            const void *windows, const void *summaries,
+                            void *out, void *stats) {
+  AttentionArgs a;
+  a.batch = batch;
+  a.maxPages = maxPages;
+  a.numPages = numPages;
+  a.q = static_cast<const float *>(q);
+  a.kCache = k;
+  a.vCache = v;
+  a.pageTable = static_cast<const int32_t *>(pt);
+  a.lens = static_cast<const int32_t *>(lens);
+  a.windows = static_cast<const int32_t *>(windows);
+  a.summaries = static_cast<const float *>(summaries);
+  a.out = static_cast<float *>(out);
+  a.stats = static_cast<float *>(stats);
+  return a;
+}
+
+} // namespace
+
+extern "C" {
+
+int condensate_gpu_compile(const char *model_mlir, const char *chip,
+                           const char *cache_dir,
+                           condensate_gpu_program **program, double *seconds,
+                           int *source, char *error, size_t error_size) {
+  if (!model_mlir || !program)
+    return fail(Status::error("condensate_gpu_compile: null argument"), error,
+                error_size);
+  auto model = parseModel(model_mlir, "<model>");
+  if (!model.ok())
+    return fail(model.status(), error, error_size);
+  GPUCompileOptions options;
+  if (chip)
+    options.chip = chip;
+  if (cache_dir)
+    options.cacheDir = cache_dir;
+  GPUCompileReport report;
+  auto cached = getGPULibrary(model->first, model->second, options, &report);
+  if (!cached.ok())
+    return fail(cached.status(), error, error_size);
+  auto loaded = GPUProgram::load(*cached);
+  if (!loaded.ok())
+    return fail(loaded.status(), error, error_size);
+  if (seconds)
+    *seconds = report.seconds;
+  if (source)
+    *source = static_cast<int>(report.source);
+  *program = new condensate_gpu_program{loaded.take()};
+  return 0;
+}
+
+int condensate_gpu_load(const char *ptx_path, const char *manifest_path,
+                        condensate_gpu_program **program, char *error,
+                        size_t error_size) {
+  auto read = [](const char *path, std::string &out) {
+    std::ifstream in(path ? path : "", std::ios::binary);
+    if (!in)
+      return false;
+    std::ostringstream os;
+    os << in.rdbuf();
+    out = os.str();
+    return true;
+  };
+  std::string ptx, manifest;
+  if (!read(ptx_path, ptx))
+    return fail(Status::error(std::string("cannot read ") +
+                              (ptx_path ? ptx_path : "(null)")),
+                error, error_size);
+  if (!read(manifest_path, manifest))
+    return fail(Status::error(std::string("cannot read ") +
+                              (manifest_path ? manifest_path : "(null)")),
+                error, error_size);
+  auto lib = GPULibrary::fromManifest(manifest, ptx);
+  if (!lib.ok())
+    return fail(lib.status().withContext(manifest_path), error, error_size);
+  auto loaded =
+      GPUProgram::load(std::make_shared<const GPULibrary>(lib.take()));
+  if (!loaded.ok())
+    return fail(loaded.status(), error, error_size);
+  *program = new condensate_gpu_program{loaded.take()};
+  return 0;
+}
+
+void condensate_gpu_free(condensate_gpu_program *program) { delete program; }
+
+int condensate_gpu_reserve(condensate_gpu_program *p, int64_t max_batch,
+                           int64_t max_pages, int64_t num_pages, char *error,
+                           size_t error_size) {
+  Status st = p->program->reserve(max_batch, max_pages, num_pages);
+  return st.ok() ? 0 : fail(st, error, error_size);
+}
+
+int condensate_gpu_attend(condensate_gpu_program *p, int64_t layer,
+                          int64_t batch, int64_t max_pages, int64_t num_pages,
+                          const void *q, const void *k, const void *v,
+                          const void *pt, const void *lens,
+                          const void *windows, const void *summaries,
+                          void *out, void *stats, void *stream, char *error,
+                          size_t error_size) {
+  cuda::Stream s = streamOf(stream);
+  Status st = p->program->attend(
+      layer,
+      attentionArgs(batch, max_pages, num_pages, q, k, v, pt, lens, windows,
+                    summaries, out, stats),
+      s);
+  return st.ok() ? 0 : fail(st, error, error_size);
+}
+
+int condensate_gpu_attend_profiled(
+    condensate_gpu_program *p, int64_t layer, int64_t batch, int64_t max_pages,
+    int64_t num_pages, const void *q, const void *k, const void *v,
+    const void *pt, const void *lens, const void *windows,
+    const void *summaries, void *out, void *stats, void *stream, char *names,
+    size_t names_size, float *ms, int capacity, int *count, char *error,
+    size_t error_size) {
+  cuda::Stream s = streamOf(stream);
+  GPUProgram::Profile profile;
+  Status st = p->program->attend(
+      layer,
+      attentionArgs(batch, max_pages, num_pages, q, k, v, pt, lens, windows,
+                    summaries, out, stats),
+      s, &profile);
+  if (!st.ok())
+    return fail(st, error, error_size);
+  size_t used = 0;
+  int n = 0;
+  for (const auto &[name, t] : profile) {
+    if (n >= capacity || used + name.size() + 1 > names_size)
+      break;
+    std::memcpy(names + used, name.c_str(), name.size() + 1);
+    used += name.size() + 1;
+    ms[n++] = t;
+  }
+  if (count)
+    *count = n;
+  return 0;
+}
+
+int condensate_gpu_append(condensate_gpu_program *p, int64_t batch,
+                          int64_t max_pages, int64_t num_pages,
+                          const void *k_new, const void *v_new, void *k_cache,
+                          void *v_cache, const void *page_table,
+                          const void *positions, void *summaries, void *stream,
+                          char *error, size_t error_size) {
+  cuda::Stream s = streamOf(stream);
+  AppendArgs a;
+  a.batch = batch;
+  a.maxPages = max_pages;
+  a.numPages = num_pages;
+  a.kNew = static_cast<const float *>(k_new);
+  a.vNew = static_cast<const float *>(v_new);
+  a.kCache = k_cache;
+  a.vCache = v_cache;
+  a.pageTable = static_cast<const int32_t *>(page_table);
+  a.positions = static_cast<const int32_t *>(positions);
+  a.summaries = static_cast<float *>(summaries);
+  Status st = p->program->append(a, s);
+  return st.ok() ? 0 : fail(st, error, error_size);
+}
+
+int condensate_gpu_launch_count(condensate_gpu_program *p, int64_t layer) {
+  const LaunchPlan &plan = p->program->library().plan;
+  if (layer < 0 || layer >= static_cast<int64_t>(plan.layers.size()))
+    return -1;
+  return static_cast<int>(plan.functions.at(plan.layers[layer]).launches.size());
+}
+
+} // extern "C"

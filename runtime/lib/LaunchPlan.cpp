@@ -1,0 +1,272 @@
+//===- LaunchPlan.cpp - launch plans and their JSON manifest --------------===//
+//
+// Expression evaluation and the (nlohmann) JSON form of a launch plan.
+//
+//===----------------------------------------------------------------------===//
+#include "condensate/Runtime/LaunchPlan.h"
+
+#include <nlohmann/json.hpp>
+
+namespace condensate {
+
+using nlohmann::json;
+
+Result<int64_t>
+Expr::eval(const std::vector<std::vector<int64_t>> &argShapes) const {
+  switch (kind) {
+  case Kind::Const:
+    return value;
+  case Kind::Dim:
+    if (value < 0 || value >= static_cast<int64_t>(argShapes.size()) ||
+        dim < 0 || dim >= static_cast<int64_t>(argShapes[value].size()))
+      return Status::error("launch plan refers to arg" +
+                           std::to_string(value) + ".dim" +
+                           std::to_string(dim) + ", which is not given");
+    return argShapes[value][dim];
+  default:
+    break;
+  }
+  if (operands.size() != 2)
+    return Status::error("malformed launch plan expression");
+  auto a = operands[0].eval(argShapes);
+  if (!a.ok())
+    return a;
+  auto b = operands[1].eval(argShapes);
+  if (!b.ok())
+    return b;
+  switch (kind) {
+  case Kind::Add:
+    return *a + *b;
+  case Kind::Mul:
+    return *a * *b;
+  case Kind::CeilDiv:
+    if (*b == 0)
+      return Status::error("launch plan divides by zero");
+    return (*a + *b - 1) / *b;
+  case Kind::Max:
+    return std::max(*a, *b);
+  case Kind::Min:
+    return std::min(*a, *b);
+  default:
+    return Status::error("malformed launch plan expression");
+  }
+}
+
+static const char *kindName(Expr::Kind k) {
+  switch (k) {
+  case Expr::Kind::Add:
+    return "add";
+  case Expr::Kind::Mul:
+    return "mul";
+  case Expr::Kind::CeilDiv:
+    return "ceildiv";
+  case Expr::Kind::Max:
+    return "max";
+  case Expr::Kind::Min:
+    return "min";
+  default:
+    return "?";
+  }
+}
+
+std::string Expr::toString() const {
+  if (kind == Kind::Const)
+    return std::to_string(value);
+  if (kind == Kind::Dim)
+    return "arg" + std::to_string(value) + ".dim" + std::to_string(dim);
+  return std::string(kindName(kind)) + "(" + operands[0].toString() + ", " +
+         operands[1].toString() + ")";
+}
+
+namespace {
+
+json exprToJSON(const Expr &e) {
+  if (e.kind == Expr::Kind::Const)
+    return e.value;
+  if (e.kind == Expr::Kind::Dim)
+    return json{{"arg", e.value}, {"dim", e.dim}};
+  return json{{"op", kindName(e.kind)},
+              {"lhs", exprToJSON(e.operands[0])},
+              {"rhs", exprToJSON(e.operands[1])}};
+}
+
+Result<Expr> exprFromJSON(const json &j) {
+  if (j.is_number_integer())
+    return Expr::constant(j.get<int64_t>());
+  if (j.is_object() && j.contains("arg") && j.contains("dim"))
+    return Expr::argDim(j["arg"].get<int64_t>(), j["dim"].get<int64_t>());
+  if (j.is_object() && j.contains("op") && j.contains("lhs") &&
+      j.contains("rhs")) {
+    std::string op = j["op"].get<std::string>();
+    Expr::Kind k;
+    if (op == "add")
+      k = Expr::Kind::Add;
+    else if (op == "mul")
+      k = Expr::Kind::Mul;
+    else if (op == "ceildiv")
+      k = Expr::Kind::CeilDiv;
+    else if (op == "max")
+      k = Expr::Kind::Max;
+    else if (op == "min")
+      k = Expr::Kind::Min;
+    else
+      return Status::error("manifest: unknown expression op '" + op + "'");
+    auto a = exprFromJSON(j["lhs"]);
+    if (!a.ok())
+      return a;
+    auto b = exprFromJSON(j["rhs"]);
+    if (!b.ok())
+      return b;
+    return Expr::binary(k, *a, *b);
+  }
+  return Status::error("manifest: malformed expression " + j.dump());
+}
+
+json exprsToJSON(const std::vector<Expr> &v) {
+  json a = json::array();
+  for (const Expr &e : v)
+    a.push_back(exprToJSON(e));
+  return a;
+}
+
+Result<std::vector<Expr>> exprsFromJSON(const json &j) {
+  std::vector<Expr> out;
+  if (!j.is_array())
+    return Status::error("manifest: expected an array of expressions");
+  for (const json &e : j) {
+    auto x = exprFromJSON(e);
+    if (!x.ok())
+      return x.status();
+    out.push_back(*x);
+  }
+  return out;
+}
+
+} // namespace
+
+std::string LaunchPlan::toJSON() const {
+  json j;
+  j["format"] = "condensate-launch-plan-1";
+  j["target"] = target;
+  j["layers"] = layers;
+  j["append"] = append;
+  j["adaptive"] = adaptive;
+  json fns = json::object();
+  for (const auto &[name, fn] : functions) {
+    json f;
+    f["num_args"] = fn.numArgs;
+    json scratch = json::array();
+    for (const ScratchBuffer &s : fn.scratch)
+      scratch.push_back({{"element_type", s.elementType},
+                         {"element_bytes", s.elementBytes},
+                         {"shape", exprsToJSON(s.shape)}});
+    f["scratch"] = scratch;
+    json launches = json::array();
+    for (const KernelLaunch &l : fn.launches) {
+      json params = json::array();
+      for (const MemRefParam &p : l.params)
+        params.push_back(
+            {{"buffer", p.buffer.kind == BufferRef::Kind::Argument
+                            ? "arg"
+                            : "scratch"},
+             {"index", p.buffer.index},
+             {"element_type", p.elementType},
+             {"element_bytes", p.elementBytes},
+             {"offset", exprToJSON(p.offset)},
+             {"sizes", exprsToJSON(p.sizes)},
+             {"strides", exprsToJSON(p.strides)}});
+      launches.push_back({{"kernel", l.kernel},
+                          {"grid", exprsToJSON({l.grid[0], l.grid[1],
+                                                l.grid[2]})},
+                          {"block", l.block},
+                          {"shared_bytes", l.sharedBytes},
+                          {"params", params}});
+    }
+    f["launches"] = launches;
+    fns[name] = f;
+  }
+  j["functions"] = fns;
+  return j.dump(1);
+}
+
+Result<LaunchPlan> LaunchPlan::fromJSON(const std::string &text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return Status::error("manifest: invalid JSON");
+  if (j.value("format", "") != "condensate-launch-plan-1")
+    return Status::error("manifest: not a condensate launch plan (format " +
+                         j.value("format", std::string("missing")) + ")");
+  try {
+    LaunchPlan plan;
+    plan.target = j.at("target").get<std::string>();
+    plan.layers = j.at("layers").get<std::vector<std::string>>();
+    plan.append = j.at("append").get<std::string>();
+    plan.adaptive = j.at("adaptive").get<std::vector<int64_t>>();
+    for (auto it = j.at("functions").begin(); it != j.at("functions").end();
+         ++it) {
+      FunctionPlan fn;
+      fn.name = it.key();
+      fn.numArgs = it->at("num_args").get<int64_t>();
+      for (const json &s : it->at("scratch")) {
+        ScratchBuffer b;
+        b.elementType = s.at("element_type").get<std::string>();
+        b.elementBytes = s.at("element_bytes").get<int64_t>();
+        auto shape = exprsFromJSON(s.at("shape"));
+        if (!shape.ok())
+          return shape.status();
+        b.shape = *shape;
+        fn.scratch.push_back(b);
+      }
+      for (const json &l : it->at("launches")) {
+        KernelLaunch launch;
+        launch.kernel = l.at("kernel").get<std::string>();
+        auto grid = exprsFromJSON(l.at("grid"));
+        if (!grid.ok() || grid->size() != 3)
+          return Status::error("manifest: kernel " + launch.kernel +
+                               " has a malformed grid");
+        launch.grid = {(*grid)[0], (*grid)[1], (*grid)[2]};
+        auto block = l.at("block").get<std::vector<int64_t>>();
+        if (block.size() != 3)
+          return Status::error("manifest: kernel " + launch.kernel +
+                               " has a malformed block");
+        launch.block = {block[0], block[1], block[2]};
+        launch.sharedBytes = l.at("shared_bytes").get<int64_t>();
+        for (const json &p : l.at("params")) {
+          MemRefParam m;
+          std::string kind = p.at("buffer").get<std::string>();
+          if (kind != "arg" && kind != "scratch")
+            return Status::error("manifest: unknown buffer kind " + kind);
+          m.buffer.kind = kind == "arg" ? BufferRef::Kind::Argument
+                                        : BufferRef::Kind::Scratch;
+          m.buffer.index = p.at("index").get<int64_t>();
+          m.elementType = p.at("element_type").get<std::string>();
+          m.elementBytes = p.at("element_bytes").get<int64_t>();
+          auto off = exprFromJSON(p.at("offset"));
+          auto sizes = exprsFromJSON(p.at("sizes"));
+          auto strides = exprsFromJSON(p.at("strides"));
+          if (!off.ok() || !sizes.ok() || !strides.ok() ||
+              sizes->size() != strides->size())
+            return Status::error("manifest: kernel " + launch.kernel +
+                                 " has a malformed parameter");
+          m.offset = *off;
+          m.sizes = *sizes;
+          m.strides = *strides;
+          launch.params.push_back(m);
+        }
+        fn.launches.push_back(launch);
+      }
+      plan.functions[fn.name] = fn;
+    }
+    for (const std::string &l : plan.layers)
+      if (!plan.functions.count(l))
+        return Status::error("manifest: layer function " + l + " missing");
+    if (!plan.functions.count(plan.append))
+      return Status::error("manifest: append function " + plan.append +
+                           " missing");
+    return plan;
+  } catch (const json::exception &e) {
+    return Status::error(std::string("manifest: ") + e.what());
+  }
+}
+
+} // namespace condensate

@@ -1,0 +1,264 @@
+// convert-condensate-to-loops: every stage op becomes scf loops over memrefs
+// with 8-lane vector rows; no condensate op is left.
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-loops -verify-diagnostics | FileCheck %s
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-loops -verify-diagnostics | FileCheck %s --check-prefix=NONE
+
+// NONE-NOT: condensate.
+
+// Page upper bounds: batch x head x page loops; rows of 16 read as two
+// 8-lane vectors; slots past the last page get -inf.
+// CHECK-LABEL: func.func @score_pages_minmax
+// CHECK-DAG: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK-DAG: %[[SCALE:.*]] = arith.constant 2.500000e-01 : f32
+// CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: %[[NP:.*]] = arith.ceildivsi %{{.*}}, %c16 : index
+// CHECK: scf.for %[[H:.*]] = %c0 to %c4 step %c1 {
+// CHECK: %[[G:.*]] = arith.divsi %[[H]], %c2 : index
+// CHECK-COUNT-2: vector.load %arg0[%[[B]], %[[H]], %{{.*}}] : memref<?x4x16xf32>, vector<8xf32>
+// CHECK: scf.for %[[J:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: %[[LIVE:.*]] = arith.cmpi slt, %[[J]], %[[NP]] : index
+// CHECK: scf.if %[[LIVE]] -> (f32) {
+// CHECK-COUNT-4: vector.load %arg1[%{{.*}}, %[[G]], %c{{[01]}}, %c{{[08]}}] : memref<?x2x5x16xf32>, vector<8xf32>
+// CHECK: arith.maximumf %{{.*}} : vector<8xf32>
+// CHECK: arith.maximumf %{{.*}} : vector<8xf32>
+// CHECK: %[[SUM:.*]] = vector.reduction <add>, %{{.*}} : vector<8xf32> into f32
+// CHECK: arith.mulf %[[SUM]], %[[SCALE]] : f32
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %[[NEGINF]] : f32
+// CHECK: memref.store %{{.*}}, %arg4[%[[B]], %[[H]], %[[J]]] : memref<?x4x?xf32>
+// CHECK-NOT: condensate.
+func.func @score_pages_minmax(%q: memref<?x4x16xf32>, %s: memref<?x2x5x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  condensate.score_pages block_minmax q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// Page means: q . ksum (summary slot 2) divided by the page's token count.
+// CHECK-LABEL: func.func @score_pages_mean
+// CHECK: scf.if %{{.*}} -> (f32) {
+// CHECK: vector.load %arg1[%{{.*}}, %{{.*}}, %c2, %c0] : memref<?x2x5x16xf32>, vector<8xf32>
+// CHECK: vector.load %arg1[%{{.*}}, %{{.*}}, %c2, %c8] : memref<?x2x5x16xf32>, vector<8xf32>
+// CHECK: math.fma %{{.*}} : vector<8xf32>
+// CHECK: vector.reduction <add>
+// CHECK: %[[CNT:.*]] = arith.minsi %{{.*}}, %c16 : index
+// CHECK: arith.sitofp %{{.*}} : i64 to f32
+// CHECK: arith.divf
+// CHECK-NOT: arith.maximumf
+// CHECK-NOT: condensate.
+func.func @score_pages_mean(%q: memref<?x4x16xf32>, %s: memref<?x2x5x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  condensate.score_pages block_mean q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// Token logits: f16 keys widened per 8-lane chunk; token t lives in page
+// t / 16 at offset t % 16.
+// CHECK-LABEL: func.func @score_tokens
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: scf.for %[[T:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: scf.if %{{.*}} -> (f32) {
+// CHECK: arith.divsi %[[T]], %c16 : index
+// CHECK: arith.remsi %[[T]], %c16 : index
+// CHECK: %[[K0:.*]] = vector.load %arg1[{{.*}}, %c0] : memref<?x2x16x16xf16>, vector<8xf16>
+// CHECK-NEXT: arith.extf %[[K0]] : vector<8xf16> to vector<8xf32>
+// CHECK: %[[K1:.*]] = vector.load %arg1[{{.*}}, %c8] : memref<?x2x16x16xf16>, vector<8xf16>
+// CHECK-NEXT: arith.extf %[[K1]] : vector<8xf16> to vector<8xf32>
+// CHECK: vector.reduction <add>
+// CHECK: memref.store %{{.*}}, %arg4[%{{.*}}, %{{.*}}, %[[T]]] : memref<?x4x?xf32>
+// CHECK-NOT: condensate.
+func.func @score_tokens(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  condensate.score_tokens q(%q : memref<?x4x16xf32>) k(%k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// Top-k by radix search: ordered integer keys in a scratch buffer, 32
+// counting passes from the top bit, then collection, -1 fill and extras.
+// CHECK-LABEL: func.func @select_topk
+// CHECK: %[[KEYS:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
+// The adaptive window, clamped to [16, 64].
+// CHECK: %[[W0:.*]] = arith.maxsi %{{.*}}, %c16 : index
+// CHECK-NEXT: arith.minsi %[[W0]], %c64 : index
+// CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
+// The group's score is the max over its 2 query heads.
+// CHECK: arith.maximumf %{{.*}}, %{{.*}} : f32
+// CHECK: arith.bitcast %{{.*}} : f32 to i32
+// CHECK: memref.store %{{.*}}, %[[KEYS]][%{{.*}}] : memref<?xi32>
+// CHECK: scf.for %[[BIT:.*]] = %c0 to %c32 step %c1 iter_args(%{{.*}} = %c0_i32) -> (i32) {
+// CHECK: arith.subi %c31, %[[BIT]] : index
+// CHECK: arith.shli %c1_i32, %{{.*}} : i32
+// CHECK: scf.for {{.*}} -> (i32) {
+// CHECK: arith.cmpi uge, %{{.*}} : i32
+// CHECK: arith.cmpi uge, %{{.*}}, %c4_i32 : i32
+// CHECK: scf.if %{{.*}} {
+// CHECK: memref.store %{{.*}}, %arg3[%[[B]], %[[G]], %{{.*}}] : memref<?x2x6xi32>
+// CHECK: scf.for %[[J:.*]] = %{{.*}} to %c4 step %c1 {
+// CHECK-NEXT: memref.store %c-1_i32, %arg3[%[[B]], %[[G]], %[[J]]] : memref<?x2x6xi32>
+// Slots 4 and 5 take the next units in ranking order.
+// CHECK: scf.for %[[E:.*]] = %c4 to %c6 step %c1 iter_args
+// CHECK: memref.store %{{.*}}, %arg3[%[[B]], %[[G]], %[[E]]] : memref<?x2x6xi32>
+// CHECK: memref.dealloc %[[KEYS]] : memref<?xi32>
+// CHECK-NOT: condensate.
+func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?xi32>, %idx: memref<?x2x6xi32>) {
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) windows(%w : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
+// Online softmax over the virtual list: 1 anchor + 64 window + 4 pages of 16
+// = 129 slots in 2 splits of 65; bf16 rows widened; units read from index
+// slots first = 2 onwards, limited per group.
+// CHECK-LABEL: func.func @sparse_attend
+// CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: scf.for %[[H:.*]] = %c0 to %c4 step %c1 {
+// CHECK: %[[G:.*]] = arith.divsi %[[H]], %c2 : index
+// CHECK: %[[LIM:.*]] = memref.load %arg6[%[[B]], %[[G]]] : memref<?x2xi32>
+// CHECK: scf.for %[[S:.*]] = %c0 to %c2 step %c1 {
+// CHECK: %[[V0:.*]] = arith.muli %[[S]], %c65 : index
+// CHECK: %[[V1:.*]] = arith.minsi %{{.*}}, %c129 : index
+// CHECK: scf.for %{{.*}} = %[[V0]] to %[[V1]] step %c1 iter_args({{.*}}) -> (f32, f32, f32, vector<8xf32>, vector<8xf32>) {
+// CHECK: arith.addi %{{.*}}, %c2 : index
+// CHECK: memref.load %arg5[%[[B]], %[[G]], %{{.*}}] : memref<?x2x6xi32>
+// CHECK: vector.load %arg1[{{.*}}] : memref<?x2x16x16xbf16>, vector<8xbf16>
+// CHECK: arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
+// CHECK: math.exp
+// CHECK: math.exp
+// CHECK: vector.load %arg2[{{.*}}] : memref<?x2x16x16xbf16>, vector<8xbf16>
+// CHECK: math.fma %{{.*}} : vector<8xf32>
+// CHECK: memref.store %{{.*}}, %arg8[%[[B]], %[[H]], %[[S]], %c0] : memref<?x4x2x3xf32>
+// CHECK: memref.store %{{.*}}, %arg8[%[[B]], %[[H]], %[[S]], %c1] : memref<?x4x2x3xf32>
+// CHECK: memref.store %{{.*}}, %arg8[%[[B]], %[[H]], %[[S]], %c2] : memref<?x4x2x3xf32>
+// CHECK: vector.store %{{.*}}, %arg7[%[[B]], %[[H]], %[[S]], %c0] : memref<?x4x2x16xf32>, vector<8xf32>
+// CHECK: vector.store %{{.*}}, %arg7[%[[B]], %[[H]], %[[S]], %c8] : memref<?x4x2x16xf32>, vector<8xf32>
+// CHECK-NOT: condensate.
+func.func @sparse_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xbf16>, %v: memref<?x2x16x16xbf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %lim: memref<?x2xi32>, %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>) {
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xbf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) limits(%lim : memref<?x2xi32>) partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 2 : i64, count = 4 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// Flash-decoding chunks of 256 tokens; a masked-off group attends nothing.
+// CHECK-LABEL: func.func @dense_attend
+// CHECK: %[[NS:.*]] = memref.dim %arg7, %c2 : memref<?x4x?x3xf32>
+// CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: scf.for %[[H:.*]] = %c0 to %c4 step %c1 {
+// CHECK: %[[M:.*]] = memref.load %arg5[%[[B]], %{{.*}}] : memref<?x2xi32>
+// CHECK: %[[ACTIVE:.*]] = arith.cmpi ne, %[[M]], %c0_i32 : i32
+// CHECK: scf.for %[[S:.*]] = %c0 to %[[NS]] step %c1 {
+// CHECK: %[[T0:.*]] = arith.muli %[[S]], %c256 : index
+// CHECK: %[[T1:.*]] = arith.minsi
+// CHECK: %[[END:.*]] = arith.select %[[ACTIVE]], %[[T1]], %[[T0]] : index
+// CHECK: scf.for %{{.*}} = %[[T0]] to %[[END]] step %c1 iter_args({{.*}}) -> (f32, f32, f32, vector<8xf32>, vector<8xf32>) {
+// CHECK-COUNT-2: math.exp
+// CHECK: vector.store %{{.*}}, %arg6[%[[B]], %[[H]], %[[S]], %c8] : memref<?x4x?x16xf32>, vector<8xf32>
+// CHECK-NOT: condensate.
+func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %m: memref<?x2xi32>, %po: memref<?x4x?x16xf32>, %pml: memref<?x4x?x3xf32>) {
+  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) mask(%m : memref<?x2xi32>) partials(%po, %pml : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {chunk = 256 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// The certificate: per-unit marks in an i8 scratch buffer, omitted mass
+// summed in f64 per head of the group, and a walk over the 2 extra slots
+// against tau = 1e-4.
+// CHECK-LABEL: func.func @certify
+// CHECK-DAG: %[[TAU:.*]] = arith.constant 1.000000e-04 : f64
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK: %[[MARKS:.*]] = memref.alloc(%{{.*}}) : memref<?xi8>
+// CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
+// CHECK: arith.extf %{{.*}} : f32 to f64
+// CHECK: scf.for %{{.*}} = %c0 to %c4 step %c1 {
+// CHECK: memref.store %c1_i8, %[[MARKS]]
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]], %{{.*}} = %[[ZERO]]) -> (f64, f64) {
+// CHECK: math.exp %{{.*}} : f64
+// CHECK: arith.addf %{{.*}} : f64
+// CHECK: arith.cmpf ogt, %{{.*}}, %[[TAU]] : f64
+// CHECK: scf.for %{{.*}} = %c0 to %c2 step %c1 iter_args({{.*}}) -> (i1, index, f64, f64) {
+// CHECK: arith.cmpf ole, %{{.*}}, %[[TAU]] : f64
+// CHECK: memref.store %{{.*}}, %arg5[%{{.*}}, %[[G]]] : memref<?x2xi32>
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %[[G]]] : memref<?x2xi32>
+// CHECK: arith.truncf %{{.*}} : f64 to f32
+// CHECK: memref.store %{{.*}}, %arg7[%{{.*}}, %{{.*}}, %c0] : memref<?x4x4xf32>
+// CHECK: memref.store %{{.*}}, %arg7[%{{.*}}, %{{.*}}, %c2] : memref<?x4x4xf32>
+// CHECK: memref.store %{{.*}}, %arg7[%{{.*}}, %{{.*}}, %c3] : memref<?x4x4xf32>
+// CHECK: memref.dealloc %[[MARKS]] : memref<?xi8>
+// CHECK-NOT: condensate.
+func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+// Merge of a sparse and a dense partial set, chosen per group by the
+// fallback flag; zero total weight writes zeros.
+// CHECK-LABEL: func.func @merge
+// CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: scf.for %[[H:.*]] = %c0 to %c4 step %c1 {
+// CHECK: %[[FB:.*]] = memref.load %arg2[%[[B]], %{{.*}}] : memref<?x2xi32>
+// CHECK: arith.cmpi ne, %[[FB]], %c0_i32 : i32
+// CHECK: scf.for {{.*}} -> (f32) {
+// CHECK: scf.for {{.*}} -> (f32) {
+// CHECK: scf.for {{.*}} -> (f32, f32, vector<8xf32>, vector<8xf32>) {
+// CHECK: math.exp
+// CHECK: scf.for {{.*}} -> (f32, f32, vector<8xf32>, vector<8xf32>) {
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK: vector.store %{{.*}}, %arg5[%[[B]], %[[H]], %c0] : memref<?x4x16xf32>, vector<8xf32>
+// CHECK: vector.store %{{.*}}, %arg5[%[[B]], %[[H]], %c8] : memref<?x4x16xf32>, vector<8xf32>
+// CHECK: memref.store %{{.*}}, %arg6[%[[B]], %[[H]], %c1] : memref<?x4x4xf32>
+// stats_eps = 0: the bound, extra and fallback entries are zero.
+// CHECK: memref.store %[[Z:.*]], %arg6[%[[B]], %[[H]], %c0] : memref<?x4x4xf32>
+// CHECK: memref.store %[[Z]], %arg6[%[[B]], %[[H]], %c2] : memref<?x4x4xf32>
+// CHECK: memref.store %[[Z]], %arg6[%[[B]], %[[H]], %c3] : memref<?x4x4xf32>
+// CHECK-NOT: condensate.
+func.func @merge(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f: memref<?x2xi32>, %pod: memref<?x4x?x16xf32>, %pmld: memref<?x4x?x3xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pod, %pmld : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {stats_eps = 0.0 : f32}
+  return
+}
+
+// -----
+
+// Append: convert to f16, store, and update the page's summaries (reset on
+// the first token of a page).
+// CHECK-LABEL: func.func @append_kv
+// CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: %[[OFF:.*]] = arith.remsi %{{.*}}, %c16 : index
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[OFF]], %c0 : index
+// CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
+// CHECK: scf.for %[[C:.*]] = %c0 to %c16 step %c1 {
+// CHECK: %[[K:.*]] = arith.truncf %{{.*}} : f32 to f16
+// CHECK: %[[V:.*]] = arith.truncf %{{.*}} : f32 to f16
+// CHECK: memref.store %[[K]], %arg2[%{{.*}}, %[[G]], %[[OFF]], %[[C]]] : memref<?x2x16x16xf16>
+// CHECK: memref.store %[[V]], %arg3[%{{.*}}, %[[G]], %[[OFF]], %[[C]]] : memref<?x2x16x16xf16>
+// CHECK: arith.minimumf
+// CHECK: arith.select %[[FIRST]]
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %[[G]], %c0, %[[C]]]
+// CHECK: arith.maximumf
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %[[G]], %c1, %[[C]]]
+// CHECK: arith.addf
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %[[G]], %c2, %[[C]]]
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %[[G]], %c3, %[[C]]]
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %[[G]], %c4, %[[C]]]
+// CHECK-NOT: condensate.
+func.func @append_kv(%kn: memref<?x2x16xf32>, %vn: memref<?x2x16xf32>, %k: memref<?x2x16x16xf16>, %v: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %pos: memref<?xi32>, %s: memref<?x2x5x16xf32>) {
+  condensate.append_kv k(%kn : memref<?x2x16xf32>) v(%vn : memref<?x2x16xf32>) into(%k, %v : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) positions(%pos : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>)
+  return
+}
+
+// -----
+
+// A decode attention must be decomposed first.
+func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op must be decomposed before lowering to loops (run condensate-decompose)}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}

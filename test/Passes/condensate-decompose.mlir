@@ -1,0 +1,168 @@
+// condensate-decompose: a specialised decode attention becomes its stages.
+// RUN: condensate-opt %s -split-input-file --condensate-decompose -verify-diagnostics | FileCheck %s
+// RUN: condensate-opt %s -split-input-file --condensate-decompose="dense-chunk=256" -verify-diagnostics | FileCheck %s --check-prefix=CHUNK
+
+// A pillar (dense) layer: dense partials in chunks of 1024 tokens (the CPU
+// default), merged with an exact (0) bound.
+// CHECK-LABEL: func.func @dense
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x16xf32>, %[[K:.*]]: memref<?x2x16x16xf32>, %[[V:.*]]: memref<?x2x16x16xf32>, %[[PT:.*]]: memref<?x?xi32>, %[[LEN:.*]]: memref<?xi32>, %[[O:.*]]: memref<?x4x16xf32>, %[[ST:.*]]: memref<?x4x4xf32>)
+// CHECK-NOT: condensate.decode_attention
+// CHECK-DAG: %[[B:.*]] = memref.dim %[[Q]], %c0
+// CHECK-DAG: %[[MP:.*]] = memref.dim %[[PT]], %c1
+// CHECK: %[[TOK:.*]] = arith.muli %[[MP]], %c16
+// CHECK: %[[NS:.*]] = arith.ceildivui %[[TOK]], %c1024
+// CHECK: %[[PO:.*]] = memref.alloc(%[[B]], %[[NS]]) : memref<?x4x?x16xf32>
+// CHECK: %[[PML:.*]] = memref.alloc(%[[B]], %[[NS]]) : memref<?x4x?x3xf32>
+// CHECK: condensate.dense_attend q(%[[Q]] : memref<?x4x16xf32>) kv(%[[K]], %[[V]] : memref<?x2x16x16xf32>) pages(%[[PT]] : memref<?x?xi32>) lens(%[[LEN]] : memref<?xi32>) partials(%[[PO]], %[[PML]] : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {chunk = 1024 : i64, scale = 2.500000e-01 : f32}
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) out(%[[O]] : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x4xf32>) {stats_eps = 0.000000e+00 : f32}
+// CHECK-NEXT: memref.dealloc %[[PO]]
+// CHECK-NEXT: memref.dealloc %[[PML]]
+// CHECK-NEXT: return
+// CHUNK-LABEL: func.func @dense
+// CHUNK: arith.ceildivui %{{.*}}, %c256
+// CHUNK: condensate.dense_attend {{.*}} {chunk = 256 : i64,
+func.func @dense(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {policy = #condensate.dense, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+// A plain block_minmax policy without stats: page scores, top 2 pages, one
+// sparse pass in the spec's 2 splits, merge with a NaN bound (uncertified).
+// CHECK-LABEL: func.func @page
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x16xf32>, %[[K:.*]]: memref<?x2x16x16xf16>, %[[V:.*]]: memref<?x2x16x16xf16>, %[[PT:.*]]: memref<?x?xi32>, %[[LEN:.*]]: memref<?xi32>, %[[S:.*]]: memref<?x2x5x16xf32>, %[[O:.*]]: memref<?x4x16xf32>)
+// CHECK: %[[SC:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
+// CHECK-NEXT: condensate.score_pages block_minmax q(%[[Q]] : memref<?x4x16xf32>) summaries(%[[S]] : memref<?x2x5x16xf32>) pages(%[[PT]] : memref<?x?xi32>) lens(%[[LEN]] : memref<?xi32>) scores(%[[SC]] : memref<?x4x?xf32>) {page_size = 16 : i64, scale = 2.500000e-01 : f32}
+// CHECK-NEXT: %[[IDX:.*]] = memref.alloc(%{{.*}}) : memref<?x2x2xi32>
+// CHECK-NEXT: condensate.select_topk page scores(%[[SC]] : memref<?x4x?xf32>) lens(%[[LEN]] : memref<?xi32>) indices(%[[IDX]] : memref<?x2x2xi32>) {anchor = 1 : i64, base = 2 : i64, page_size = 16 : i64, window = 64 : i64, window_max = 64 : i64}
+// CHECK-NEXT: %[[PO:.*]] = memref.alloc(%{{.*}}) : memref<?x4x2x16xf32>
+// CHECK-NEXT: %[[PML:.*]] = memref.alloc(%{{.*}}) : memref<?x4x2x3xf32>
+// CHECK-NEXT: condensate.sparse_attend page q(%[[Q]] : memref<?x4x16xf32>) kv(%[[K]], %[[V]] : memref<?x2x16x16xf16>) pages(%[[PT]] : memref<?x?xi32>) lens(%[[LEN]] : memref<?xi32>) indices(%[[IDX]] : memref<?x2x2xi32>) partials(%[[PO]], %[[PML]] : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, count = 2 : i64, first = 0 : i64, include_forced = true, scale = 2.500000e-01 : f32, window = 64 : i64, window_max = 64 : i64}
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%[[O]] : memref<?x4x16xf32>) {stats_eps = 0x7FC00000 : f32}
+// CHECK-NOT: condensate.certify
+// CHECK-COUNT-4: memref.dealloc
+// CHECK-NEXT: return
+func.func @page(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %v: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<anchor = 1, window = 64, topk = 32>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f16, top_units = 2, extra_units = 0, splits = 2, target = cpu>}
+  return
+}
+
+// -----
+
+// The exact selector ranks tokens: every key is scored, 32 token units are
+// kept, and the adaptive window reaches selection and attention.
+// CHECK-LABEL: func.func @token
+// CHECK-SAME: %[[W:arg5]]: memref<?xi32>
+// CHECK: %[[MP:.*]] = memref.dim %arg3, %c1
+// CHECK: %[[NT:.*]] = arith.muli %[[MP]], %c16
+// CHECK: %[[SC:.*]] = memref.alloc(%{{.*}}, %[[NT]]) : memref<?x4x?xf32>
+// CHECK-NEXT: condensate.score_tokens q(%arg0 : memref<?x4x16xf32>) k(%arg1 : memref<?x2x16x16xf32>) pages(%arg3 : memref<?x?xi32>) lens(%arg4 : memref<?xi32>) scores(%[[SC]] : memref<?x4x?xf32>) {scale = 2.500000e-01 : f32}
+// CHECK-NEXT: %[[IDX:.*]] = memref.alloc(%{{.*}}) : memref<?x2x32xi32>
+// CHECK-NEXT: condensate.select_topk token scores(%[[SC]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) windows(%[[W]] : memref<?xi32>) indices(%[[IDX]] : memref<?x2x32xi32>) {anchor = 1 : i64, base = 32 : i64, page_size = 16 : i64, window = 64 : i64, window_max = 256 : i64}
+// CHECK: condensate.sparse_attend token {{.*}} windows(%[[W]] : memref<?xi32>) indices(%[[IDX]] : memref<?x2x32xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 32 : i64, first = 0 : i64, include_forced = true, scale = 2.500000e-01 : f32, window = 64 : i64, window_max = 256 : i64}
+// CHECK-NEXT: condensate.merge {{.*}} {stats_eps = 0x7FC00000 : f32}
+// CHECK-NOT: condensate.score_pages
+func.func @token(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %w: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) windows(%w : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<anchor = 1, window = 64, window_max = 256, topk = 32, selector = exact>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 32, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+// block_mean ranks pages by their mean key, which bounds nothing: with stats
+// the certificate gets a second, block_minmax scoring of the same pages.
+// CHECK-LABEL: func.func @mean
+// CHECK: %[[SC:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
+// CHECK-NEXT: condensate.score_pages block_mean {{.*}} scores(%[[SC]] : memref<?x4x?xf32>)
+// CHECK: condensate.select_topk page scores(%[[SC]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX:.*]] : memref<?x2x2xi32>)
+// CHECK: condensate.sparse_attend page {{.*}} partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>)
+// CHECK: %[[BND:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
+// CHECK-NEXT: condensate.score_pages block_minmax {{.*}} scores(%[[BND]] : memref<?x4x?xf32>)
+// CHECK: condensate.certify page scores(%[[BND]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x2xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%{{.*}} : memref<?x2xi32>) fallback(%{{.*}} : memref<?x2xi32>) stats(%arg7 : memref<?x4x4xf32>) {anchor = 1 : i64, base_units = 2 : i64, page_size = 16 : i64, tau = 0.000000e+00 : f64, window = 16 : i64, window_max = 16 : i64}
+// A certificate ran: the merge leaves the bound in stats alone.
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%arg7 : memref<?x4x4xf32>){{$}}
+// CHECK-COUNT-7: memref.dealloc
+// CHECK-NEXT: return
+func.func @mean(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = block_mean>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+// tau > 0 with up to 8 extra pages: indices hold 4 + 8 slots; the extra
+// pass reads slots [4, 12) limited per group by the certificate's count; the
+// dense fallback is masked by the fallback flags; the merge takes all three.
+// CHECK-LABEL: func.func @certified
+// CHECK: condensate.score_pages block_minmax {{.*}} scores(%[[SC:.*]] : memref<?x4x?xf32>)
+// CHECK: %[[IDX:.*]] = memref.alloc(%{{.*}}) : memref<?x2x12xi32>
+// CHECK-NEXT: condensate.select_topk page {{.*}} indices(%[[IDX]] : memref<?x2x12xi32>) {anchor = 1 : i64, base = 4 : i64,
+// CHECK: condensate.sparse_attend page {{.*}} indices(%[[IDX]] : memref<?x2x12xi32>) partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 4 : i64, first = 0 : i64, include_forced = true,
+// CHECK: %[[EXTRA:.*]] = memref.alloc(%{{.*}}) : memref<?x2xi32>
+// CHECK-NEXT: %[[FB:.*]] = memref.alloc(%{{.*}}) : memref<?x2xi32>
+// CHECK-NEXT: %[[ST:.*]] = memref.alloc(%{{.*}}) : memref<?x4x4xf32>
+// CHECK-NEXT: condensate.certify page scores(%[[SC]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x12xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%[[EXTRA]] : memref<?x2xi32>) fallback(%[[FB]] : memref<?x2xi32>) stats(%[[ST]] : memref<?x4x4xf32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, tau = 1.000000e-04 : f64, window = 64 : i64, window_max = 64 : i64}
+// CHECK: condensate.sparse_attend page {{.*}} indices(%[[IDX]] : memref<?x2x12xi32>) limits(%[[EXTRA]] : memref<?x2xi32>) partials(%[[PO2:.*]], %[[PML2:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 8 : i64, first = 4 : i64, include_forced = false,
+// CHECK: condensate.dense_attend {{.*}} mask(%[[FB]] : memref<?x2xi32>) partials(%[[POD:.*]], %[[PMLD:.*]] : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {chunk = 1024 : i64,
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]], %[[PO2]], %[[PML2]] : {{.*}}) fallback(%[[FB]] : memref<?x2xi32>) dense(%[[POD]], %[[PMLD]] : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x4xf32>){{$}}
+// CHECK-COUNT-11: memref.dealloc
+// CHECK-NEXT: return
+func.func @certified(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<anchor = 1, window = 64, topk = 64, tau = 1.0e-4, max_extra = 8>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 4, extra_units = 8, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+// Per-head policies: key/value head 0 (query heads 0-1) keeps a window, heads
+// 1-2 (query heads 2-5) are dense; each run works on subviews of its heads.
+// CHECK-LABEL: func.func @heads
+// CHECK: %[[Q0:.*]] = memref.subview %arg0[0, 0, 0] [%{{.*}}, 2, 16] [1, 1, 1] : memref<?x6x16xf32> to memref<?x2x16xf32, strided<[96, 16, 1]>>
+// CHECK: %[[K0:.*]] = memref.subview %arg1[0, 0, 0, 0] [%{{.*}}, 1, 16, 16] [1, 1, 1, 1] : memref<?x3x16x16xf32> to memref<?x1x16x16xf32, strided<[768, 256, 16, 1]>>
+// CHECK: %[[V0:.*]] = memref.subview %arg2[0, 0, 0, 0] [%{{.*}}, 1, 16, 16]
+// CHECK: %[[S0:.*]] = memref.subview %arg5[0, 0, 0, 0] [%{{.*}}, 1, 5, 16]
+// CHECK: %[[O0:.*]] = memref.subview %arg6[0, 0, 0] [%{{.*}}, 2, 16]
+// CHECK: %[[ST0:.*]] = memref.subview %arg7[0, 0, 0] [%{{.*}}, 2, 4]
+// CHECK: condensate.score_pages block_minmax q(%[[Q0]] : {{.*}}) summaries(%[[S0]] : {{.*}}) {{.*}} scores(%{{.*}} : memref<?x2x?xf32>)
+// CHECK: condensate.select_topk page {{.*}} indices(%{{.*}} : memref<?x1x0xi32>) {anchor = 1 : i64, base = 0 : i64, page_size = 16 : i64, window = 32 : i64, window_max = 32 : i64}
+// CHECK: condensate.sparse_attend page q(%[[Q0]] : {{.*}}) kv(%[[K0]], %[[V0]] : memref<?x1x16x16xf32, strided<[768, 256, 16, 1]>>) {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x2x1x16xf32>, memref<?x2x1x3xf32>) {anchor = 1 : i64, count = 0 : i64,
+// CHECK: condensate.certify page {{.*}} stats(%[[ST0]] : memref<?x2x4xf32, strided<[24, 4, 1]>>)
+// CHECK: condensate.merge {{.*}} out(%[[O0]] : memref<?x2x16xf32, strided<[96, 16, 1]>>) stats(%[[ST0]] : memref<?x2x4xf32, strided<[24, 4, 1]>>)
+// CHECK: %[[Q1:.*]] = memref.subview %arg0[0, 2, 0] [%{{.*}}, 4, 16] [1, 1, 1] : memref<?x6x16xf32> to memref<?x4x16xf32, strided<[96, 16, 1], offset: 32>>
+// CHECK: %[[K1:.*]] = memref.subview %arg1[0, 1, 0, 0] [%{{.*}}, 2, 16, 16] [1, 1, 1, 1] : memref<?x3x16x16xf32> to memref<?x2x16x16xf32, strided<[768, 256, 16, 1], offset: 256>>
+// CHECK: %[[V1:.*]] = memref.subview %arg2[0, 1, 0, 0] [%{{.*}}, 2, 16, 16]
+// CHECK: %[[O1:.*]] = memref.subview %arg6[0, 2, 0] [%{{.*}}, 4, 16]
+// CHECK: %[[ST1:.*]] = memref.subview %arg7[0, 2, 0] [%{{.*}}, 4, 4]
+// CHECK: condensate.dense_attend q(%[[Q1]] : {{.*}}) kv(%[[K1]], %[[V1]] : {{.*}}) {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>)
+// CHECK-NEXT: condensate.merge {{.*}} out(%[[O1]] : {{.*}}) stats(%[[ST1]] : {{.*}}) {stats_eps = 0.000000e+00 : f32}
+// CHECK-NOT: memref.subview
+// CHECK-COUNT-8: memref.dealloc
+// CHECK-NEXT: return
+func.func @heads(%q: memref<?x6x16xf32>, %k: memref<?x3x16x16xf32>, %v: memref<?x3x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x3x5x16xf32>, %o: memref<?x6x16xf32>, %st: memref<?x6x4xf32>) {
+  condensate.decode_attention q(%q : memref<?x6x16xf32>) kv(%k, %v : memref<?x3x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x3x5x16xf32>) out(%o : memref<?x6x16xf32>) stats(%st : memref<?x6x4xf32>) {policy = #condensate.dense, head_policies = [#condensate.policy<window = 32>, #condensate.dense, #condensate.dense], scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 6, kv_heads = 3, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+// Anchor and window only: nothing to score or select.
+// CHECK-LABEL: func.func @window
+// CHECK-NOT: condensate.score_
+// CHECK-NOT: condensate.select_topk
+// CHECK: condensate.sparse_attend page q(%arg0 : memref<?x4x16xf32>) kv(%arg1, %arg2 : memref<?x2x16x16xf32>) pages(%arg3 : memref<?x?xi32>) lens(%arg4 : memref<?xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 4 : i64, count = 0 : i64, first = 0 : i64, include_forced = true, scale = 2.500000e-01 : f32, window = 60 : i64, window_max = 60 : i64}
+// CHECK-NEXT: condensate.merge {{.*}} {stats_eps = 0x7FC00000 : f32}
+// CHECK-NOT: condensate.certify
+func.func @window(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<anchor = 4, window = 60>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+// Decomposition needs the spec.
+func.func @unspecialised(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op must be specialised before decomposition (run condensate-specialize)}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}

@@ -1,0 +1,822 @@
+//===- DecoderTest.cpp - The reference decoder against independent forwards ===//
+//
+// Synthetic Llama and Qwen2-style models (random float32 weights written as
+// GGUF in memory) against a naive float64 forward in this file; the real
+// SmolLM2 model against test/python/gguf_reference.py; decode steps against
+// prefill; a full-window sparse policy against dense; load and CLI errors.
+//
+//===----------------------------------------------------------------------===//
+#include "ModelTestSupport.h"
+
+#include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Decoder/Chat.h"
+#include "condensate/Decoder/Fidelity.h"
+#include "condensate/Decoder/Llama.h"
+#include "condensate/Model/GGUF.h"
+#include "condensate/Model/Tokenizer.h"
+#include "condensate/Runtime/Engine.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <sys/wait.h>
+
+using namespace condensate;
+using namespace condensate::decoder;
+using namespace condensate::model;
+using namespace condensate::model::testsupport;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// max |a - b| / max |b| over n values.
+double relError(const float *a, const float *b, int64_t n) {
+  double diff = 0.0, scale = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::fabs(double(b[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+Schedule denseSchedule(int64_t layers) {
+  return Schedule::uniform(layers, Policy::makeDense());
+}
+
+Schedule parseOrDie(const std::string &text, int64_t layers) {
+  Result<Schedule> s = parseSchedule(text, layers, "test");
+  EXPECT_TRUE(s.ok()) << s.message();
+  return s.ok() ? *s : denseSchedule(layers);
+}
+
+std::unique_ptr<CPUDecoder> makeDecoder(std::shared_ptr<const LlamaWeights> w,
+                                        const Schedule &schedule,
+                                        DecoderOptions options = {}) {
+  if (!options.maxTokens)
+    options.maxTokens = 4096;
+  auto d = CPUDecoder::create(std::move(w), schedule, options);
+  EXPECT_TRUE(d.ok()) << d.message();
+  return d.ok() ? d.take() : nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// A synthetic model and a naive float64 forward
+//===----------------------------------------------------------------------===//
+
+struct TinySpec {
+  std::string arch = "llama";
+  int64_t layers = 2, hidden = 64, qHeads = 4, kvHeads = 2, ffn = 96,
+          vocab = 50;
+  double theta = 10000.0, eps = 1e-5, linearScale = 1.0;
+  bool bias = false, tied = true;
+  int64_t headDim() const { return hidden / qHeads; }
+};
+
+/// Weights by GGUF tensor name, float32 in [out, in] order.
+using TensorMap = std::map<std::string, std::pair<std::vector<uint64_t>,
+                                                  std::vector<float>>>;
+
+TensorMap tinyTensors(const TinySpec &s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  TensorMap t;
+  auto add = [&](const std::string &name, int64_t ne0, int64_t ne1,
+                 float scale, float offset = 0.0f) {
+    std::normal_distribution<float> dist(0.0f, scale);
+    std::vector<float> v(static_cast<size_t>(ne0 * (ne1 ? ne1 : 1)));
+    for (float &x : v)
+      x = offset + dist(rng);
+    std::vector<uint64_t> dims = {uint64_t(ne0)};
+    if (ne1)
+      dims.push_back(uint64_t(ne1));
+    t[name] = {dims, v};
+  };
+  const int64_t H = s.hidden, D = s.headDim();
+  add("token_embd.weight", H, s.vocab, 1.0f);
+  if (!s.tied)
+    add("output.weight", H, s.vocab, 0.3f);
+  add("output_norm.weight", H, 0, 0.1f, 1.0f);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const float w = 1.0f / std::sqrt(float(H));
+    add(b + "attn_norm.weight", H, 0, 0.1f, 1.0f);
+    add(b + "attn_q.weight", H, s.qHeads * D, 2 * w);
+    add(b + "attn_k.weight", H, s.kvHeads * D, 2 * w);
+    add(b + "attn_v.weight", H, s.kvHeads * D, w);
+    if (s.bias) {
+      add(b + "attn_q.bias", s.qHeads * D, 0, 0.3f);
+      add(b + "attn_k.bias", s.kvHeads * D, 0, 0.3f);
+      add(b + "attn_v.bias", s.kvHeads * D, 0, 0.3f);
+    }
+    add(b + "attn_output.weight", s.qHeads * D, H, w);
+    add(b + "ffn_norm.weight", H, 0, 0.1f, 1.0f);
+    add(b + "ffn_gate.weight", H, s.ffn, w);
+    add(b + "ffn_up.weight", H, s.ffn, w);
+    add(b + "ffn_down.weight", s.ffn, H, 1.0f / std::sqrt(float(s.ffn)));
+  }
+  return t;
+}
+
+std::vector<uint8_t> tinyGGUF(const TinySpec &s, const TensorMap &tensors) {
+  GGUFBuilder g;
+  const std::string p = s.arch + ".";
+  g.addString("general.architecture", s.arch);
+  g.addU32(p + "block_count", uint32_t(s.layers));
+  g.addU32(p + "context_length", 4096);
+  g.addU32(p + "embedding_length", uint32_t(s.hidden));
+  g.addU32(p + "feed_forward_length", uint32_t(s.ffn));
+  g.addU32(p + "attention.head_count", uint32_t(s.qHeads));
+  g.addU32(p + "attention.head_count_kv", uint32_t(s.kvHeads));
+  g.addF32(p + "rope.freq_base", float(s.theta));
+  g.addF32(p + "attention.layer_norm_rms_epsilon", float(s.eps));
+  if (s.linearScale != 1.0) {
+    g.addString(p + "rope.scaling.type", "linear");
+    g.addF32(p + "rope.scaling.factor", float(s.linearScale));
+  }
+  for (const auto &[name, entry] : tensors) {
+    std::vector<uint8_t> bytes(entry.second.size() * 4);
+    std::memcpy(bytes.data(), entry.second.data(), bytes.size());
+    g.addTensor(name, uint32_t(GGMLType::F32), entry.first, bytes);
+  }
+  return g.build();
+}
+
+/// The plain float64 forward: logits [T, vocab] of every position.
+std::vector<double> naiveForward(const TinySpec &s, const TensorMap &t,
+                                 const std::vector<int32_t> &ids) {
+  const int64_t T = int64_t(ids.size()), H = s.hidden, D = s.headDim(),
+                Hq = s.qHeads, Hkv = s.kvHeads, F = s.ffn;
+  auto W = [&](const std::string &n) -> const std::vector<float> & {
+    return t.at(n).second;
+  };
+  // y[out] = W[out, in] x[in] (+ bias)
+  auto matvec = [](const std::vector<float> &w, const std::vector<double> &x,
+                   int64_t out, const std::vector<float> *bias) {
+    const int64_t in = int64_t(x.size());
+    std::vector<double> y(static_cast<size_t>(out));
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = bias ? double((*bias)[size_t(o)]) : 0.0;
+      for (int64_t i = 0; i < in; ++i)
+        acc += double(w[size_t(o * in + i)]) * x[size_t(i)];
+      y[size_t(o)] = acc;
+    }
+    return y;
+  };
+  auto rms = [&](const std::vector<double> &x, const std::vector<float> &w) {
+    double ss = 0;
+    for (double v : x)
+      ss += v * v;
+    const double inv = 1.0 / std::sqrt(ss / double(x.size()) + s.eps);
+    std::vector<double> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      y[i] = x[i] * inv * double(w[i]);
+    return y;
+  };
+  auto rope = [&](std::vector<double> &v, int64_t heads, int64_t pos) {
+    const bool halves = s.arch == "qwen2";
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < D / 2; ++i) {
+        const double ang = double(pos) / s.linearScale *
+                           std::pow(s.theta, -2.0 * double(i) / double(D));
+        const int64_t a = h * D + (halves ? i : 2 * i);
+        const int64_t b = h * D + (halves ? i + D / 2 : 2 * i + 1);
+        const double x0 = v[size_t(a)], x1 = v[size_t(b)];
+        v[size_t(a)] = x0 * std::cos(ang) - x1 * std::sin(ang);
+        v[size_t(b)] = x0 * std::sin(ang) + x1 * std::cos(ang);
+      }
+  };
+  std::vector<std::vector<double>> x(static_cast<size_t>(T));
+  for (int64_t p = 0; p < T; ++p)
+    x[size_t(p)].assign(W("token_embd.weight").begin() + ids[size_t(p)] * H,
+                        W("token_embd.weight").begin() +
+                            (ids[size_t(p)] + 1) * H);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const std::vector<float> *bq = s.bias ? &W(b + "attn_q.bias") : nullptr;
+    const std::vector<float> *bk = s.bias ? &W(b + "attn_k.bias") : nullptr;
+    const std::vector<float> *bv = s.bias ? &W(b + "attn_v.bias") : nullptr;
+    std::vector<std::vector<double>> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)), v(static_cast<size_t>(T));
+    for (int64_t p = 0; p < T; ++p) {
+      auto h = rms(x[size_t(p)], W(b + "attn_norm.weight"));
+      q[size_t(p)] = matvec(W(b + "attn_q.weight"), h, Hq * D, bq);
+      k[size_t(p)] = matvec(W(b + "attn_k.weight"), h, Hkv * D, bk);
+      v[size_t(p)] = matvec(W(b + "attn_v.weight"), h, Hkv * D, bv);
+      rope(q[size_t(p)], Hq, p);
+      rope(k[size_t(p)], Hkv, p);
+    }
+    for (int64_t p = 0; p < T; ++p) {
+      std::vector<double> o(static_cast<size_t>(Hq * D), 0.0);
+      for (int64_t hq = 0; hq < Hq; ++hq) {
+        const int64_t g = hq / (Hq / Hkv);
+        std::vector<double> sc(static_cast<size_t>(p + 1));
+        double m = -1e300, z = 0;
+        for (int64_t j = 0; j <= p; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < D; ++c)
+            dot += q[size_t(p)][size_t(hq * D + c)] *
+                   k[size_t(j)][size_t(g * D + c)];
+          sc[size_t(j)] = dot / std::sqrt(double(D));
+          m = std::max(m, sc[size_t(j)]);
+        }
+        for (double &e : sc)
+          z += (e = std::exp(e - m));
+        for (int64_t j = 0; j <= p; ++j)
+          for (int64_t c = 0; c < D; ++c)
+            o[size_t(hq * D + c)] +=
+                sc[size_t(j)] / z * v[size_t(j)][size_t(g * D + c)];
+      }
+      auto proj = matvec(W(b + "attn_output.weight"), o, H, nullptr);
+      for (int64_t i = 0; i < H; ++i)
+        x[size_t(p)][size_t(i)] += proj[size_t(i)];
+      auto h = rms(x[size_t(p)], W(b + "ffn_norm.weight"));
+      auto g = matvec(W(b + "ffn_gate.weight"), h, F, nullptr);
+      auto u = matvec(W(b + "ffn_up.weight"), h, F, nullptr);
+      for (int64_t i = 0; i < F; ++i)
+        g[size_t(i)] = g[size_t(i)] / (1.0 + std::exp(-g[size_t(i)])) *
+                       u[size_t(i)];
+      auto down = matvec(W(b + "ffn_down.weight"), g, H, nullptr);
+      for (int64_t i = 0; i < H; ++i)
+        x[size_t(p)][size_t(i)] += down[size_t(i)];
+    }
+  }
+  std::vector<double> out;
+  const std::vector<float> &wo =
+      s.tied ? W("token_embd.weight") : W("output.weight");
+  for (int64_t p = 0; p < T; ++p) {
+    auto h = rms(x[size_t(p)], W("output_norm.weight"));
+    auto lg = matvec(wo, h, s.vocab, nullptr);
+    out.insert(out.end(), lg.begin(), lg.end());
+  }
+  return out;
+}
+
+std::shared_ptr<const LlamaWeights> loadTiny(const TinySpec &s,
+                                             const TensorMap &t) {
+  Result<GGUFFile> f = GGUFFile::fromBuffer(tinyGGUF(s, t), "tiny.gguf");
+  EXPECT_TRUE(f.ok()) << f.message();
+  if (!f.ok())
+    return nullptr;
+  auto w = LlamaWeights::load(*f);
+  EXPECT_TRUE(w.ok()) << w.message();
+  return w.ok() ? *w : nullptr;
+}
+
+std::vector<int32_t> randomTokens(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, int32_t(vocab - 1));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t &t : ids)
+    t = dist(rng);
+  return ids;
+}
+
+/// Logits of every position by prefill, and by decode steps after a
+/// one-token prefill, against the naive forward.
+void checkAgainstNaive(const TinySpec &spec, KVType kvType, double tol) {
+  TensorMap tensors = tinyTensors(spec, 7);
+  auto w = loadTiny(spec, tensors);
+  ASSERT_TRUE(w);
+  const std::vector<int32_t> ids = randomTokens(45, spec.vocab, 3);
+  const std::vector<double> ref = naiveForward(spec, tensors, ids);
+  std::vector<float> reff(ref.begin(), ref.end());
+  const int64_t V = spec.vocab, T = int64_t(ids.size());
+
+  DecoderOptions opts;
+  opts.kvType = kvType;
+  opts.prefillChunk = 16; // several blocks, crossing pages of 16
+  auto dec = makeDecoder(w, denseSchedule(spec.layers), opts);
+  ASSERT_TRUE(dec);
+  auto a = dec->newSequence();
+  std::vector<float> all, last(static_cast<size_t>(V));
+  ASSERT_TRUE(dec->prefill(a, ids.data(), T, last.data(), &all).ok());
+  double worst = 0;
+  for (int64_t p = 0; p < T; ++p)
+    worst = std::max(worst, relError(all.data() + p * V,
+                                     reff.data() + p * V, V));
+  EXPECT_LT(worst, tol) << "prefill vs naive float64";
+  EXPECT_EQ(relError(last.data(), all.data() + (T - 1) * V, V), 0.0);
+
+  auto b = dec->newSequence();
+  std::vector<float> first(static_cast<size_t>(V)), steps;
+  ASSERT_TRUE(dec->prefill(b, ids.data(), 1, first.data()).ok());
+  ASSERT_TRUE(dec->teacherForce(b, ids.data() + 1, T - 1, steps).ok());
+  worst = relError(first.data(), reff.data(), V);
+  for (int64_t p = 1; p < T; ++p)
+    worst = std::max(worst, relError(steps.data() + (p - 1) * V,
+                                     reff.data() + p * V, V));
+  EXPECT_LT(worst, tol) << "decode steps vs naive float64";
+}
+
+//===----------------------------------------------------------------------===//
+// Synthetic models
+//===----------------------------------------------------------------------===//
+
+TEST(DecoderSynthetic, LlamaMatchesNaiveForward) {
+  checkAgainstNaive(TinySpec(), KVType::F32, 1e-4);
+}
+
+TEST(DecoderSynthetic, Qwen2BiasesAndHalvesRope) {
+  TinySpec s;
+  s.arch = "qwen2";
+  s.bias = true;
+  s.tied = false;
+  checkAgainstNaive(s, KVType::F32, 1e-4);
+}
+
+TEST(DecoderSynthetic, LinearRopeScalingAndNoGQA) {
+  TinySpec s;
+  s.kvHeads = s.qHeads;
+  s.linearScale = 4.0;
+  checkAgainstNaive(s, KVType::F32, 1e-4);
+}
+
+TEST(DecoderSynthetic, HalfPrecisionKVStaysClose) {
+  // f16/bf16 caches round keys and values; the forward stays close.
+  checkAgainstNaive(TinySpec(), KVType::F16, 1e-2);
+  checkAgainstNaive(TinySpec(), KVType::BF16, 5e-2);
+}
+
+TEST(DecoderSynthetic, ConfigFromMetadata) {
+  TinySpec s;
+  s.arch = "qwen2";
+  s.bias = true;
+  s.tied = false;
+  s.linearScale = 2.0;
+  auto w = loadTiny(s, tinyTensors(s, 1));
+  ASSERT_TRUE(w);
+  const LlamaConfig &c = w->config();
+  EXPECT_EQ(c.numLayers, 2);
+  EXPECT_EQ(c.hidden, 64);
+  EXPECT_EQ(c.qHeads, 4);
+  EXPECT_EQ(c.kvHeads, 2);
+  EXPECT_EQ(c.headDim, 16);
+  EXPECT_EQ(c.ffn, 96);
+  EXPECT_EQ(c.vocab, 50);
+  EXPECT_EQ(c.contextLength, 4096);
+  EXPECT_EQ(c.ropeDim, 16);
+  EXPECT_EQ(c.ropeMode, RopeMode::Halves);
+  EXPECT_DOUBLE_EQ(c.ropeLinearScale, 2.0);
+  EXPECT_TRUE(c.attentionBias);
+  EXPECT_FALSE(c.tiedOutput);
+}
+
+TEST(DecoderSynthetic, MissingAndMisshapenTensorsAreNamed) {
+  TinySpec s;
+  TensorMap t = tinyTensors(s, 1);
+  t.erase("blk.1.ffn_down.weight");
+  Result<GGUFFile> f = GGUFFile::fromBuffer(tinyGGUF(s, t), "tiny.gguf");
+  ASSERT_TRUE(f.ok());
+  auto w = LlamaWeights::load(*f);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.message(), "tiny.gguf: missing tensor 'blk.1.ffn_down.weight'");
+
+  t = tinyTensors(s, 1);
+  t["blk.0.attn_k.weight"].first = {64, 16};
+  t["blk.0.attn_k.weight"].second.resize(64 * 16);
+  f = GGUFFile::fromBuffer(tinyGGUF(s, t), "tiny.gguf");
+  ASSERT_TRUE(f.ok());
+  w = LlamaWeights::load(*f);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.message(), "tiny.gguf: tensor 'blk.0.attn_k.weight' has shape "
+                         "[64, 16], expected [64, 32]");
+
+  GGUFBuilder g;
+  g.addString("general.architecture", "gpt2");
+  f = GGUFFile::fromBuffer(g.build(), "other.gguf");
+  ASSERT_TRUE(f.ok());
+  w = LlamaWeights::load(*f);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.message().find("unsupported architecture 'gpt2'"),
+            std::string::npos)
+      << w.message();
+
+  GGUFBuilder h;
+  h.addString("general.architecture", "llama");
+  h.addU32("llama.block_count", 2);
+  f = GGUFFile::fromBuffer(h.build(), "keys.gguf");
+  ASSERT_TRUE(f.ok());
+  w = LlamaWeights::load(*f);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.message(), "keys.gguf: missing key 'llama.embedding_length'");
+}
+
+TEST(DecoderSynthetic, SequencesForkAndBatch) {
+  TinySpec s;
+  TensorMap tensors = tinyTensors(s, 5);
+  auto w = loadTiny(s, tensors);
+  ASSERT_TRUE(w);
+  DecoderOptions opts;
+  opts.maxTokens = 256;
+  auto dec = makeDecoder(w, denseSchedule(s.layers), opts);
+  ASSERT_TRUE(dec);
+  const int64_t V = s.vocab;
+  const auto ids = randomTokens(40, V, 11);
+  // Two sequences with different prompts, stepped together, equal the
+  // same sequences stepped alone; a fork continues like its source.
+  auto a = dec->newSequence(), b = dec->newSequence();
+  std::vector<float> la(static_cast<size_t>(V)), lb(static_cast<size_t>(V));
+  ASSERT_TRUE(dec->prefill(a, ids.data(), 20, la.data()).ok());
+  ASSERT_TRUE(dec->prefill(b, ids.data() + 20, 13, lb.data()).ok());
+  auto fa = dec->fork(a);
+  ASSERT_TRUE(fa.ok());
+  EXPECT_EQ(dec->length(*fa), 20);
+  CPUDecoder::SeqId both[2] = {a, b};
+  int32_t toks[2] = {ids[35], ids[36]};
+  std::vector<float> batch(static_cast<size_t>(2 * V)), alone(static_cast<size_t>(V));
+  ASSERT_TRUE(dec->step(both, toks, 2, batch.data()).ok());
+  ASSERT_TRUE(dec->step(*fa, toks[0], alone.data()).ok());
+  EXPECT_LT(relError(batch.data(), alone.data(), V), 1e-5);
+  EXPECT_EQ(dec->lastLens()[0], 21);
+
+  // Releasing returns pages; stepping a released sequence is an error.
+  const int64_t before = dec->freePages();
+  ASSERT_TRUE(dec->release(*fa).ok());
+  EXPECT_GT(dec->freePages(), before);
+  Status st = dec->step(*fa, 1, alone.data());
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("does not exist"), std::string::npos);
+  // The same sequence twice in one batch, and bad token ids, are errors.
+  CPUDecoder::SeqId twice[2] = {a, a};
+  EXPECT_FALSE(dec->step(twice, toks, 2, batch.data()).ok());
+  EXPECT_FALSE(dec->step(a, int32_t(V), alone.data()).ok());
+  // The pool is finite.
+  auto c = dec->newSequence();
+  std::vector<int32_t> many(300, 1);
+  st = dec->prefill(c, many.data(), 300, alone.data());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("KV cache full"), std::string::npos);
+}
+
+TEST(DecoderSynthetic, ScheduleAndPageSizeMismatch) {
+  TinySpec s;
+  auto w = loadTiny(s, tinyTensors(s, 1));
+  ASSERT_TRUE(w);
+  Schedule sparse = parseOrDie(
+      R"({"anchor": 1, "window": 8, "topk": 8, "selector": "block_minmax",
+          "page_size": 8})",
+      s.layers);
+  DecoderOptions opts;
+  opts.pageSize = 16;
+  auto d = CPUDecoder::create(w, sparse, opts);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.message().find("page_size 8"), std::string::npos) << d.message();
+  d = CPUDecoder::create(w, withPageSize(sparse, 16), opts);
+  EXPECT_TRUE(d.ok()) << d.message();
+  d = CPUDecoder::create(w, denseSchedule(s.layers + 1), opts);
+  EXPECT_FALSE(d.ok());
+}
+
+//===----------------------------------------------------------------------===//
+// The real model
+//===----------------------------------------------------------------------===//
+
+class RealModel : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    if (modelPath().empty())
+      return;
+    auto f = GGUFFile::open(modelPath());
+    ASSERT_TRUE(f.ok()) << f.message();
+    auto tk = Tokenizer::fromGGUF(*f);
+    ASSERT_TRUE(tk.ok()) << tk.message();
+    tokenizer_ = new Tokenizer(tk.take());
+    auto w = LlamaWeights::load(*f);
+    ASSERT_TRUE(w.ok()) << w.message();
+    weights_ = new std::shared_ptr<const LlamaWeights>(*w);
+  }
+  static void TearDownTestSuite() {
+    delete weights_;
+    delete tokenizer_;
+    weights_ = nullptr;
+    tokenizer_ = nullptr;
+  }
+  void SetUp() override {
+    if (modelPath().empty())
+      GTEST_SKIP() << modelSkipMessage();
+    ASSERT_TRUE(weights_ && tokenizer_);
+  }
+  static std::shared_ptr<const LlamaWeights> weights() { return *weights_; }
+  static const Tokenizer &tokenizer() { return *tokenizer_; }
+  static int64_t layers() { return (*weights_)->config().numLayers; }
+  static int64_t vocab() { return (*weights_)->config().vocab; }
+
+  static inline std::shared_ptr<const LlamaWeights> *weights_ = nullptr;
+  static inline Tokenizer *tokenizer_ = nullptr;
+};
+
+const char *kPrompt = "The capital of France is Paris. The capital of Germany is";
+const char *kLongPrompt =
+    "Once upon a time, in a small village at the edge of a great forest, "
+    "there lived an old clockmaker who repaired every clock in the valley. "
+    "One winter morning a stranger knocked at his door with a broken watch.";
+
+/// Reads a little-endian float32 C-order .npy file (v1.0-3.0).
+bool readNpy(const std::string &path, std::vector<int64_t> &shape,
+             std::vector<float> &data, std::string &err) {
+  const std::string bytes = readFile(path);
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
+    return err = "not an npy file", false;
+  const int major = uint8_t(bytes[6]);
+  size_t headerLen, start;
+  if (major == 1) {
+    headerLen = uint8_t(bytes[8]) | size_t(uint8_t(bytes[9])) << 8;
+    start = 10;
+  } else {
+    headerLen = 0;
+    for (int i = 0; i < 4; ++i)
+      headerLen |= size_t(uint8_t(bytes[8 + i])) << (8 * i);
+    start = 12;
+  }
+  const std::string header = bytes.substr(start, headerLen);
+  if (header.find("'<f4'") == std::string::npos ||
+      header.find("'fortran_order': False") == std::string::npos)
+    return err = "unexpected npy header: " + header, false;
+  size_t open = header.find("'shape': ("), close = header.find(')', open);
+  std::string dims = header.substr(open + 10, close - open - 10);
+  shape.clear();
+  int64_t count = 1;
+  for (size_t p = 0; p < dims.size();) {
+    size_t q = dims.find(',', p);
+    std::string d = dims.substr(p, q == std::string::npos ? q : q - p);
+    if (d.find_first_not_of(' ') != std::string::npos) {
+      shape.push_back(std::stoll(d));
+      count *= shape.back();
+    }
+    if (q == std::string::npos)
+      break;
+    p = q + 1;
+  }
+  const size_t offset = start + headerLen;
+  if (bytes.size() < offset + size_t(count) * 4)
+    return err = "npy data truncated", false;
+  data.resize(static_cast<size_t>(count));
+  std::memcpy(data.data(), bytes.data() + offset, size_t(count) * 4);
+  return true;
+}
+
+// (a) Every prompt position's logits against the independent numpy forward
+// (float64, its own tokenizer and dequantisation).
+TEST_F(RealModel, LogitsMatchPythonReference) {
+  if (!referenceAvailable())
+    GTEST_SKIP() << referenceSkipMessage();
+  const TempPath npy("decoder_ref_logits.npy"), js("decoder_ref_logits.json");
+  std::string log;
+  const int rc = runReference("logits " + shellQuote(modelPath()) +
+                                  " --prompt " + shellQuote(kPrompt) +
+                                  " --out " + shellQuote(npy),
+                              log);
+  ASSERT_EQ(rc, 0) << log;
+  auto meta = nlohmann::json::parse(readFile(js), nullptr, false);
+  ASSERT_FALSE(meta.is_discarded()) << "unreadable " << js.str();
+  const std::vector<int32_t> refIds = meta["token_ids"];
+  const std::vector<int32_t> ids = tokenizer().encode(kPrompt, true);
+  ASSERT_EQ(ids, refIds);
+
+  std::vector<int64_t> shape;
+  std::vector<float> ref;
+  std::string err;
+  ASSERT_TRUE(readNpy(npy, shape, ref, err)) << err;
+  const int64_t T = int64_t(ids.size()), V = vocab();
+  ASSERT_EQ(shape, (std::vector<int64_t>{T, V}));
+
+  auto dec = makeDecoder(weights(), denseSchedule(layers()));
+  ASSERT_TRUE(dec);
+  auto seq = dec->newSequence();
+  std::vector<float> all;
+  ASSERT_TRUE(dec->prefill(seq, ids.data(), T, nullptr, &all).ok());
+  double worst = 0;
+  for (int64_t p = 0; p < T; ++p) {
+    const double e = relError(all.data() + p * V, ref.data() + p * V, V);
+    worst = std::max(worst, e);
+    EXPECT_LT(e, 1e-3) << "prefill position " << p;
+    EXPECT_EQ(argmax(all.data() + p * V, V), argmax(ref.data() + p * V, V))
+        << "position " << p;
+  }
+  std::printf("[ logits ] %lld positions, prefill max |cpp - py| / max |py| "
+              "= %.3g\n",
+              (long long)T, worst);
+
+  // The decode path (compiled dense kernel) against the same reference.
+  auto dseq = dec->newSequence();
+  std::vector<float> first(static_cast<size_t>(V)), steps;
+  ASSERT_TRUE(dec->prefill(dseq, ids.data(), 1, first.data()).ok());
+  ASSERT_TRUE(dec->teacherForce(dseq, ids.data() + 1, T - 1, steps).ok());
+  double worstDecode = relError(first.data(), ref.data(), V);
+  for (int64_t p = 1; p < T; ++p) {
+    const double e =
+        relError(steps.data() + (p - 1) * V, ref.data() + p * V, V);
+    worstDecode = std::max(worstDecode, e);
+    EXPECT_LT(e, 1e-3) << "decode position " << p;
+  }
+  std::printf("[ logits ] decode steps max |cpp - py| / max |py| = %.3g\n",
+              worstDecode);
+  EXPECT_EQ(tokenizer().decode({argmax(all.data() + (T - 1) * V, V)}),
+            " Berlin");
+}
+
+// (b) Teacher-forced dense decode steps reproduce prefill's logits.
+TEST_F(RealModel, DecodeStepsMatchPrefill) {
+  const std::vector<int32_t> ids = tokenizer().encode(kLongPrompt, true);
+  const int64_t T = int64_t(ids.size()), V = vocab(), k = 5;
+  ASSERT_GT(T, 40);
+  for (KVType kv : {KVType::F32, KVType::F16}) {
+    DecoderOptions opts;
+    opts.kvType = kv;
+    opts.prefillChunk = 24;
+    auto dec = makeDecoder(weights(), denseSchedule(layers()), opts);
+    ASSERT_TRUE(dec);
+    auto a = dec->newSequence(), b = dec->newSequence();
+    std::vector<float> all, steps;
+    ASSERT_TRUE(dec->prefill(a, ids.data(), T, nullptr, &all).ok());
+    ASSERT_TRUE(dec->prefill(b, ids.data(), k, nullptr).ok());
+    ASSERT_TRUE(dec->teacherForce(b, ids.data() + k, T - k, steps).ok());
+    double worst = 0;
+    for (int64_t p = k; p < T; ++p)
+      worst = std::max(worst, relError(steps.data() + (p - k) * V,
+                                       all.data() + p * V, V));
+    std::printf("[ consistency ] kv %s: decode vs prefill max rel %.3g\n",
+                kvTypeName(kv), worst);
+    EXPECT_LT(worst, 1e-4) << kvTypeName(kv);
+  }
+}
+
+// (c) A sparse policy whose window covers the context is dense.
+TEST_F(RealModel, FullWindowPolicyEqualsDense) {
+  const std::vector<int32_t> ids = tokenizer().encode(kLongPrompt, true);
+  const int64_t T = int64_t(ids.size()), k = 8;
+  Schedule wide = parseOrDie(
+      R"({"anchor": 1, "window": 4096, "topk": 32, "selector": "exact"})",
+      layers());
+  auto dense = makeDecoder(weights(), denseSchedule(layers()));
+  auto sparse = makeDecoder(weights(), wide);
+  ASSERT_TRUE(dense && sparse);
+  std::vector<float> ld, ls, sd, ss, stats;
+  auto a = dense->newSequence(), b = sparse->newSequence();
+  ASSERT_TRUE(dense->prefill(a, ids.data(), k, nullptr).ok());
+  ASSERT_TRUE(sparse->prefill(b, ids.data(), k, nullptr).ok());
+  ASSERT_TRUE(dense->teacherForce(a, ids.data() + k, T - k, ld).ok());
+  ASSERT_TRUE(sparse->teacherForce(b, ids.data() + k, T - k, ls, &stats).ok());
+  const double e = relError(ls.data(), ld.data(), int64_t(ld.size()));
+  std::printf("[ full window ] sparse vs dense max rel %.3g\n", e);
+  EXPECT_LT(e, 1e-5);
+  // Every step attended to every position.
+  const int64_t Hq = weights()->config().qHeads, L = layers();
+  for (int64_t i = 0; i < T - k; ++i)
+    for (int64_t j = 0; j < L * Hq; ++j)
+      ASSERT_EQ(stats[size_t((i * L * Hq + j) * 4 + 1)], float(k + i + 1));
+}
+
+// A genuinely sparse, certified policy: it reads fewer keys, stays close to
+// dense, and reports the certificate.
+TEST_F(RealModel, CertifiedSparsePolicyReportsStatistics) {
+  const std::vector<int32_t> ids = tokenizer().encode(
+      std::string(kLongPrompt) + " " + kLongPrompt + " " + kLongPrompt, true);
+  const int64_t T = int64_t(ids.size()), V = vocab(), k = T - 24;
+  Schedule policy = parseOrDie(
+      R"({"anchor": 1, "window": 16, "topk": 32, "selector": "block_minmax",
+          "tau": 0.01, "max_extra": 2})",
+      layers());
+  auto dense = makeDecoder(weights(), denseSchedule(layers()));
+  auto sparse = makeDecoder(weights(), policy);
+  ASSERT_TRUE(dense && sparse);
+  std::vector<float> ld, ls, stats;
+  auto a = dense->newSequence(), b = sparse->newSequence();
+  ASSERT_TRUE(dense->prefill(a, ids.data(), k, nullptr).ok());
+  ASSERT_TRUE(sparse->prefill(b, ids.data(), k, nullptr).ok());
+  ASSERT_TRUE(dense->teacherForce(a, ids.data() + k, T - k, ld).ok());
+  ASSERT_TRUE(sparse->teacherForce(b, ids.data() + k, T - k, ls, &stats).ok());
+  const ModelShape &shape = sparse->shape();
+  AttentionStatsAccumulator acc(policy, layers(), shape.qHeads, shape.kvHeads);
+  const int64_t per = layers() * shape.qHeads * 4;
+  double kl = 0;
+  int agree = 0;
+  for (int64_t i = 0; i < T - k; ++i) {
+    int32_t len = int32_t(k + i + 1);
+    acc.add(stats.data() + i * per, &len, 1);
+    kl = std::max(kl, klDivergence(ld.data() + i * V, ls.data() + i * V, V));
+    agree += argmax(ld.data() + i * V, V) == argmax(ls.data() + i * V, V);
+  }
+  AttentionSummary s = acc.summary();
+  std::printf("[ certified ] T=%lld keys read %.3f, eps mean %.3g max %.3g, "
+              "pass %.3f, fallback %.3f, max KL %.3g, top-1 %d/%lld\n",
+              (long long)T, s.keysRead, s.epsMean, s.epsMax, s.passRate(),
+              s.fallbackRate(), kl, agree, (long long)(T - k));
+  EXPECT_LT(s.keysRead, 1.0);
+  EXPECT_EQ(s.certified, s.headSteps);
+  EXPECT_EQ(s.epsComputed, s.certified);
+  EXPECT_GT(s.passed + s.fallbacks, 0);
+  EXPECT_LT(kl, 0.5);
+}
+
+TEST_F(RealModel, ChatTemplateAddsDefaultSystemPrompt) {
+  auto f = GGUFFile::open(modelPath());
+  ASSERT_TRUE(f.ok());
+  auto text = applyChatTemplate(*f, "Hi");
+  ASSERT_TRUE(text.ok()) << text.message();
+  EXPECT_EQ(*text, "<|im_start|>system\nYou are a helpful AI assistant named "
+                   "SmolLM, trained by Hugging Face<|im_end|>\n"
+                   "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  text = applyChatTemplate(*f, "Hi", "Be brief.");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->rfind("<|im_start|>system\nBe brief.<|im_end|>\n", 0), 0u);
+  EXPECT_FALSE(applyChatTemplate("{{ bos }}[INST]", "Hi").ok());
+}
+
+//===----------------------------------------------------------------------===//
+// (d) Errors
+//===----------------------------------------------------------------------===//
+
+TEST(DecoderErrors, MissingModelFile) {
+  auto w = LlamaWeights::load("/nonexistent/model.gguf");
+  ASSERT_FALSE(w.ok());
+  expectOneLineError(w.status(), "/nonexistent/model.gguf");
+}
+
+TEST(DecoderErrors, TruncatedModel) {
+  if (modelPath().empty())
+    GTEST_SKIP() << modelSkipMessage();
+  const std::string bytes = readFile(modelPath());
+  ASSERT_GT(bytes.size(), 1u << 20);
+  const TempPath cut("truncated.gguf");
+  writeFile(cut, bytes.data(), 1u << 20);
+  auto w = LlamaWeights::load(cut.str());
+  ASSERT_FALSE(w.ok());
+  expectOneLineError(w.status(), cut.str());
+  std::printf("[ truncated ] %s\n", w.message().c_str());
+}
+
+/// Runs the CLI; returns its exit code, stdout and stderr.
+int runTool(const std::string &args, std::string &out, std::string &err) {
+  const TempPath o("tool.out"), e("tool.err");
+  const std::string cmd = shellQuote(CONDENSATE_DECODE_TOOL) + " " + args +
+                          " >" + shellQuote(o) + " 2>" + shellQuote(e);
+  const int status = std::system(cmd.c_str());
+  out = readFile(o);
+  err = readFile(e);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void expectToolError(const std::string &args, const std::string &needle) {
+  std::string out, err;
+  EXPECT_EQ(runTool(args, out, err), 1) << args;
+  EXPECT_EQ(err.rfind("condensate-decode: error: ", 0), 0u) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_NE(err.find(needle), std::string::npos) << err;
+}
+
+TEST(DecoderCLI, Errors) {
+  expectToolError("--model /nonexistent.gguf --prompt hi",
+                  "/nonexistent.gguf: cannot open");
+  expectToolError("--prompt hi --bogus", "unknown argument '--bogus'");
+  expectToolError("--prompt hi --max-new-tokens x", "--max-new-tokens");
+  expectToolError("--prompt hi --compare sparse", "--compare");
+  expectToolError("--prompt hi --kv-type f8", "--kv-type");
+  expectToolError("", "no prompt");
+  expectToolError("--prompt", "--prompt needs a value");
+  if (modelPath().empty())
+    return;
+  const std::string m = "--model " + shellQuote(modelPath()) + " ";
+  expectToolError(m + "--prompt-file /nonexistent.txt",
+                  "cannot read prompt file");
+  expectToolError(m + "--prompt hi --policy '{\"window\": -1}'", "window");
+  expectToolError(m + "--prompt hi --policy '#condensate.policy<nonsense>'",
+                  "--policy");
+  expectToolError(m + "--prompt hi --policy @/nonexistent.json",
+                  "cannot read policy file");
+  const std::string bytes = readFile(modelPath());
+  const TempPath cut("cli_truncated.gguf");
+  writeFile(cut, bytes.data(), 1u << 20);
+  expectToolError("--model " + shellQuote(cut) + " --prompt hi",
+                  cut.str());
+}
+
+TEST(DecoderCLI, JsonCompareDense) {
+  if (modelPath().empty())
+    GTEST_SKIP() << modelSkipMessage();
+  std::string out, err;
+  ASSERT_EQ(runTool("--model " + shellQuote(modelPath()) + " --prompt " +
+                        shellQuote(kPrompt) +
+                        " --max-new-tokens 8 --threads 2 --json "
+                        "--compare dense --ignore-eos",
+                    out, err),
+            0)
+      << err;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["generated_tokens"].size(), 8u);
+  EXPECT_EQ(j["text"].get<std::string>().rfind(" Berlin", 0), 0u) << out;
+  EXPECT_EQ(j["prompt_tokens"], 12);
+  EXPECT_GT(j["decode"]["tokens_per_second"].get<double>(), 0.0);
+  EXPECT_EQ(j["compare"]["teacher_forced"]["steps"], 7);
+  EXPECT_TRUE(j["compare"].contains("first_divergence"));
+  EXPECT_LE(j["attention"]["keys_read"].get<double>(), 1.0);
+}
+
+} // namespace

