@@ -50,6 +50,9 @@ if "condensate-opt" not in config.available_features:
 
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
-config.substitutions.append(("%examples",
-                             os.path.join(config.condensate_src_root,
-                                          "examples")))
+# Execution tests (mlir-runner with the MLIR runner utilities) need these.
+config.substitutions.append(("%llvm_lib_dir", config.llvm_lib_dir))
+for name in ["split-file", "mlir-runner"]:
+    if os.path.isfile(os.path.join(config.llvm_tools_dir, name)):
+        config.available_features.add(name)
+        llvm_config.add_tool_substitutions([name], [config.llvm_tools_dir])

@@ -42,6 +42,7 @@ using namespace mlir::condensate;
 namespace {
 
 constexpr double kBoundMargin = 1.0 / 16384.0; // as in the loop lowering
+constexpr int64_t kMinDenseChunk = 256;          // as in the loop lowering
 constexpr int64_t kWarp = 32;
 
 int64_t staticDim(Value v, int64_t i) {
@@ -179,6 +180,10 @@ public:
     auto fn = gpu::GPUFuncOp::create(b, kernels.getLoc(), name, fnType,
                                      workgroup, TypeRange{});
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    // Shared buffers are 16-byte aligned: LLVM merges neighbouring scalar
+    // accesses into 16-byte vector ones, which need that alignment.
+    for (unsigned i = 0; i < workgroup.size(); ++i)
+      fn.setWorkgroupAttributionAttr(i, "llvm.align", b.getI64IntegerAttr(16));
     Block &entry = fn.getBody().front();
     OpBuilder kb = OpBuilder::atBlockBegin(&entry);
     GPUEmitter e(kb, fn.getLoc());
@@ -307,37 +312,51 @@ void emitAttentionBody(
     init.push_back(e.splat(e.f32(0.0), E));
   // Warp-uniform rounds: every lane runs the same trip count so the group
   // shuffles stay converged; out-of-range or masked slots read a safe row
-  // and leave the state unchanged.
+  // and leave the state unchanged. Each round a group takes kUnroll slots,
+  // issuing all their loads before the arithmetic so several rows are in
+  // flight per lane.
+  constexpr int64_t kUnroll = 2;
+  int64_t perRound = s.groups * kUnroll;
   Value count = e.maxs(e.sub(v1, v0), e.idx(0));
-  Value rounds = e.ceilDiv(count, e.idx(s.groups));
+  Value rounds = e.ceilDiv(count, e.idx(perRound));
   auto state = e.forLoop(
       e.idx(0), rounds, e.idx(1), init,
       [&](Emitter &ee, Value r, ValueRange st) -> SmallVector<Value> {
         GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-        Value slot = e.add(e.add(v0, e.mul(r, e.idx(s.groups))), gid);
-        Value inRange = e.lt(slot, v1);
-        auto [t, posValid] = position(e, e.select(inRange, slot, v0));
-        Value valid = e.band(inRange, posValid);
-        Value tSafe = e.select(valid, t, e.idx(0));
-        Value page = e.loadIndex(pageTable, {b, e.divs(tSafe, e.idx(s.p))});
-        Value off = e.rems(tSafe, e.idx(s.p));
-        Value kr = e.toF32(e.vecLoad(k, {page, g, off, col}, E, align));
-        Value vr = e.toF32(e.vecLoad(v, {page, g, off, col}, E, align));
-        SmallVector<Value> out(st.begin(), st.end());
-        for (int64_t i = 0; i < G; ++i) {
-          Value dot = e.groupSum(e.reduceAdd(e.fmul(qs[i], kr)), L);
-          Value m = st[i], l = st[G + i];
-          Value mNew = e.fmax(m, dot);
-          Value corr = e.fastExp(e.fsub(m, mNew));
-          Value pw = e.fastExp(e.fsub(dot, mNew));
-          Value acc = st[2 * G + 1 + i];
-          out[i] = e.select(valid, mNew, m);
-          out[G + i] = e.select(valid, e.fadd(e.fmul(l, corr), pw), l);
-          out[2 * G + 1 + i] = e.select(
-              valid, e.fma(vr, e.splat(pw, E), e.fmul(acc, e.splat(corr, E))),
-              acc);
+        SmallVector<Value> valid, kr, vr;
+        for (int64_t u = 0; u < kUnroll; ++u) {
+          Value slot = e.add(
+              e.add(v0, e.mul(r, e.idx(perRound))),
+              e.add(e.idx(u * s.groups), gid));
+          Value inRange = e.lt(slot, v1);
+          auto [t, posValid] = position(e, e.select(inRange, slot, v0));
+          Value ok = e.band(inRange, posValid);
+          Value tSafe = e.select(ok, t, e.idx(0));
+          Value page = e.loadIndex(pageTable, {b, e.divs(tSafe, e.idx(s.p))});
+          Value off = e.rems(tSafe, e.idx(s.p));
+          valid.push_back(ok);
+          kr.push_back(e.vecLoad(k, {page, g, off, col}, E, align));
+          vr.push_back(e.vecLoad(v, {page, g, off, col}, E, align));
         }
-        out[2 * G] = e.select(valid, e.fadd(st[2 * G], e.f32(1.0)), st[2 * G]);
+        SmallVector<Value> out(st.begin(), st.end());
+        for (int64_t u = 0; u < kUnroll; ++u) {
+          Value kf = e.toF32(kr[u]), vf = e.toF32(vr[u]);
+          for (int64_t i = 0; i < G; ++i) {
+            Value dot = e.groupSum(e.reduceAdd(e.fmul(qs[i], kf)), L);
+            Value m = out[i], l = out[G + i];
+            Value mNew = e.fmax(m, dot);
+            Value corr = e.fastExp(e.fsub(m, mNew));
+            Value pw = e.fastExp(e.fsub(dot, mNew));
+            Value acc = out[2 * G + 1 + i];
+            out[i] = e.select(valid[u], mNew, m);
+            out[G + i] = e.select(valid[u], e.fadd(e.fmul(l, corr), pw), l);
+            out[2 * G + 1 + i] = e.select(
+                valid[u],
+                e.fma(vf, e.splat(pw, E), e.fmul(acc, e.splat(corr, E))), acc);
+          }
+          out[2 * G] =
+              e.select(valid[u], e.fadd(out[2 * G], e.f32(1.0)), out[2 * G]);
+        }
         return out;
       });
   // Combine lane groups through shared memory: sm_m[groups][G],
@@ -496,7 +515,7 @@ void lowerDenseAttend(DenseAttendOp op, KernelBuilder &kb, StringRef name) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   AttentionShape s = attentionShape(op.getQ(), op.getKCache());
-  int64_t chunk = op.getChunk();
+  int64_t splitsStatic = staticDim(op.getPartialMl(), 2);
   SmallVector<Value> operands{op.getQ(), op.getKCache(), op.getVCache(),
                               op.getPageTable(), op.getLens(),
                               op.getPartialO(), op.getPartialMl()};
@@ -510,8 +529,14 @@ void lowerDenseAttend(DenseAttendOp op, KernelBuilder &kb, StringRef name) {
         Value g = e.bid(gpu::Dimension::y);
         Value bb = e.bid(gpu::Dimension::z);
         Value n = e.loadIndex(a[4], {bb});
-        Value t0 = e.mul(split, e.idx(chunk));
-        Value t1 = e.mins(e.add(t0, e.idx(chunk)), n);
+        // Short contexts use fewer splits (at least kMinChunk tokens each);
+        // the others are empty and cost a block that exits at once.
+        Value used = e.mins(e.idx(splitsStatic),
+                            e.maxs(e.ceilDiv(n, e.idx(kMinDenseChunk)),
+                                   e.idx(1)));
+        Value chunk = e.ceilDiv(n, used);
+        Value t0 = e.mins(e.mul(split, chunk), n);
+        Value t1 = e.mins(e.add(t0, chunk), n);
         if (masked) {
           Value active = e.ne(e.load(a[7], {bb, g}), e.i32(0));
           t1 = e.select(active, t1, t0);
@@ -525,7 +550,7 @@ void lowerDenseAttend(DenseAttendOp op, KernelBuilder &kb, StringRef name) {
                           });
       });
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
-  Value splits = memref::DimOp::create(b, loc, op.getPartialMl(), 2);
+  Value splits = arith::ConstantIndexOp::create(b, loc, splitsStatic);
   launch(b, loc, fn, splits, arith::ConstantIndexOp::create(b, loc, s.hkv),
          batch, s.threads, operands);
   op.erase();
@@ -543,8 +568,12 @@ void lowerScorePages(ScorePagesOp op, KernelBuilder &kb, StringRef name) {
   int64_t p = op.getPageSize();
   RowSplit rs = RowSplit::of(d, 4);
   int64_t L = rs.lanes, E = rs.elems;
-  int64_t perBlock = std::max<int64_t>(1, 256 / L);
-  int64_t threads = perBlock * L;
+  int64_t groups = std::max<int64_t>(1, 256 / L);
+  int64_t threads = groups * L;
+  // Each lane group scores kPages pages, loading all before computing.
+  constexpr int64_t kPages = 4;
+  int64_t perBlock = groups * kPages;
+  int64_t align = std::min<int64_t>(16, E * 4);
   bool minmax = op.getSelector() == Selector::block_minmax;
   SmallVector<Value> operands{op.getQ(), op.getSummaries(), op.getPageTable(),
                               op.getLens(), op.getScores()};
@@ -555,45 +584,50 @@ void lowerScorePages(ScorePagesOp op, KernelBuilder &kb, StringRef name) {
         Value gid = e.divs(tid, e.idx(L)), li = e.rems(tid, e.idx(L));
         Value col = e.mul(li, e.idx(E));
         Value g = e.bid(gpu::Dimension::y), bb = e.bid(gpu::Dimension::z);
-        Value j = e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(perBlock)), gid);
+        Value first = e.mul(e.bid(gpu::Dimension::x), e.idx(perBlock));
         Value mp = e.dim(scores, 2);
         Value n = e.loadIndex(lens, {bb});
         Value pages = e.ceilDiv(n, e.idx(p));
         Value scale = e.f32(op.getScale().convertToDouble());
         SmallVector<Value> qs;
         for (int64_t i = 0; i < G; ++i)
-          qs.push_back(e.vecLoad(q, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), col},
-                                 E, std::min<int64_t>(16, E * 4)));
-        // No branch around the group shuffles: out-of-range lanes compute on
-        // page slot 0 and do not store.
-        Value inRange = e.lt(j, mp);
-        Value jj = e.select(inRange, j, e.idx(0));
-        Value inside = e.lt(jj, pages);
-        Value page = e.loadIndex(pt, {bb, e.select(inside, jj, e.idx(0))});
-        SmallVector<Value> partial(G);
-        if (minmax) {
-          Value mn = e.vecLoad(sum, {page, g, e.idx(KMin), col}, E,
-                               std::min<int64_t>(16, E * 4));
-          Value mx = e.vecLoad(sum, {page, g, e.idx(KMax), col}, E,
-                               std::min<int64_t>(16, E * 4));
-          for (int64_t i = 0; i < G; ++i)
-            partial[i] =
-                e.reduceAdd(e.fmax(e.fmul(qs[i], mn), e.fmul(qs[i], mx)));
-        } else {
-          Value ks = e.vecLoad(sum, {page, g, e.idx(KSum), col}, E,
-                               std::min<int64_t>(16, E * 4));
-          for (int64_t i = 0; i < G; ++i)
-            partial[i] = e.reduceAdd(e.fmul(qs[i], ks));
+          qs.push_back(e.vecLoad(
+              q, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), col}, E, align));
+        // No branch around the group shuffles: out-of-range groups compute
+        // on page slot 0 and do not store.
+        SmallVector<Value> js, inRange, inside, lo, hi;
+        for (int64_t k = 0; k < kPages; ++k) {
+          Value j = e.add(first, e.add(e.idx(k * groups), gid));
+          Value ok = e.lt(j, mp);
+          Value jj = e.select(ok, j, e.idx(0));
+          Value in = e.lt(jj, pages);
+          Value page = e.loadIndex(pt, {bb, e.select(in, jj, e.idx(0))});
+          js.push_back(jj);
+          inRange.push_back(ok);
+          inside.push_back(in);
+          if (minmax) {
+            lo.push_back(e.vecLoad(sum, {page, g, e.idx(KMin), col}, E, align));
+            hi.push_back(e.vecLoad(sum, {page, g, e.idx(KMax), col}, E, align));
+          } else {
+            lo.push_back(e.vecLoad(sum, {page, g, e.idx(KSum), col}, E, align));
+          }
         }
-        Value cnt = e.mins(e.sub(n, e.mul(jj, e.idx(p))), e.idx(p));
-        for (int64_t i = 0; i < G; ++i) {
-          Value s = e.groupSum(partial[i], L);
-          if (!minmax)
-            s = e.fdiv(s, e.indexToF32(e.maxs(cnt, e.idx(1))));
-          s = e.select(inside, e.fmul(s, scale), e.negInf());
-          e.ifThen(e.band(inRange, e.eq(li, e.idx(0))), [&](Emitter &e) {
-            e.store(s, scores, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), jj});
-          });
+        for (int64_t k = 0; k < kPages; ++k) {
+          Value cnt = e.mins(e.sub(n, e.mul(js[k], e.idx(p))), e.idx(p));
+          for (int64_t i = 0; i < G; ++i) {
+            Value partial =
+                minmax ? e.reduceAdd(e.fmax(e.fmul(qs[i], lo[k]),
+                                            e.fmul(qs[i], hi[k])))
+                       : e.reduceAdd(e.fmul(qs[i], lo[k]));
+            Value sc = e.groupSum(partial, L);
+            if (!minmax)
+              sc = e.fdiv(sc, e.indexToF32(e.maxs(cnt, e.idx(1))));
+            sc = e.select(inside[k], e.fmul(sc, scale), e.negInf());
+            e.ifThen(e.band(inRange[k], e.eq(li, e.idx(0))), [&](Emitter &e) {
+              e.store(sc, scores,
+                      {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), js[k]});
+            });
+          }
         }
       });
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
@@ -676,9 +710,15 @@ std::pair<Value, Value> blockExclusiveScan(GPUEmitter &e, Value x,
   // Warp 0 scans the warp totals.
   e.ifThen(e.eq(warp, e.idx(0)), [&](Emitter &ee) {
     GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-    Value mine = e.select(e.lt(lane, e.idx(warps)),
-                          e.load(warpSums, {e.mins(lane, e.idx(warps - 1))}),
-                          e.i32(0));
+    // Only lanes that own a warp total read one (no lane reads a slot
+    // another lane writes below).
+    Value mine = e.ifElse(e.lt(lane, e.idx(warps)), {e.builder().getI32Type()},
+                          [&](Emitter &e) -> SmallVector<Value> {
+                            return {e.load(warpSums, {lane})};
+                          },
+                          [&](Emitter &e) -> SmallVector<Value> {
+                            return {e.i32(0)};
+                          })[0];
     Value sc = e.warpScanI32(mine, lane);
     e.ifThen(e.lt(lane, e.idx(warps)),
              [&](Emitter &e) { e.store(sc, warpSums, {lane}); });
@@ -710,16 +750,21 @@ void lowerSelectTopK(SelectTopKOp op, KernelBuilder &kb, StringRef name) {
   if (op.getWindows())
     operands.push_back(op.getWindows());
   bool hasWindows = static_cast<bool>(op.getWindows());
+  // Ranking keys of the first kCachedKeys units live in shared memory;
+  // further units (contexts past 512K tokens at pages of 64) recompute theirs.
+  constexpr int64_t kCachedKeys = 8192;
   SmallVector<Type> smem{
       KernelBuilder::workgroupType(ctx, {256}, i32),                // hist
       KernelBuilder::workgroupType(ctx, {8}, i32),                  // state
       KernelBuilder::workgroupType(ctx, {threads / kWarp + 1}, i32), // scan
-      KernelBuilder::workgroupType(ctx, {2 * (threads / kWarp)}, i32)};
+      KernelBuilder::workgroupType(ctx, {2 * (threads / kWarp)}, i32),
+      KernelBuilder::workgroupType(ctx, {kCachedKeys}, i32)};       // keys
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value scores = a[0], lens = a[1], indices = a[2];
         Value windows = hasWindows ? a[3] : Value();
         Value hist = sm[0], state = sm[1], scan = sm[2], red = sm[3];
+        Value cached = sm[4];
         Value tid = e.tid();
         Value lane = e.rems(tid, e.idx(kWarp)), warp = e.divs(tid, e.idx(kWarp));
         Value g = e.bid(gpu::Dimension::x), bb = e.bid(gpu::Dimension::y);
@@ -728,10 +773,28 @@ void lowerSelectTopK(SelectTopKOp op, KernelBuilder &kb, StringRef name) {
                                   op.getWindowMax());
         Value nu = e.dim(scores, 2);
         Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
-        auto key = [&](GPUEmitter &e, Value u) {
+        auto computeKey = [&](GPUEmitter &e, Value u) {
           Value cand = e.gt(unitCandidateCount(e, u, unit, anchor, n, w),
                             e.idx(0));
           return rankingKey(e, scores, bb, g, u, G, cand);
+        };
+        e.forLoop(tid, e.mins(nu, e.idx(kCachedKeys)), e.idx(threads), {},
+                  [&](Emitter &ee, Value u, ValueRange) -> SmallVector<Value> {
+                    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                    e.store(computeKey(e, u), cached, {u});
+                    return {};
+                  });
+        e.barrier();
+        auto key = [&](GPUEmitter &e, Value u) -> Value {
+          return e.ifElse(e.lt(u, e.idx(kCachedKeys)),
+                          {e.builder().getI32Type()},
+                          [&](Emitter &e) -> SmallVector<Value> {
+                            return {e.load(cached, {u})};
+                          },
+                          [&](Emitter &ee) -> SmallVector<Value> {
+                            return {computeKey(static_cast<GPUEmitter &>(ee),
+                                               u)};
+                          })[0];
         };
         auto forUnits = [&](GPUEmitter &e, ValueRange inits,
                             const Emitter::LoopBody &body) {
@@ -831,57 +894,61 @@ void lowerSelectTopK(SelectTopKOp op, KernelBuilder &kb, StringRef name) {
           }
         }
         // Threshold and how many ties at it to take (all candidates if few).
+        // With base = 0 there is no base set, only the ranked extras.
         Value thr = e.select(few, e.i32(1), prefix);
         Value tiesWanted = e.select(few, e.i32(0), remaining);
-        // Collection in unit order: thread t owns a contiguous chunk.
+        Value tiesWantedIdx = e.toIndex(tiesWanted);
         Value chunk = e.ceilDiv(nu, e.idx(threads));
         Value lo = e.mins(e.mul(tid, chunk), nu);
         Value hi = e.mins(e.add(lo, chunk), nu);
-        auto counts = e.forLoop(
-            lo, hi, e.idx(1), {e.idx(0), e.idx(0)},
-            [&](Emitter &ee, Value u, ValueRange acc) -> SmallVector<Value> {
-              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-              Value kk = key(e, u);
-              Value isAbove = e.bor(
-                  e.cmp(arith::CmpIPredicate::ugt, kk, thr),
-                  e.band(few, e.ne(kk, e.i32(0))));
-              Value isTie = e.band(e.bnot(few),
-                                   e.band(e.eq(kk, thr), e.ne(kk, e.i32(0))));
-              return {e.select(isAbove, e.add(acc[0], e.idx(1)), acc[0]),
-                      e.select(isTie, e.add(acc[1], e.idx(1)), acc[1])};
-            });
-        auto [aboveBefore, aboveTotal] =
-            blockExclusiveScan(e, counts[0], threads, scan);
-        auto [tiesBefore, tiesTotal] =
-            blockExclusiveScan(e, counts[1], threads, scan);
-        (void)aboveTotal;
-        (void)tiesTotal;
-        Value tiesWantedIdx = e.toIndex(tiesWanted);
-        e.forLoop(lo, hi, e.idx(1), {aboveBefore, tiesBefore},
-                  [&](Emitter &ee, Value u, ValueRange acc) -> SmallVector<Value> {
-                    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                    Value kk = key(e, u);
-                    Value isAbove = e.bor(
-                        e.cmp(arith::CmpIPredicate::ugt, kk, thr),
-                        e.band(few, e.ne(kk, e.i32(0))));
-                    Value isTie = e.band(
-                        e.bnot(few), e.band(e.eq(kk, thr), e.ne(kk, e.i32(0))));
-                    Value takeTie = e.band(isTie, e.lt(acc[1], tiesWantedIdx));
-                    Value take = e.bor(isAbove, takeTie);
-                    Value pos = e.add(acc[0], e.mins(acc[1], tiesWantedIdx));
-                    e.ifThen(take, [&](Emitter &e) {
-                      e.store(e.toI32(u), indices, {bb, g, pos});
+        Value tiesBefore = e.idx(0);
+        if (base > 0) {
+          // Collection in unit order: thread t owns a contiguous chunk.
+          auto counts = e.forLoop(
+              lo, hi, e.idx(1), {e.idx(0), e.idx(0)},
+              [&](Emitter &ee, Value u, ValueRange acc) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                Value kk = key(e, u);
+                Value isAbove = e.bor(
+                    e.cmp(arith::CmpIPredicate::ugt, kk, thr),
+                    e.band(few, e.ne(kk, e.i32(0))));
+                Value isTie = e.band(e.bnot(few),
+                                     e.band(e.eq(kk, thr), e.ne(kk, e.i32(0))));
+                return {e.select(isAbove, e.add(acc[0], e.idx(1)), acc[0]),
+                        e.select(isTie, e.add(acc[1], e.idx(1)), acc[1])};
+              });
+          auto [aboveBefore, aboveTotal] =
+              blockExclusiveScan(e, counts[0], threads, scan);
+          auto tiesScan = blockExclusiveScan(e, counts[1], threads, scan);
+          tiesBefore = tiesScan.first;
+          (void)aboveTotal;
+          e.forLoop(lo, hi, e.idx(1), {aboveBefore, tiesBefore},
+                    [&](Emitter &ee, Value u, ValueRange acc) -> SmallVector<Value> {
+                      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                      Value kk = key(e, u);
+                      Value isAbove = e.bor(
+                          e.cmp(arith::CmpIPredicate::ugt, kk, thr),
+                          e.band(few, e.ne(kk, e.i32(0))));
+                      Value isTie = e.band(
+                          e.bnot(few), e.band(e.eq(kk, thr), e.ne(kk, e.i32(0))));
+                      Value takeTie = e.band(isTie, e.lt(acc[1], tiesWantedIdx));
+                      Value take = e.bor(isAbove, takeTie);
+                      Value pos = e.add(acc[0], e.mins(acc[1], tiesWantedIdx));
+                      e.ifThen(take, [&](Emitter &e) {
+                        e.store(e.toI32(u), indices, {bb, g, pos});
+                      });
+                      return {e.select(isAbove, e.add(acc[0], e.idx(1)), acc[0]),
+                              e.select(isTie, e.add(acc[1], e.idx(1)), acc[1])};
                     });
-                    return {e.select(isAbove, e.add(acc[0], e.idx(1)), acc[0]),
-                            e.select(isTie, e.add(acc[1], e.idx(1)), acc[1])};
-                  });
-        // Pad the base set.
-        Value written = e.mins(numValid, e.idx(base));
-        e.forLoop(e.add(written, tid), e.idx(base), e.idx(threads), {},
-                  [&](Emitter &e, Value j, ValueRange) -> SmallVector<Value> {
-                    e.store(e.i32(-1), indices, {bb, g, j});
-                    return {};
-                  });
+          // Pad the base set.
+          Value written = e.mins(numValid, e.idx(base));
+          e.forLoop(e.add(written, tid), e.idx(base), e.idx(threads), {},
+                    [&](Emitter &e, Value j, ValueRange) -> SmallVector<Value> {
+                      e.store(e.i32(-1), indices, {bb, g, j});
+                      return {};
+                    });
+
+        }
         // Ranked extras: argmax passes after (prevKey, prevIdx).
         if (slots > base) {
           // The base set's last tie (prevIdx) is the largest unit taken at
@@ -902,6 +969,12 @@ void lowerSelectTopK(SelectTopKOp op, KernelBuilder &kb, StringRef name) {
             e.store(e.toI32(lastTie), state, {e.idx(4)});
           });
           e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
+            if (base == 0) {
+              // Start above every key.
+              e.store(e.i32(-1), state, {e.idx(3)});
+              e.store(e.i32(-1), state, {e.idx(4)});
+              return;
+            }
             e.ifThen(e.bor(few, e.eq(tiesWanted, e.i32(0))), [&](Emitter &e) {
               e.store(e.toI32(nu), state, {e.idx(4)});
             });
@@ -1293,27 +1366,54 @@ void lowerMerge(MergeOp op, KernelBuilder &kb, StringRef name) {
           Value colSafe = e.select(inRow, col, e.idx(0));
           SmallVector<Value> st{e.f32(0.0), e.f32(0.0),
                                 e.splat(e.f32(0.0), perLane)};
+          // Splits are walked kMergeUnroll at a time with every load issued
+          // first: a split's row is a dependent-latency L2 read otherwise.
+          constexpr int64_t kMergeUnroll = 8;
+          auto fold = [&](Emitter &ee, ValueRange acc, Value poV, Value pmlV,
+                          Value onV, ArrayRef<Value> splitIdx)
+              -> SmallVector<Value> {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            SmallVector<Value> ms, ls, cs, os;
+            for (Value sIdx : splitIdx) {
+              ms.push_back(e.load(pmlV, {bb, h, sIdx, e.idx(0)}));
+              ls.push_back(e.load(pmlV, {bb, h, sIdx, e.idx(1)}));
+              cs.push_back(e.load(pmlV, {bb, h, sIdx, e.idx(2)}));
+              os.push_back(e.vecLoad(poV, {bb, h, sIdx, colSafe}, perLane,
+                                     std::min<int64_t>(16, perLane * 4)));
+            }
+            SmallVector<Value> out(acc.begin(), acc.end());
+            for (size_t k = 0; k < splitIdx.size(); ++k) {
+              Value live = e.band(
+                  onV, e.fcmp(arith::CmpFPredicate::OGT, ls[k], e.f32(0.0)));
+              Value wgt = e.select(live, e.fastExp(e.fsub(ms[k], m)),
+                                   e.f32(0.0));
+              out[2] = e.select(live,
+                                e.fma(os[k], e.splat(wgt, perLane), out[2]),
+                                out[2]);
+              out[0] = e.fadd(out[0], e.fmul(ls[k], wgt));
+              out[1] = e.fadd(out[1], e.select(onV, cs[k], e.f32(0.0)));
+            }
+            return out;
+          };
           for (auto &[po, pml, on] : sets) {
             Value poV = po, pmlV = pml, onV = on;
-            st = e.forLoop(
-                e.idx(0), e.dim(pmlV, 2), e.idx(1), st,
-                [&](Emitter &ee, Value s, ValueRange acc) -> SmallVector<Value> {
-                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                  Value ms = e.load(pmlV, {bb, h, s, e.idx(0)});
-                  Value ls = e.load(pmlV, {bb, h, s, e.idx(1)});
-                  Value cs = e.load(pmlV, {bb, h, s, e.idx(2)});
-                  Value live = e.band(
-                      onV, e.fcmp(arith::CmpFPredicate::OGT, ls, e.f32(0.0)));
-                  Value wgt = e.select(live, e.fastExp(e.fsub(ms, m)),
-                                       e.f32(0.0));
-                  Value o = e.vecLoad(poV, {bb, h, s, colSafe}, perLane,
-                                      std::min<int64_t>(16, perLane * 4));
-                  Value acc2 = e.select(
-                      live, e.fma(o, e.splat(wgt, perLane), acc[2]), acc[2]);
-                  return {e.fadd(acc[0], e.fmul(ls, wgt)),
-                          e.fadd(acc[1], e.select(onV, cs, e.f32(0.0))),
-                          acc2};
-                });
+            int64_t numSplits = staticDim(pmlV, 2);
+            int64_t main = numSplits / kMergeUnroll * kMergeUnroll;
+            if (main > 0)
+              st = e.forLoop(
+                  e.idx(0), e.idx(main), e.idx(kMergeUnroll), st,
+                  [&](Emitter &e, Value s0, ValueRange acc)
+                      -> SmallVector<Value> {
+                    SmallVector<Value> idxs;
+                    for (int64_t k = 0; k < kMergeUnroll; ++k)
+                      idxs.push_back(e.add(s0, e.idx(k)));
+                    return fold(e, acc, poV, pmlV, onV, idxs);
+                  });
+            SmallVector<Value> rest;
+            for (int64_t k = main; k < numSplits; ++k)
+              rest.push_back(e.idx(k));
+            if (!rest.empty())
+              st = fold(e, st, poV, pmlV, onV, rest);
           }
           Value total = st[0];
           Value inv = e.select(e.fcmp(arith::CmpFPredicate::OGT, total,

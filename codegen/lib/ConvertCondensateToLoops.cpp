@@ -324,7 +324,10 @@ struct LowerSelectTopK : OpRewritePattern<SelectTopKOp> {
               })[0];
         }
         // Few candidates: take them all (threshold 1 keeps every key > 0).
-        Value few = e.le(numValidIdx, baseIdx);
+        // With base = 0 there is no base set: only the ranked extras.
+        Value few = base == 0 ? e.i1(false) : e.le(numValidIdx, baseIdx);
+        if (base == 0)
+          thr = e.i32(-1); // above every key: nothing is taken
         thr = e.select(few, e.i32(1), thr);
         Value above = countAtLeast(e, thr, /*strict=*/true);
         Value tiesWanted =
@@ -354,8 +357,12 @@ struct LowerSelectTopK : OpRewritePattern<SelectTopKOp> {
         });
         // Extras: the next units in (key desc, unit asc) order.
         if (slots > base) {
+          // The order continues after the last base unit; with no base set
+          // it starts above every key.
           Value prevKey = e.select(few, e.i32(0), thr);
           Value prevIdx = e.select(few, nu, collected[2]);
+          if (base == 0)
+            prevIdx = e.idx(-1);
           // With ties exhausted at the threshold the order continues below.
           e.forLoop(
               e.idx(base), e.idx(slots), e.idx(1), {prevKey, prevIdx},
@@ -486,7 +493,7 @@ struct LowerDenseAttend : OpRewritePattern<DenseAttendOp> {
     Emitter e(rewriter, op.getLoc());
     int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
     int64_t hkv = staticDim(op.getKCache(), 1), p = staticDim(op.getKCache(), 2);
-    int64_t group = hq / hkv, chunk = op.getChunk();
+    int64_t group = hq / hkv;
     Value scale = e.f32(op.getScale().convertToDouble());
     Value batch = e.dim(op.getQ(), 0);
     Value splits = e.dim(op.getPartialMl(), 2);
@@ -501,8 +508,13 @@ struct LowerDenseAttend : OpRewritePattern<DenseAttendOp> {
         SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
         e.forEach(e.idx(0), splits, [&](Emitter &e, Value s) {
           RowOps row{e, d};
-          Value t0 = e.mul(s, e.idx(chunk));
-          Value t1 = e.mins(e.add(t0, e.idx(chunk)), n);
+          // Short contexts use fewer splits of at least 256 tokens, as on
+          // the GPU; the others stay empty.
+          Value used = e.mins(splits, e.maxs(e.ceilDiv(n, e.idx(256)),
+                                             e.idx(1)));
+          Value chunk = e.ceilDiv(n, used);
+          Value t0 = e.mins(e.mul(s, chunk), n);
+          Value t1 = e.mins(e.add(t0, chunk), n);
           t1 = e.select(active, t1, t0);
           auto state = e.forLoop(
               t0, t1, e.idx(1), Softmax::init(e, row),

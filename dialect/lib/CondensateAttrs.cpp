@@ -13,6 +13,9 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::condensate;
@@ -81,9 +84,13 @@ static ParseResult parseIndexList(AsmParser &parser,
           if (last < first)
             return parser.emitError(loc)
                    << "empty range " << first << " to " << last;
-          if (last - first > (1 << 20))
+          // Compare without overflow: a range is at most 2^20 entries.
+          if (first < 0 || last > first + (int64_t(1) << 20) ||
+              last >= std::numeric_limits<int64_t>::max() - 1)
             return parser.emitError(loc)
-                   << "range " << first << " to " << last << " is too large";
+                   << "range " << first << " to " << last
+                   << " is out of bounds (indices are >= 0, ranges at most "
+                      "2^20 long)";
         }
         for (int64_t i = first; i <= last; ++i)
           out.push_back(i);
@@ -112,6 +119,17 @@ static void printIndexList(AsmPrinter &printer, ArrayRef<int64_t> values) {
 }
 
 static bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+/// The shortest %e rendering of `v` that parses back to the same double.
+static std::string formatRoundTrip(double v) {
+  char buf[64];
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*e", digits, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  return buf;
+}
 
 //===----------------------------------------------------------------------===//
 // PolicyAttr
@@ -192,7 +210,7 @@ void PolicyAttr::print(AsmPrinter &printer) const {
     if (getTauValue() == kStrictTau)
       printer << ", tau = strict";
     else
-      printer << ", tau = " << llvm::formatv("{0:e}", getTauValue()).str();
+      printer << ", tau = " << formatRoundTrip(getTauValue());
   }
   if (getMaxExtra() > 0)
     printer << ", max_extra = " << getMaxExtra();
@@ -259,7 +277,7 @@ Attribute RuleAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
   SmallVector<int64_t> layers, kvHeads;
   Attribute policy;
-  bool haveLayers = false;
+  bool haveLayers = false, haveKVHeads = false;
   static const StringRef allowed[] = {"layers", "kv_heads", "policy"};
   if (parseKeyValueList(parser, "rule", allowed,
                         [&](StringRef key) -> ParseResult {
@@ -267,14 +285,21 @@ Attribute RuleAttr::parse(AsmParser &parser, Type) {
                             haveLayers = true;
                             return parseIndexList(parser, layers);
                           }
-                          if (key == "kv_heads")
+                          if (key == "kv_heads") {
+                            haveKVHeads = true;
                             return parseIndexList(parser, kvHeads);
+                          }
                           return parser.parseAttribute(policy);
                         }))
     return {};
   if (!haveLayers || !policy) {
     parser.emitError(loc)
         << "#condensate.rule needs both 'layers' and 'policy' fields";
+    return {};
+  }
+  if (haveKVHeads && kvHeads.empty()) {
+    parser.emitError(loc) << "#condensate.rule kv_heads must not be empty "
+                             "(omit it to cover every head)";
     return {};
   }
   return getChecked([&] { return parser.emitError(loc); },
@@ -323,14 +348,17 @@ bool RuleAttr::appliesTo(int64_t layer, int64_t kvHead) const {
 
 Attribute ScheduleAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
-  int64_t numLayers = -1;
+  int64_t numLayers = 0;
+  bool haveLayers = false;
   Attribute defaultPolicy;
   SmallVector<RuleAttr> rules;
   static const StringRef allowed[] = {"layers", "default", "rules"};
   if (parseKeyValueList(
           parser, "schedule", allowed, [&](StringRef key) -> ParseResult {
-            if (key == "layers")
+            if (key == "layers") {
+              haveLayers = true;
               return parser.parseInteger(numLayers);
+            }
             if (key == "default")
               return parser.parseAttribute(defaultPolicy);
             return parser.parseCommaSeparatedList(
@@ -348,7 +376,7 @@ Attribute ScheduleAttr::parse(AsmParser &parser, Type) {
                 });
           }))
     return {};
-  if (numLayers < 0 || !defaultPolicy) {
+  if (!haveLayers || !defaultPolicy) {
     parser.emitError(loc)
         << "#condensate.schedule needs 'layers' and 'default' fields";
     return {};

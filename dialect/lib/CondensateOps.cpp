@@ -82,6 +82,21 @@ public:
     return it->second.first;
   }
 
+  /// For stage ops: the named dimensions must be static (the lowerings
+  /// specialise on them) and head_dim a multiple of 8.
+  LogicalResult requireStatic(ArrayRef<StringRef> names) {
+    for (StringRef name : names) {
+      if (!get(name))
+        return op->emitOpError()
+               << describe(name)
+               << " must be static in a stage op (run condensate-specialize)";
+    }
+    if (auto d = get("D"); d && *d % 8 != 0)
+      return op->emitOpError()
+             << "head_dim must be a multiple of 8, got " << *d;
+    return success();
+  }
+
   /// Checks Hq % Hkv == 0 when both are static.
   LogicalResult checkGroup() {
     auto hq = get("Hq"), hkv = get("Hkv");
@@ -156,11 +171,11 @@ LogicalResult checkPolicyAgainstCache(Operation *op, Attribute policyAttr,
   auto policy = dyn_cast<PolicyAttr>(policyAttr);
   if (!policy)
     return success();
-  if (auto p = sc.get("P"); p && *p != policy.getPageSize())
+  bool blockSelector = policy.getGranularity() == Granularity::page;
+  if (auto p = sc.get("P"); blockSelector && p && *p != policy.getPageSize())
     return op->emitOpError()
            << where << " page_size " << policy.getPageSize()
            << " does not match the KV cache page size " << *p;
-  bool blockSelector = policy.getGranularity() == Granularity::page;
   if (blockSelector && policy.needsScores() && !haveSummaries)
     return op->emitOpError()
            << where << " uses selector "
@@ -222,7 +237,8 @@ LogicalResult ModelOp::verify() {
   for (int64_t l = 0; l < layers; ++l)
     for (int64_t h = 0; h < hkv; ++h)
       if (auto policy = dyn_cast<PolicyAttr>(schedule.getPolicy(l, h)))
-        if (policy.getPageSize() != p)
+        if (policy.getGranularity() == Granularity::page &&
+            policy.getPageSize() != p)
           return emitOpError()
                  << "layer " << l << " policy page_size "
                  << policy.getPageSize()
@@ -330,6 +346,7 @@ LogicalResult AppendKVOp::verify() {
       failed(sc.check(getPositions(), "positions", {"B"})) ||
       failed(sc.check(getSummaries(), "summaries",
                       {"NP", "Hkv", std::to_string(kSummarySlots), "D"})) ||
+      failed(sc.requireStatic({"Hkv", "P", "D"})) ||
       failed(checkSameKV(*this, getKCache(), getVCache())))
     return failure();
   return success();
@@ -350,7 +367,8 @@ LogicalResult ScorePagesOp::verify() {
       failed(sc.check(getPageTable(), "page_table", {"B", "MP"})) ||
       failed(sc.check(getLens(), "lens", {"B"})) ||
       failed(sc.check(getScores(), "scores", {"B", "Hq", "MP"})) ||
-      failed(sc.checkGroup()) || failed(checkPageSize(*this, getPageSize())) ||
+      failed(sc.checkGroup()) || failed(sc.requireStatic({"Hq", "Hkv", "D"})) ||
+      failed(checkPageSize(*this, getPageSizeAttr().getInt())) ||
       failed(checkScale(*this, getScaleAttr())))
     return failure();
   return success();
@@ -363,7 +381,9 @@ LogicalResult ScoreTokensOp::verify() {
       failed(sc.check(getPageTable(), "page_table", {"B", "MP"})) ||
       failed(sc.check(getLens(), "lens", {"B"})) ||
       failed(sc.check(getScores(), "scores", {"B", "Hq", "N"})) ||
-      failed(sc.checkGroup()) || failed(checkScale(*this, getScaleAttr())))
+      failed(sc.checkGroup()) ||
+      failed(sc.requireStatic({"Hq", "Hkv", "D", "P"})) ||
+      failed(checkScale(*this, getScaleAttr())))
     return failure();
   auto mp = sc.get("MP"), p = sc.get("P"), n = sc.get("N");
   if (mp && p && n && *n != *mp * *p)
@@ -378,20 +398,22 @@ LogicalResult SelectTopKOp::verify() {
       failed(sc.check(getLens(), "lens", {"B"})) ||
       failed(sc.check(getWindows(), "windows", {"B"})) ||
       failed(sc.check(getIndices(), "indices", {"B", "Hkv", "K"})) ||
-      failed(sc.checkGroup()) ||
-      failed(checkNonNegative(*this, "anchor", getAnchor())) ||
-      failed(checkNonNegative(*this, "window", getWindow())) ||
-      failed(checkPageSize(*this, getPageSize())))
+      failed(sc.checkGroup()) || failed(sc.requireStatic({"Hq", "Hkv"})) ||
+      failed(checkNonNegative(*this, "anchor", getAnchorAttr().getInt())) ||
+      failed(checkNonNegative(*this, "window", getWindowAttr().getInt())) ||
+      failed(checkPageSize(*this, getPageSizeAttr().getInt())))
     return failure();
-  if (getWindowMax() < getWindow())
-    return emitOpError() << "window_max (" << getWindowMax()
-                         << ") must be >= window (" << getWindow() << ")";
+  if (getWindowMaxAttr().getInt() < getWindowAttr().getInt())
+    return emitOpError() << "window_max (" << getWindowMaxAttr().getInt()
+                         << ") must be >= window (" << getWindowAttr().getInt()
+                         << ")";
   int64_t slots = getIndices().getType().getDimSize(2);
   if (ShapedType::isDynamic(slots))
     return emitOpError() << "indices must have a static unit count "
                             "(dimension 2)";
-  if (getBase() < 0 || getBase() > slots)
-    return emitOpError() << "budget mismatch: base " << getBase()
+  int64_t base = getBaseAttr().getInt();
+  if (base < 0 || base > slots)
+    return emitOpError() << "budget mismatch: base " << base
                          << " must be in [0, " << slots
                          << "] (the index slots)";
   return success();
@@ -427,16 +449,18 @@ LogicalResult SparseAttendOp::verify() {
       failed(sc.check(getPartialMl(), "partial_ml",
                       {"B", "Hq", "S", std::to_string(kPartialMLWidth)})) ||
       failed(sc.checkGroup()) ||
+      failed(sc.requireStatic({"Hq", "Hkv", "D", "P"})) ||
       failed(checkSameKV(*this, getKCache(), getVCache())) ||
-      failed(checkNonNegative(*this, "anchor", getAnchor())) ||
-      failed(checkNonNegative(*this, "window", getWindow())) ||
-      failed(checkNonNegative(*this, "first", getFirst())) ||
-      failed(checkNonNegative(*this, "count", getCount())) ||
+      failed(checkNonNegative(*this, "anchor", getAnchorAttr().getInt())) ||
+      failed(checkNonNegative(*this, "window", getWindowAttr().getInt())) ||
+      failed(checkNonNegative(*this, "first", getFirstAttr().getInt())) ||
+      failed(checkNonNegative(*this, "count", getCountAttr().getInt())) ||
       failed(checkScale(*this, getScaleAttr())))
     return failure();
-  if (getWindowMax() < getWindow())
-    return emitOpError() << "window_max (" << getWindowMax()
-                         << ") must be >= window (" << getWindow() << ")";
+  if (getWindowMaxAttr().getInt() < getWindowAttr().getInt())
+    return emitOpError() << "window_max (" << getWindowMaxAttr().getInt()
+                         << ") must be >= window (" << getWindowAttr().getInt()
+                         << ")";
   if (ShapedType::isDynamic(getNumSplits()))
     return emitOpError() << "partials must have a static split count";
   if (getCount() > 0 && !getIndices())
@@ -463,11 +487,12 @@ LogicalResult DenseAttendOp::verify() {
       failed(sc.check(getPartialMl(), "partial_ml",
                       {"B", "Hq", "S", std::to_string(kPartialMLWidth)})) ||
       failed(sc.checkGroup()) ||
+      failed(sc.requireStatic({"Hq", "Hkv", "D", "P"})) ||
       failed(checkSameKV(*this, getKCache(), getVCache())) ||
       failed(checkScale(*this, getScaleAttr())))
     return failure();
-  if (getChunk() <= 0)
-    return emitOpError() << "chunk must be > 0, got " << getChunk();
+  if (ShapedType::isDynamic(getPartialMl().getType().getDimSize(2)))
+    return emitOpError() << "partials must have a static split count";
   return success();
 }
 
@@ -484,15 +509,16 @@ LogicalResult CertifyOp::verify() {
       failed(sc.check(getFallback(), "fallback", {"B", "Hkv"})) ||
       failed(sc.check(getStats(), "stats",
                       {"B", "Hq", std::to_string(kStatsWidth)})) ||
-      failed(sc.checkGroup()) ||
-      failed(checkNonNegative(*this, "anchor", getAnchor())) ||
-      failed(checkNonNegative(*this, "window", getWindow())) ||
-      failed(checkNonNegative(*this, "base_units", getBaseUnits())) ||
-      failed(checkPageSize(*this, getPageSize())))
+      failed(sc.checkGroup()) || failed(sc.requireStatic({"Hq", "Hkv"})) ||
+      failed(checkNonNegative(*this, "anchor", getAnchorAttr().getInt())) ||
+      failed(checkNonNegative(*this, "window", getWindowAttr().getInt())) ||
+      failed(checkNonNegative(*this, "base_units", getBaseUnitsAttr().getInt())) ||
+      failed(checkPageSize(*this, getPageSizeAttr().getInt())))
     return failure();
-  if (getWindowMax() < getWindow())
-    return emitOpError() << "window_max (" << getWindowMax()
-                         << ") must be >= window (" << getWindow() << ")";
+  if (getWindowMaxAttr().getInt() < getWindowAttr().getInt())
+    return emitOpError() << "window_max (" << getWindowMaxAttr().getInt()
+                         << ") must be >= window (" << getWindowAttr().getInt()
+                         << ")";
   double tau = getTau().convertToDouble();
   if (!(tau >= 0.0 && tau < 1.0))
     return emitOpError() << "tau must be in [0, 1), got " << tau;
@@ -534,7 +560,7 @@ LogicalResult MergeOp::verify() {
       failed(sc.check(getOut(), "out", {"B", "Hq", "D"})) ||
       failed(sc.check(getStats(), "stats",
                       {"B", "Hq", std::to_string(kStatsWidth)})) ||
-      failed(sc.checkGroup()))
+      failed(sc.checkGroup()) || failed(sc.requireStatic({"Hq", "D"})))
     return failure();
   return success();
 }

@@ -44,9 +44,9 @@ SmallVector<HeadRun> headRuns(DecodeAttentionOp op, int64_t numKVHeads) {
 /// Builds the stages of one decode attention.
 class Decomposer {
 public:
-  Decomposer(DecodeAttentionOp op, int64_t denseChunk)
+  Decomposer(DecodeAttentionOp op, int64_t denseSplits)
       : op(op), spec(op.getSpecAttr()), b(op), loc(op.getLoc()),
-        denseChunk(denseChunk) {}
+        denseSplits(denseSplits) {}
 
   void run() {
     batch = dim(op.getQ(), 0);
@@ -120,23 +120,20 @@ private:
       emitDense();
   }
 
-  int64_t chunk() {
-    return denseChunk > 0 ? denseChunk : chooseDenseChunk(spec.getTarget());
+  int64_t numDenseSplits() {
+    return denseSplits > 0 ? denseSplits : chooseDenseSplits(spec.getTarget());
   }
 
   /// Dense partials over the whole context; `mask` limits the heads.
   std::pair<Value, Value> emitDenseAttend(Value mask) {
-    int64_t c = chunk();
-    int64_t d = spec.getHeadDim(), p = spec.getPageSize();
-    Value tokens = arith::MulIOp::create(b, loc, maxPages, index(p));
-    Value splits = arith::CeilDivUIOp::create(b, loc, tokens, index(c));
+    int64_t s = numDenseSplits();
+    int64_t d = spec.getHeadDim();
     int64_t dyn = ShapedType::kDynamic;
-    Value po = alloc({dyn, runQHeads, dyn, d}, b.getF32Type(), {batch, splits});
-    Value pml = alloc({dyn, runQHeads, dyn, kPartialMLWidth}, b.getF32Type(),
-                      {batch, splits});
+    Value po = alloc({dyn, runQHeads, s, d}, b.getF32Type(), {batch});
+    Value pml = alloc({dyn, runQHeads, s, kPartialMLWidth}, b.getF32Type(),
+                      {batch});
     DenseAttendOp::create(b, loc, q, k, v, op.getPageTable(), op.getLens(),
-                          mask, po, pml, b.getI64IntegerAttr(c),
-                          op.getScaleAttr());
+                          mask, po, pml, op.getScaleAttr());
     return {po, pml};
   }
 
@@ -252,7 +249,7 @@ private:
   SpecAttr spec;
   OpBuilder b;
   Location loc;
-  int64_t denseChunk;
+  int64_t denseSplits;
   Value batch, maxPages;
   Value q, k, v, summaries, out, stats;
   int64_t runQHeads = 0, runKVHeads = 0;
@@ -271,7 +268,7 @@ struct DecomposePass : public condensate::impl::CondensateDecomposeBase<Decompos
                             "condensate-specialize)";
         return signalPassFailure();
       }
-      Decomposer(op, denseChunk).run();
+      Decomposer(op, denseSplits).run();
     }
   }
 };

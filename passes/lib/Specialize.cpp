@@ -28,8 +28,11 @@ int64_t mlir::condensate::chooseSparseSplits(Target target,
   return std::clamp<int64_t>(splits, 1, 32);
 }
 
-int64_t mlir::condensate::chooseDenseChunk(Target target) {
-  return target == Target::cpu ? 1024 : 512;
+int64_t mlir::condensate::chooseDenseSplits(Target target) {
+  // On the CPU 16 chunks keep float32 online softmax within 1e-5 of exact
+  // at 8K tokens (one 8K-long chunk drifts to 2e-5); on a GPU 128 chunks
+  // give a single sequence's 8 kv heads about 8 blocks per multiprocessor.
+  return target == Target::cpu ? 16 : 128;
 }
 
 namespace {

@@ -297,8 +297,8 @@ condensate.model @m layers = 4, q_heads = 4, kv_heads = 2, head_dim = 64, page_s
 
 // -----
 
-// The default policy's page_size (16) is not the model's, and layer 0 is the
-// first that uses it.
+// The default policy's page_size (16) is not the model's; layer 0 is dense,
+// so layer 1 is the first that uses it.
 // expected-error@+1 {{'condensate.model' op layer 1 policy page_size 16 does not match the model's page_size 64}}
 condensate.model @m layers = 4, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 64, kv_type = f32, schedule = #condensate.schedule<layers = 4, default = #condensate.policy<window = 64, topk = 32, selector = exact>, rules = [#condensate.rule<layers = [0], policy = #condensate.dense>]>
 

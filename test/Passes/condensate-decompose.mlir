@@ -70,8 +70,9 @@ func.func @token(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?
 
 // -----
 
-// block_mean ranks pages by their mean key, which bounds nothing: with stats
-// the certificate gets a second, block_minmax scoring of the same pages.
+// block_mean ranks pages by their mean key, which bounds nothing: the
+// certificate gets a second, block_minmax scoring of the same pages. With
+// max_extra = 0 a failing group goes straight to dense attention.
 // CHECK-LABEL: func.func @mean
 // CHECK: %[[SC:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
 // CHECK-NEXT: condensate.score_pages block_mean {{.*}} scores(%[[SC]] : memref<?x4x?xf32>)
@@ -79,13 +80,32 @@ func.func @token(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?
 // CHECK: condensate.sparse_attend page {{.*}} partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>)
 // CHECK: %[[BND:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
 // CHECK-NEXT: condensate.score_pages block_minmax {{.*}} scores(%[[BND]] : memref<?x4x?xf32>)
-// CHECK: condensate.certify page scores(%[[BND]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x2xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%{{.*}} : memref<?x2xi32>) fallback(%{{.*}} : memref<?x2xi32>) stats(%arg7 : memref<?x4x4xf32>) {anchor = 1 : i64, base_units = 2 : i64, page_size = 16 : i64, tau = 0.000000e+00 : f64, window = 16 : i64, window_max = 16 : i64}
-// A certificate ran: the merge leaves the bound in stats alone.
-// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%arg7 : memref<?x4x4xf32>){{$}}
-// CHECK-COUNT-7: memref.dealloc
+// CHECK: condensate.certify page scores(%[[BND]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x2xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%{{.*}} : memref<?x2xi32>) fallback(%[[FB:.*]] : memref<?x2xi32>) stats(%arg7 : memref<?x4x4xf32>) {anchor = 1 : i64, base_units = 2 : i64, page_size = 16 : i64, tau = 1.000000e-03 : f64, window = 16 : i64, window_max = 16 : i64}
+// CHECK-NOT: condensate.sparse_attend
+// CHECK: condensate.dense_attend {{.*}} mask(%[[FB]] : memref<?x2xi32>)
+// The certificate wrote the bound: the merge leaves it in stats alone.
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) fallback(%[[FB]] : memref<?x2xi32>) dense({{.*}}) out(%arg6 : memref<?x4x16xf32>) stats(%arg7 : memref<?x4x4xf32>){{$}}
+// CHECK-COUNT-9: memref.dealloc
 // CHECK-NEXT: return
 func.func @mean(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
-  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = block_mean>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 1, target = cpu>}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = block_mean, tau = 1.0e-3>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+// An uncertified policy with stats: no certificate runs (eps_hat is NaN,
+// "not computed"); the merge fills the stats.
+// CHECK-LABEL: func.func @plain_stats
+// CHECK: condensate.score_pages block_minmax
+// CHECK: condensate.select_topk page
+// CHECK: condensate.sparse_attend page {{.*}} partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>)
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%arg7 : memref<?x4x4xf32>) {stats_eps = 0x7FC00000 : f32}
+// CHECK-NOT: condensate.certify
+// CHECK-COUNT-4: memref.dealloc
+// CHECK-NEXT: return
+func.func @plain_stats(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 32>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 1, target = cpu>}
   return
 }
 
@@ -124,11 +144,12 @@ func.func @certified(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memr
 // CHECK: %[[S0:.*]] = memref.subview %arg5[0, 0, 0, 0] [%{{.*}}, 1, 5, 16]
 // CHECK: %[[O0:.*]] = memref.subview %arg6[0, 0, 0] [%{{.*}}, 2, 16]
 // CHECK: %[[ST0:.*]] = memref.subview %arg7[0, 0, 0] [%{{.*}}, 2, 4]
-// CHECK: condensate.score_pages block_minmax q(%[[Q0]] : {{.*}}) summaries(%[[S0]] : {{.*}}) {{.*}} scores(%{{.*}} : memref<?x2x?xf32>)
-// CHECK: condensate.select_topk page {{.*}} indices(%{{.*}} : memref<?x1x0xi32>) {anchor = 1 : i64, base = 0 : i64, page_size = 16 : i64, window = 32 : i64, window_max = 32 : i64}
+// A plain window needs neither scores nor a certificate.
+// CHECK-NOT: condensate.score_pages
+// CHECK-NOT: condensate.select_topk
 // CHECK: condensate.sparse_attend page q(%[[Q0]] : {{.*}}) kv(%[[K0]], %[[V0]] : memref<?x1x16x16xf32, strided<[768, 256, 16, 1]>>) {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x2x1x16xf32>, memref<?x2x1x3xf32>) {anchor = 1 : i64, count = 0 : i64,
-// CHECK: condensate.certify page {{.*}} stats(%[[ST0]] : memref<?x2x4xf32, strided<[24, 4, 1]>>)
-// CHECK: condensate.merge {{.*}} out(%[[O0]] : memref<?x2x16xf32, strided<[96, 16, 1]>>) stats(%[[ST0]] : memref<?x2x4xf32, strided<[24, 4, 1]>>)
+// CHECK-NOT: condensate.certify
+// CHECK: condensate.merge {{.*}} out(%[[O0]] : memref<?x2x16xf32, strided<[96, 16, 1]>>) stats(%[[ST0]] : memref<?x2x4xf32, strided<[24, 4, 1]>>) {stats_eps = 0x7FC00000 : f32}
 // CHECK: %[[Q1:.*]] = memref.subview %arg0[0, 2, 0] [%{{.*}}, 4, 16] [1, 1, 1] : memref<?x6x16xf32> to memref<?x4x16xf32, strided<[96, 16, 1], offset: 32>>
 // CHECK: %[[K1:.*]] = memref.subview %arg1[0, 1, 0, 0] [%{{.*}}, 2, 16, 16] [1, 1, 1, 1] : memref<?x3x16x16xf32> to memref<?x2x16x16xf32, strided<[768, 256, 16, 1], offset: 256>>
 // CHECK: %[[V1:.*]] = memref.subview %arg2[0, 1, 0, 0] [%{{.*}}, 2, 16, 16]
@@ -137,7 +158,7 @@ func.func @certified(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memr
 // CHECK: condensate.dense_attend q(%[[Q1]] : {{.*}}) kv(%[[K1]], %[[V1]] : {{.*}}) {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>)
 // CHECK-NEXT: condensate.merge {{.*}} out(%[[O1]] : {{.*}}) stats(%[[ST1]] : {{.*}}) {stats_eps = 0.000000e+00 : f32}
 // CHECK-NOT: memref.subview
-// CHECK-COUNT-8: memref.dealloc
+// CHECK-COUNT-4: memref.dealloc
 // CHECK-NEXT: return
 func.func @heads(%q: memref<?x6x16xf32>, %k: memref<?x3x16x16xf32>, %v: memref<?x3x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x3x5x16xf32>, %o: memref<?x6x16xf32>, %st: memref<?x6x4xf32>) {
   condensate.decode_attention q(%q : memref<?x6x16xf32>) kv(%k, %v : memref<?x3x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x3x5x16xf32>) out(%o : memref<?x6x16xf32>) stats(%st : memref<?x6x4xf32>) {policy = #condensate.dense, head_policies = [#condensate.policy<window = 32>, #condensate.dense, #condensate.dense], scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 6, kv_heads = 3, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}

@@ -1,5 +1,6 @@
 // condensate-specialize: every decode attention gets a #condensate.spec;
 // dynamic dimensions are pinned from the options by memref.cast.
+// REQUIRES: split-file
 // RUN: split-file %s %t
 // RUN: condensate-opt %t/static.mlir -split-input-file --condensate-specialize | FileCheck %s --check-prefix=STATIC
 // RUN: condensate-opt %t/static.mlir -split-input-file --condensate-specialize="target=sm_90" | FileCheck %s --check-prefix=SM90

@@ -316,11 +316,12 @@ json profileJSON(const StepProfile &p) {
   return j;
 }
 
-std::string profileText(const StepProfile &p) {
+std::string profileText(const char *what, const char *unit,
+                        const StepProfile &p) {
   std::ostringstream os;
   const double steps = p.steps ? double(p.steps) : 1.0;
-  os << "profile: " << number(1e3 * p.total / steps, "%.2f")
-     << " ms per step:";
+  os << "profile " << what << ": " << number(1e3 * p.total / steps, "%.2f")
+     << " ms per " << unit << ":";
   for (auto &[name, sec] : profileParts(p))
     os << " " << name << " " << number(1e3 * sec / steps, "%.2f");
   os << " (ms)\n";
@@ -468,6 +469,7 @@ int runTool(const Options &o) {
                      [&](int64_t d, int64_t t) { bar.update(d, t); }));
   const double prefillSeconds = seconds(prefillStart);
   bar.finish();
+  const StepProfile prefillProfile = dec->prefillProfile();
 
   auto isStop = [&](int32_t t) {
     if (o.ignoreEos)
@@ -509,7 +511,6 @@ int runTool(const Options &o) {
     }
     return run;
   };
-  dec->resetProfile();
   Run policyRun = greedy(policyProgram, &policyStats, text);
   const StepProfile profile = dec->profile();
   if (text)
@@ -635,7 +636,8 @@ int runTool(const Options &o) {
     j["threads"] = o.threads;
     j["blas"] = blasDescription();
     if (o.profile)
-      j["profile"] = profileJSON(profile);
+      j["profile"] = {{"prefill", profileJSON(prefillProfile)},
+                      {"decode", profileJSON(profile)}};
     j["prompt_tokens"] = int64_t(prompt.size());
     j["generated_tokens"] = policyRun.tokens;
     j["text"] = tokenizer.decode(generated, false);
@@ -666,7 +668,12 @@ int runTool(const Options &o) {
     << ", page " << dec->shape().pageSize << ", threads "
     << (o.threads ? std::to_string(o.threads) : std::string("default"))
     << "\n";
-  r << "blas: " << blasDescription() << "\n";
+  r << "blas: " << blasDescription()
+    << (std::getenv("CONDENSATE_DECODE_REEXEC")
+            ? " (OPENBLAS_CORETYPE set by condensate-decode: OpenBLAS did not "
+              "know this CPU)"
+            : "")
+    << "\n";
   r << "prefill (dense): " << prompt.size() << " tokens in "
     << number(prefillSeconds, "%.3f") << " s = " << number(prefillRate, "%.1f")
     << " tok/s\n";
@@ -679,8 +686,10 @@ int runTool(const Options &o) {
   r << "keys read: " << percent(ps.keysRead)
     << " (mean over layers, heads and steps of attended / context)\n";
   r << "certificate: " << certificateLine(ps) << "\n";
-  if (o.profile)
-    r << profileText(profile);
+  if (o.profile) {
+    r << profileText("prefill", "token", prefillProfile);
+    r << profileText("decode", "step", profile);
+  }
   r << compareReport;
   std::cout << r.str() << std::flush;
   return 0;

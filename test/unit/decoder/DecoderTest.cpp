@@ -477,7 +477,7 @@ TEST(DecoderSynthetic, ScheduleAndPageSizeMismatch) {
 // The real model
 //===----------------------------------------------------------------------===//
 
-class RealModel : public ::testing::Test {
+class DecoderRealModel : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
     if (modelPath().empty())
@@ -562,21 +562,23 @@ bool readNpy(const std::string &path, std::vector<int64_t> &shape,
 }
 
 // (a) Every prompt position's logits against the independent numpy forward
-// (float64, its own tokenizer and dequantisation).
-TEST_F(RealModel, LogitsMatchPythonReference) {
+// (float64, its own tokenizer and dequantisation). The prompt spans four KV
+// pages and, with blocks of 16 rows, four prefill blocks.
+TEST_F(DecoderRealModel, LogitsMatchPythonReference) {
   if (!referenceAvailable())
     GTEST_SKIP() << referenceSkipMessage();
+  const std::string prompt = std::string(kLongPrompt) + " " + kPrompt;
   const TempPath npy("decoder_ref_logits.npy"), js("decoder_ref_logits.json");
   std::string log;
   const int rc = runReference("logits " + shellQuote(modelPath()) +
-                                  " --prompt " + shellQuote(kPrompt) +
+                                  " --prompt " + shellQuote(prompt) +
                                   " --out " + shellQuote(npy),
                               log);
   ASSERT_EQ(rc, 0) << log;
   auto meta = nlohmann::json::parse(readFile(js), nullptr, false);
   ASSERT_FALSE(meta.is_discarded()) << "unreadable " << js.str();
   const std::vector<int32_t> refIds = meta["token_ids"];
-  const std::vector<int32_t> ids = tokenizer().encode(kPrompt, true);
+  const std::vector<int32_t> ids = tokenizer().encode(prompt, true);
   ASSERT_EQ(ids, refIds);
 
   std::vector<int64_t> shape;
@@ -586,7 +588,9 @@ TEST_F(RealModel, LogitsMatchPythonReference) {
   const int64_t T = int64_t(ids.size()), V = vocab();
   ASSERT_EQ(shape, (std::vector<int64_t>{T, V}));
 
-  auto dec = makeDecoder(weights(), denseSchedule(layers()));
+  DecoderOptions opts;
+  opts.prefillChunk = 16;
+  auto dec = makeDecoder(weights(), denseSchedule(layers()), opts);
   ASSERT_TRUE(dec);
   auto seq = dec->newSequence();
   std::vector<float> all;
@@ -621,12 +625,17 @@ TEST_F(RealModel, LogitsMatchPythonReference) {
             " Berlin");
 }
 
-// (b) Teacher-forced dense decode steps reproduce prefill's logits.
-TEST_F(RealModel, DecodeStepsMatchPrefill) {
+// (b) Teacher-forced dense decode steps reproduce prefill's logits. With an
+// f16 cache the two paths store the same keys only up to rounding-boundary
+// flips (their float32 keys differ by ~1e-7 from sgemv vs sgemm summation,
+// which moves an occasional element to the neighbouring f16 value, ~5e-4
+// relative), hence the looser bound there.
+TEST_F(DecoderRealModel, DecodeStepsMatchPrefill) {
   const std::vector<int32_t> ids = tokenizer().encode(kLongPrompt, true);
   const int64_t T = int64_t(ids.size()), V = vocab(), k = 5;
   ASSERT_GT(T, 40);
-  for (KVType kv : {KVType::F32, KVType::F16}) {
+  for (auto [kv, tol] : {std::pair{KVType::F32, 1e-4},
+                         std::pair{KVType::F16, 2e-3}}) {
     DecoderOptions opts;
     opts.kvType = kv;
     opts.prefillChunk = 24;
@@ -643,12 +652,12 @@ TEST_F(RealModel, DecodeStepsMatchPrefill) {
                                        all.data() + p * V, V));
     std::printf("[ consistency ] kv %s: decode vs prefill max rel %.3g\n",
                 kvTypeName(kv), worst);
-    EXPECT_LT(worst, 1e-4) << kvTypeName(kv);
+    EXPECT_LT(worst, tol) << kvTypeName(kv);
   }
 }
 
 // (c) A sparse policy whose window covers the context is dense.
-TEST_F(RealModel, FullWindowPolicyEqualsDense) {
+TEST_F(DecoderRealModel, FullWindowPolicyEqualsDense) {
   const std::vector<int32_t> ids = tokenizer().encode(kLongPrompt, true);
   const int64_t T = int64_t(ids.size()), k = 8;
   Schedule wide = parseOrDie(
@@ -673,15 +682,20 @@ TEST_F(RealModel, FullWindowPolicyEqualsDense) {
       ASSERT_EQ(stats[size_t((i * L * Hq + j) * 4 + 1)], float(k + i + 1));
 }
 
-// A genuinely sparse, certified policy: it reads fewer keys, stays close to
-// dense, and reports the certificate.
-TEST_F(RealModel, CertifiedSparsePolicyReportsStatistics) {
+// A genuinely sparse schedule with certified layers: it reads fewer keys,
+// stays close to dense, and every certified head either carries a
+// certificate eps_hat <= tau or fell back to dense attention.
+TEST_F(DecoderRealModel, CertifiedSparsePolicyReportsStatistics) {
   const std::vector<int32_t> ids = tokenizer().encode(
       std::string(kLongPrompt) + " " + kLongPrompt + " " + kLongPrompt, true);
   const int64_t T = int64_t(ids.size()), V = vocab(), k = T - 24;
+  const double tau = 0.01;
   Schedule policy = parseOrDie(
-      R"({"anchor": 1, "window": 16, "topk": 32, "selector": "block_minmax",
-          "tau": 0.01, "max_extra": 2})",
+      R"({"default": {"anchor": 1, "window": 16, "topk": 32,
+                      "selector": "exact", "tau": 0.01, "max_extra": 4},
+          "rules": [{"layers": ["0-9"],
+                     "policy": {"anchor": 1, "window": 16, "topk": 16,
+                                "selector": "block_minmax"}}]})",
       layers());
   auto dense = makeDecoder(weights(), denseSchedule(layers()));
   auto sparse = makeDecoder(weights(), policy);
@@ -708,14 +722,18 @@ TEST_F(RealModel, CertifiedSparsePolicyReportsStatistics) {
               "pass %.3f, fallback %.3f, max KL %.3g, top-1 %d/%lld\n",
               (long long)T, s.keysRead, s.epsMean, s.epsMax, s.passRate(),
               s.fallbackRate(), kl, agree, (long long)(T - k));
-  EXPECT_LT(s.keysRead, 1.0);
-  EXPECT_EQ(s.certified, s.headSteps);
-  EXPECT_EQ(s.epsComputed, s.certified);
-  EXPECT_GT(s.passed + s.fallbacks, 0);
-  EXPECT_LT(kl, 0.5);
+  EXPECT_LT(s.keysRead, 0.9);
+  EXPECT_EQ(s.headSteps, (T - k) * layers() * shape.qHeads);
+  EXPECT_EQ(s.certified, (T - k) * (layers() - 10) * shape.qHeads);
+  EXPECT_EQ(s.epsComputed, s.certified - s.fallbacks);
+  EXPECT_EQ(s.passed, s.epsComputed);
+  EXPECT_LE(s.epsMax, tau);
+  // Layers 0-9 are aggressive (33 of ~130 positions), so only sanity here.
+  EXPECT_TRUE(std::isfinite(kl));
+  EXPECT_GE(2 * agree, T - k);
 }
 
-TEST_F(RealModel, ChatTemplateAddsDefaultSystemPrompt) {
+TEST_F(DecoderRealModel, ChatTemplateAddsDefaultSystemPrompt) {
   auto f = GGUFFile::open(modelPath());
   ASSERT_TRUE(f.ok());
   auto text = applyChatTemplate(*f, "Hi");

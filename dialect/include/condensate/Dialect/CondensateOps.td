@@ -362,7 +362,11 @@ def Condensate_DenseAttendOp : Condensate_Op<"dense_attend",
     [AllTypesMatch<["k_cache", "v_cache"]>]> {
   let summary = "Online-softmax partials over the whole context, split S ways";
   let description = [{
-    Flash-decoding: positions [0, n) are cut into chunks of `chunk` tokens;
+    Flash-decoding: positions [0, n) of sequence b are cut into S' equal
+    chunks of ceil(n / S') tokens, S' = min(S, ceil(n / 256)) with S the
+    (static) split dimension of the partials, so long sequences spread over
+    S blocks and short ones use chunks of at least 256 tokens; chunks s >= S'
+    are empty;
     chunk s of (b, h) writes (m, l, c) to partial_ml[b, h, s] and the
     unnormalised output to partial_o[b, h, s]. Chunks past the context write
     m = -inf, l = 0, c = 0. With `mask`, only key/value heads g with
@@ -372,8 +376,8 @@ def Condensate_DenseAttendOp : Condensate_Op<"dense_attend",
     condensate.dense_attend q(%q : memref<?x9x64xf32>)
         kv(%k, %v : memref<?x3x16x64xf16>) pages(%pt : memref<?x?xi32>)
         lens(%len : memref<?xi32>)
-        partials(%po, %pml : memref<?x9x?x64xf32>, memref<?x9x?x3xf32>)
-        {chunk = 256 : i64, scale = 0.125 : f32}
+        partials(%po, %pml : memref<?x9x4x64xf32>, memref<?x9x4x3xf32>)
+        {scale = 0.125 : f32}
     ```
   }];
   let arguments = (ins
@@ -385,7 +389,6 @@ def Condensate_DenseAttendOp : Condensate_Op<"dense_attend",
     Optional<Condensate_I32Buffer>:$mask,
     Condensate_F32Buffer:$partial_o,
     Condensate_F32Buffer:$partial_ml,
-    I64Attr:$chunk,
     F32Attr:$scale
   );
   let assemblyFormat = [{

@@ -21,8 +21,9 @@ namespace mlir::condensate {
 /// condensate set of `virtualLength` slots on `target`.
 int64_t chooseSparseSplits(Target target, int64_t virtualLength);
 
-/// The tokens per dense-attention split picked for `target`.
-int64_t chooseDenseChunk(Target target);
+/// The number of splits of dense attention picked for `target` (each
+/// sequence's context is cut into that many equal chunks).
+int64_t chooseDenseSplits(Target target);
 
 } // namespace mlir::condensate
 

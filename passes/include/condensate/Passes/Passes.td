@@ -137,8 +137,8 @@ def CondensateDecompose
     ```
   }];
   let options = [
-    Option<"denseChunk", "dense-chunk", "int64_t", /*default=*/"0",
-           "Tokens per dense-attention split (0: chosen for the target)">
+    Option<"denseSplits", "dense-splits", "int64_t", /*default=*/"0",
+           "Dense-attention splits per sequence (0: chosen for the target)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -48,14 +48,14 @@ struct DecoderOptions {
   int64_t repetitionSpan = 64;
 };
 
-/// Wall time spent in the parts of decode steps, summed over steps since
-/// the last resetProfile(): where a step's time goes.
+/// Wall time spent in the parts of decode steps (or prefills), summed since
+/// the last resetProfile(): where the time goes.
 struct StepProfile {
-  int64_t steps = 0;
+  int64_t steps = 0;      ///< decode steps, or prompt tokens for prefill
   double norms = 0.0;     ///< RMSNorm, RoPE, SwiGLU and copies
   double qkv = 0.0;       ///< fused q/k/v projection
-  double append = 0.0;    ///< compiled append kernel
-  double attention = 0.0; ///< compiled attention kernel
+  double append = 0.0;    ///< compiled append kernel (prefill: + gather)
+  double attention = 0.0; ///< compiled attention kernel (prefill: BLAS)
   double output = 0.0;    ///< attention output projection
   double mlp = 0.0;       ///< gate/up and down projections
   double logits = 0.0;    ///< final norm and vocabulary projection
@@ -124,6 +124,10 @@ public:
   int64_t totalPages() const;
 
   // Forward passes ---------------------------------------------------------
+  //
+  // Arguments (sequences, token ids, cache capacity, context length) are
+  // checked before anything changes; an error from a kernel after that
+  // leaves the sequences involved unusable (release them).
 
   /// Feeds `count` tokens to `seq` with dense causal attention. Writes the
   /// next-token logits of the last position to `lastLogits` ([vocab], may
@@ -133,7 +137,10 @@ public:
                  float *lastLogits, std::vector<float> *allLogits = nullptr,
                  const ProgressFn &progress = {});
   /// One decode step: tokens[i] is appended to seqs[i] and attended under
-  /// the program's policies. logits: [batch, vocab].
+  /// the program's policies. logits: [batch, vocab]. Adaptive layers get a
+  /// per-sequence window from the repetition score of the sequence's last
+  /// repetitionSpan tokens (including tokens[i]), through the layer's
+  /// (key/value head 0) policy's windowFor.
   Status step(const SeqId *seqs, const int32_t *tokens, int64_t batch,
               float *logits);
   Status step(SeqId seq, int32_t token, float *logits) {
@@ -144,6 +151,7 @@ public:
   /// Context length each sequence of the last step attended over, [batch].
   const int32_t *lastLens() const;
   const StepProfile &profile() const;
+  const StepProfile &prefillProfile() const;
   void resetProfile();
 
   /// Feeds `count` tokens one decode step at a time (the policy applies at

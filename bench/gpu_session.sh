@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One GPU-machine session: unpack the carried build (.carry/gpu.tar.xz, made
+# by bench/pack_gpu.sh), run the GPU tests, the sanitizers and the benchmark,
+# and leave logs under $OUT. Each step has its own time limit so one slow
+# step cannot eat the session.
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT" .carry/run
+tar xJf .carry/gpu.tar.xz -C .carry/run
+export LD_LIBRARY_PATH=$PWD/.carry/run/lib:${LD_LIBRARY_PATH:-}
+export CONDENSATE_CACHE_DIR=/tmp/condensate-cache
+BIN=.carry/run/bin
+step() { # step NAME SECONDS COMMAND...
+  local name=$1 secs=$2; shift 2
+  echo "=== $name ($(date +%T))"
+  timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$OUT/$name.log"
+  echo "=== $name rc=$rc"
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
+ls /usr/local/cuda/nvvm/libdevice/ 2>&1 | head -2
+for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
+  case $s in
+    driver) step driver 60 $BIN/CondensateCudaDriverTest --gtest_brief=1 ;;
+    compiler) step compiler 60 $BIN/GPUCompilerTest --gtest_brief=1 ;;
+    attention) step attention 240 $BIN/GPUAttentionTest --gtest_brief=1 \
+        --gtest_filter='-GPUAttentionLarge.*' ;;
+    large) step large 200 $BIN/GPUAttentionTest --gtest_brief=1 \
+        --gtest_filter='GPUAttentionLarge.*' ;;
+    full) CONDENSATE_GPU_FULL=1 step full 400 $BIN/GPUAttentionTest \
+        --gtest_brief=1 --gtest_filter='GPUAttentionLarge.*' ;;
+    bench) step bench 300 python3 bench/bench_attention.py \
+        --lib .carry/run/lib/libCondensateRuntime.so --json "$OUT/bench.json" ;;
+    quick) step quick 150 python3 bench/bench_attention.py --quick \
+        --lib .carry/run/lib/libCondensateRuntime.so --json "$OUT/quick.json" ;;
+    memcheck) step memcheck 150 compute-sanitizer --tool memcheck \
+        --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
+        --gtest_filter='*d64_kv3_g3_p16_f32*:GPUAppend.*' ;;
+    racecheck) step racecheck 150 compute-sanitizer --tool racecheck \
+        --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
+        --gtest_filter='*d128_kv8_g4_p64_bf16*' ;;
+  esac
+done

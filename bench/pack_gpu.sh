@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Packs what the GPU machine needs from this machine's build (it has no
+# LLVM/MLIR): the runtime library and the GPU test and tool binaries,
+# stripped and compressed into .carry/gpu.tar.xz (git-ignored).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${BUILD_DIR:-build}
+cmake --build "$B" --target GPUAttentionTest GPUCompilerTest \
+  CondensateCudaDriverTest condensate-translate CondensateRuntime ${EXTRA_TARGETS:-}
+rm -rf .carry/stage && mkdir -p .carry/stage/bin .carry/stage/lib
+cp "$B"/runtime/libCondensateRuntime.so .carry/stage/lib/
+cp "$B"/test/unit/runtime/GPUAttentionTest "$B"/test/unit/runtime/GPUCompilerTest \
+   "$B"/test/unit/cuda/CondensateCudaDriverTest \
+   "$B"/tools/condensate-translate/condensate-translate .carry/stage/bin/
+for extra in ${EXTRA_BINS:-}; do cp "$B/$extra" .carry/stage/bin/; done
+strip --strip-unneeded .carry/stage/lib/* .carry/stage/bin/*
+tar cf - -C .carry/stage . | xz -T2 -4 > .carry/gpu.tar.xz
+rm -rf .carry/stage
+ls -la .carry/gpu.tar.xz
