@@ -40,5 +40,26 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
     racecheck) step racecheck 150 compute-sanitizer --tool racecheck \
         --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='*d128_kv8_g4_p64_bf16*' ;;
+    model) # join the model parts carried by earlier calls
+        if [ ! -f /root/models/model.gguf ]; then
+          cat /root/models/model.part00 /root/models/model.part01 \
+            > /root/models/model.gguf
+        fi
+        ls -la /root/models/ ;;
+    decoder) CONDENSATE_MODEL=/root/models/model.gguf step decoder 300 \
+        $BIN/GPUDecoderTest --gtest_brief=1 ;;
+    decode8k)
+        head -c 31000 /usr/share/common-licenses/GPL-3 > /tmp/prompt8k.txt
+        head -c 3800 /usr/share/common-licenses/GPL-3 > /tmp/prompt1k.txt
+        for pol in dense paper; do
+          step "decode8k-$pol" 200 $BIN/condensate-decode --device gpu \
+            --model /root/models/model.gguf --prompt-file /tmp/prompt8k.txt \
+            --max-new-tokens 256 --ignore-eos --policy $pol --compare dense \
+            --json
+        done
+        step decode-chat 120 $BIN/condensate-decode --device gpu \
+          --model /root/models/model.gguf --chat --prompt \
+          "Summarize the following license text in two sentences. $(cat /tmp/prompt1k.txt)" \
+          --max-new-tokens 64 --compare dense ;;
   esac
 done

@@ -6,13 +6,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
 cmake --build "$B" --target GPUAttentionTest GPUCompilerTest \
-  CondensateCudaDriverTest condensate-translate CondensateRuntime ${EXTRA_TARGETS:-}
+  CondensateCudaDriverTest condensate-translate CondensateRuntime \
+  condensate-decode GPUDecoderTest
 rm -rf .carry/stage && mkdir -p .carry/stage/bin .carry/stage/lib
 cp "$B"/runtime/libCondensateRuntime.so .carry/stage/lib/
 cp "$B"/test/unit/runtime/GPUAttentionTest "$B"/test/unit/runtime/GPUCompilerTest \
    "$B"/test/unit/cuda/CondensateCudaDriverTest \
    "$B"/tools/condensate-translate/condensate-translate .carry/stage/bin/
-for extra in ${EXTRA_BINS:-}; do cp "$B/$extra" .carry/stage/bin/; done
+cp "$B"/tools/condensate-decode/condensate-decode \
+   "$B"/test/unit/decoder/GPUDecoderTest .carry/stage/bin/
+# The CPU decoder links OpenBLAS, which the GPU machine lacks.
+for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+  cp -L "$(ldconfig -p | awk -v l=$lib '$1 == l {print $NF; exit}')" .carry/stage/lib/
+done
 strip --strip-unneeded .carry/stage/lib/* .carry/stage/bin/*
 tar cf - -C .carry/stage . | xz -T2 -4 > .carry/gpu.tar.xz
 rm -rf .carry/stage

@@ -52,6 +52,11 @@ void mlir::condensate::buildCondensateToPTXPipeline(
   pm.addPass(createConvertCondensateToGPU());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  buildGPUModulesToPTXPipeline(pm, options);
+}
+
+void mlir::condensate::buildGPUModulesToPTXPipeline(
+    OpPassManager &pm, const PTXPipelineOptions &options) {
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;
   target.features = options.features;

@@ -258,6 +258,7 @@ struct CPUDecoder::Impl {
   // Scratch, grown on demand and reused so steady-state steps allocate
   // nothing.
   std::vector<float> x, h, qkv, q, kNew, vNew, attn, gu, act, stats;
+  std::vector<float> lastQ; ///< [numLayers, batch, Hq, D] of the last step
   std::vector<float> ropeCos, ropeSin;
   std::vector<int32_t> pageTable, positions, lens, windows;
   std::vector<double> rep;
@@ -593,6 +594,7 @@ Status CPUDecoder::Impl::stepImpl(const SeqId *ids, const int32_t *tokens,
   grow(gu, B * 2 * F);
   grow(act, B * F);
   stats.resize(size_t(cfg.numLayers * B * Hq * CPUDecoder::kStatFields));
+  lastQ.resize(size_t(cfg.numLayers * B * qDim));
   ropeCos.resize(invFreq.size());
   ropeSin.resize(invFreq.size());
   const Clock::time_point stepStart = Clock::now();
@@ -618,6 +620,7 @@ Status CPUDecoder::Impl::stepImpl(const SeqId *ids, const int32_t *tokens,
       std::memcpy(vNew.data() + b * kvDim, row + qDim + kvDim,
                   size_t(kvDim) * 4);
     }
+    std::memcpy(lastQ.data() + l * B * qDim, q.data(), size_t(B * qDim) * 4);
     lap.to(profile.norms);
     CONDENSATE_RETURN_IF_ERROR(program->append(
         appendArgs(l, B, maxPages, pageTable.data(), positions.data())));
@@ -852,6 +855,27 @@ Status CPUDecoder::step(const SeqId *seqs, const int32_t *tokens,
 }
 
 const std::vector<float> &CPUDecoder::stats() const { return impl_->stats; }
+const std::vector<float> &CPUDecoder::lastQueries() const {
+  return impl_->lastQ;
+}
+
+const std::vector<int32_t> &CPUDecoder::pages(SeqId id) const {
+  static const std::vector<int32_t> none;
+  const Sequence *s = impl_->live(id);
+  return s ? s->pages : none;
+}
+
+CPUDecoder::CacheView CPUDecoder::cache(int64_t layer) const {
+  CacheView view;
+  if (layer < 0 || layer >= impl_->cfg.numLayers)
+    return view;
+  const LayerCache &c = impl_->caches[size_t(layer)];
+  view.k = c.k.data();
+  view.v = c.v.data();
+  view.summaries = c.summaries.data();
+  view.numPages = impl_->numPages;
+  return view;
+}
 const int32_t *CPUDecoder::lastLens() const { return impl_->lens.data(); }
 const StepProfile &CPUDecoder::profile() const { return impl_->profile; }
 const StepProfile &CPUDecoder::prefillProfile() const {

@@ -377,6 +377,31 @@ Result<GPULibrary> compileGPULibrary(const std::string &text,
   return lib;
 }
 
+Result<std::string> compileGPUModulesToPTX(const std::string &text,
+                                           const std::string &bufferName,
+                                           const std::string &chip) {
+  auto ctx = detail::makeContext();
+  auto parsed = detail::parseModule(ctx.get(), text, bufferName);
+  if (!parsed.ok())
+    return parsed.status();
+  mlir::OwningOpRef<mlir::ModuleOp> module = std::move(*parsed);
+  detail::DiagnosticCollector diags(ctx.get());
+  mlir::PassManager pm(ctx.get());
+  mc::PTXPipelineOptions options;
+  options.chip = chip;
+  mc::buildGPUModulesToPTXPipeline(pm, options);
+  if (mlir::failed(pm.run(*module)))
+    return diags.error(bufferName + ": lowering to PTX failed");
+  std::string ptx;
+  for (auto binary : module->getOps<mlir::gpu::BinaryOp>())
+    for (mlir::Attribute a : binary.getObjects())
+      if (auto object = mlir::dyn_cast<mlir::gpu::ObjectAttr>(a))
+        ptx = object.getObject().getValue().str();
+  if (ptx.empty())
+    return Status::error(bufferName + ": no gpu.module to lower");
+  return ptx;
+}
+
 std::string GPULibrary::manifestJSON() const {
   using nlohmann::json;
   json j = json::parse(plan.toJSON());

@@ -111,6 +111,33 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 
 // -----
 
+// base = 0 (a certified policy without top-k): there is no base set, so no
+// radix search and nothing collected (the threshold is above every key);
+// the 2 slots take the ranked extras from the top. This used to store every
+// candidate into slots 0.. past the end of the index row.
+// CHECK-LABEL: func.func @select_topk_zero_base
+// CHECK-NOT: %c32
+// CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
+// CHECK: %[[THR:.*]] = arith.select %{{.*}}, %c1_i32, %c-1_i32 : i32
+// CHECK: scf.for {{.*}} -> (index, i32, index) {
+// CHECK: %[[ABOVE:.*]] = arith.cmpi ugt, %{{.*}}, %[[THR]] : i32
+// CHECK: memref.store %{{.*}}, %arg2[%[[B]], %[[G]], %{{.*}}] : memref<?x2x2xi32>
+// The -1 fill of the base slots is empty.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c0 step %c1 {
+// CHECK: %[[PREV:.*]] = arith.select %{{.*}}, %c0_i32, %[[THR]] : i32
+// CHECK: scf.for %[[E:.*]] = %c0 to %c2 step %c1 iter_args(%{{.*}} = %[[PREV]], %{{.*}} = %c-1) -> (i32, index) {
+// CHECK: memref.store %{{.*}}, %arg2[%[[B]], %[[G]], %[[E]]] : memref<?x2x2xi32>
+// CHECK-NOT: memref.store %{{.*}}, %arg2
+// CHECK: memref.dealloc
+// CHECK-NOT: condensate.
+func.func @select_topk_zero_base(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x2xi32>) {
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x2xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 0 : i64}
+  return
+}
+
+// -----
+
 // Online softmax over the virtual list: 1 anchor + 64 window + 4 pages of 16
 // = 129 slots in 2 splits of 65; bf16 rows widened; units read from index
 // slots first = 2 onwards, limited per group.
@@ -144,23 +171,34 @@ func.func @sparse_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xbf16>, %v:
 
 // -----
 
-// Flash-decoding chunks of 256 tokens; a masked-off group attends nothing.
+// Flash decoding over the S = 16 static splits: each sequence's n tokens are
+// cut into min(S, ceil(n / 256)) equal chunks of ceil(n / used) tokens (the
+// remaining splits stay empty); a masked-off group attends nothing.
 // CHECK-LABEL: func.func @dense_attend
-// CHECK: %[[NS:.*]] = memref.dim %arg7, %c2 : memref<?x4x?x3xf32>
+// CHECK: %[[NS:.*]] = memref.dim %arg7, %c2 : memref<?x4x16x3xf32>
 // CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: %[[LEN:.*]] = memref.load %arg4[%[[B]]] : memref<?xi32>
+// CHECK-NEXT: %[[N:.*]] = arith.index_cast %[[LEN]] : i32 to index
 // CHECK: scf.for %[[H:.*]] = %c0 to %c4 step %c1 {
 // CHECK: %[[M:.*]] = memref.load %arg5[%[[B]], %{{.*}}] : memref<?x2xi32>
 // CHECK: %[[ACTIVE:.*]] = arith.cmpi ne, %[[M]], %c0_i32 : i32
 // CHECK: scf.for %[[S:.*]] = %c0 to %[[NS]] step %c1 {
-// CHECK: %[[T0:.*]] = arith.muli %[[S]], %c256 : index
-// CHECK: %[[T1:.*]] = arith.minsi
-// CHECK: %[[END:.*]] = arith.select %[[ACTIVE]], %[[T1]], %[[T0]] : index
+// CHECK-NEXT: %[[C256:.*]] = arith.ceildivsi %[[N]], %c256 : index
+// CHECK-NEXT: %[[C1:.*]] = arith.maxsi %[[C256]], %c1 : index
+// CHECK-NEXT: %[[USED:.*]] = arith.minsi %[[NS]], %[[C1]] : index
+// CHECK-NEXT: %[[CHUNK:.*]] = arith.ceildivsi %[[N]], %[[USED]] : index
+// CHECK-NEXT: %[[S0:.*]] = arith.muli %[[S]], %[[CHUNK]] : index
+// CHECK-NEXT: %[[T0:.*]] = arith.minsi %[[S0]], %[[N]] : index
+// CHECK-NEXT: %[[E0:.*]] = arith.addi %[[T0]], %[[CHUNK]] : index
+// CHECK-NEXT: %[[T1:.*]] = arith.minsi %[[E0]], %[[N]] : index
+// CHECK-NEXT: %[[END:.*]] = arith.select %[[ACTIVE]], %[[T1]], %[[T0]] : index
 // CHECK: scf.for %{{.*}} = %[[T0]] to %[[END]] step %c1 iter_args({{.*}}) -> (f32, f32, f32, vector<8xf32>, vector<8xf32>) {
 // CHECK-COUNT-2: math.exp
-// CHECK: vector.store %{{.*}}, %arg6[%[[B]], %[[H]], %[[S]], %c8] : memref<?x4x?x16xf32>, vector<8xf32>
+// CHECK: memref.store %{{.*}}, %arg7[%[[B]], %[[H]], %[[S]], %c0] : memref<?x4x16x3xf32>
+// CHECK: vector.store %{{.*}}, %arg6[%[[B]], %[[H]], %[[S]], %c8] : memref<?x4x16x16xf32>, vector<8xf32>
 // CHECK-NOT: condensate.
-func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %m: memref<?x2xi32>, %po: memref<?x4x?x16xf32>, %pml: memref<?x4x?x3xf32>) {
-  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) mask(%m : memref<?x2xi32>) partials(%po, %pml : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {chunk = 256 : i64, scale = 0.25 : f32}
+func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %m: memref<?x2xi32>, %po: memref<?x4x16x16xf32>, %pml: memref<?x4x16x3xf32>) {
+  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) mask(%m : memref<?x2xi32>) partials(%po, %pml : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) {scale = 0.25 : f32}
   return
 }
 

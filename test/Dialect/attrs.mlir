@@ -65,6 +65,25 @@ func.func @policy_tau() attributes {
 
 // -----
 
+// tau prints with the shortest %e that parses back to the same double, so
+// print -> parse keeps the certificate's tolerance exactly (it used to be cut
+// to 7 significant digits).
+// CHECK-LABEL: func.func @policy_tau_round_trip
+// CHECK-SAME: a = #condensate.policy<anchor = 1, window = 64, tau = 1.23456789e-05>,
+// CHECK-SAME: b = #condensate.policy<anchor = 1, window = 64, tau = 3.333333333333333e-01>,
+// CHECK-SAME: c = #condensate.policy<anchor = 1, window = 64, tau = 5.960464477539064e-08>,
+// CHECK-SAME: d = #condensate.policy<anchor = 1, window = 64, tau = 1.000000e-01>
+func.func @policy_tau_round_trip() attributes {
+  a = #condensate.policy<window = 64, tau = 1.23456789e-05>,
+  b = #condensate.policy<window = 64, tau = 0.3333333333333333>,
+  // One double ulp above 2^-24 is not strict.
+  c = #condensate.policy<window = 64, tau = 5.960464477539064e-08>,
+  d = #condensate.policy<window = 64, tau = 0.1>} {
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @policy_adaptive
 // CHECK-SAME: a = #condensate.policy<anchor = 1, window = 64, window_max = 256, topk = 32, selector = exact>,
 // CHECK-SAME: b = #condensate.policy<anchor = 1, window = 64, topk = 32, selector = exact>

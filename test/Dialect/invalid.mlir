@@ -1,5 +1,7 @@
 // Every diagnostic of the condensate attributes and ops, one case each.
-// RUN: condensate-opt %s -split-input-file -verify-diagnostics
+// The memory cap turns a regression of the `a to b` overflow check (which
+// used to loop pushing indices until memory ran out) into a quick failure.
+// RUN: ulimit -v 4000000; condensate-opt %s -split-input-file -verify-diagnostics
 
 //===----------------------------------------------------------------------===//
 // #condensate.policy
@@ -37,6 +39,18 @@ func.func @f() attributes {p = #condensate.policy<anchor = -1, window = 64>} { r
 
 // expected-error@+1 {{policy window must be >= 0, got -4}}
 func.func @f() attributes {p = #condensate.policy<window = -4, window_max = 8>} { return }
+
+// -----
+
+// A negative window on its own is reported as such, not as a missing field.
+// expected-error@+1 {{policy window must be >= 0, got -5}}
+func.func @f() attributes {p = #condensate.policy<window = -5>} { return }
+
+// -----
+
+// window_max without window: the field is missing (no made-up "-1").
+// expected-error@+1 {{#condensate.policy needs a 'window' field}}
+func.func @f() attributes {p = #condensate.policy<window_max = 64>} { return }
 
 // -----
 
@@ -124,8 +138,31 @@ func.func @f() attributes {r = #condensate.rule<layers = [7 to 3], policy = #con
 
 // -----
 
-// expected-error@+1 {{range 0 to 2000000 is too large}}
+// expected-error@+1 {{range 0 to 2000000 is out of bounds (indices are >= 0, ranges at most 2^20 long)}}
 func.func @f() attributes {r = #condensate.rule<layers = [0 to 2000000], policy = #condensate.dense>} { return }
+
+// -----
+
+// The longest range allowed is 2^20 + 1 entries; one more is out of bounds.
+// expected-error@+1 {{range 5 to 1048582 is out of bounds (indices are >= 0, ranges at most 2^20 long)}}
+func.func @f() attributes {r = #condensate.rule<layers = [5 to 1048582], policy = #condensate.dense>} { return }
+
+// -----
+
+// A span that overflows int64 is rejected up front (it used to wrap, pass
+// the size check and loop until memory ran out).
+// expected-error@+1 {{range -2 to 9223372036854775807 is out of bounds (indices are >= 0, ranges at most 2^20 long)}}
+func.func @f() attributes {r = #condensate.rule<layers = [-2 to 9223372036854775807], policy = #condensate.dense>} { return }
+
+// -----
+
+// expected-error@+1 {{range 9223372036854775806 to 9223372036854775807 is out of bounds (indices are >= 0, ranges at most 2^20 long)}}
+func.func @f() attributes {r = #condensate.rule<layers = [9223372036854775806 to 9223372036854775807], policy = #condensate.dense>} { return }
+
+// -----
+
+// expected-error@+1 {{range -3 to -1 is out of bounds (indices are >= 0, ranges at most 2^20 long)}}
+func.func @f() attributes {r = #condensate.rule<layers = [0], kv_heads = [-3 to -1], policy = #condensate.dense>} { return }
 
 // -----
 
@@ -140,7 +177,13 @@ func.func @f() attributes {r = #condensate.rule<layers = [0, -1], policy = #cond
 // -----
 
 // expected-error@+1 {{rule kv_head index must be >= 0, got -3}}
-func.func @f() attributes {r = #condensate.rule<layers = [0], kv_heads = [-3 to -1], policy = #condensate.dense>} { return }
+func.func @f() attributes {r = #condensate.rule<layers = [0], kv_heads = [1, -3], policy = #condensate.dense>} { return }
+
+// -----
+
+// An empty kv_heads list used to mean "every head" (and printed without it).
+// expected-error@+1 {{#condensate.rule kv_heads must not be empty (omit it to cover every head)}}
+func.func @f() attributes {r = #condensate.rule<layers = [1], kv_heads = [], policy = #condensate.dense>} { return }
 
 // -----
 
@@ -180,6 +223,12 @@ func.func @f() attributes {s = #condensate.schedule<default = #condensate.dense>
 
 // expected-error@+1 {{schedule layers must be > 0, got 0}}
 func.func @f() attributes {s = #condensate.schedule<layers = 0, default = #condensate.dense>} { return }
+
+// -----
+
+// A negative layer count is reported as such, not as a missing field.
+// expected-error@+1 {{schedule layers must be > 0, got -1}}
+func.func @f() attributes {s = #condensate.schedule<layers = -1, default = #condensate.dense>} { return }
 
 // -----
 
@@ -297,10 +346,11 @@ condensate.model @m layers = 4, q_heads = 4, kv_heads = 2, head_dim = 64, page_s
 
 // -----
 
-// The default policy's page_size (16) is not the model's; layer 0 is dense,
-// so layer 1 is the first that uses it.
+// The default block policy's page_size (16) is not the model's; layer 0 is
+// dense, so layer 1 is the first that uses it. (An exact policy ranks tokens
+// and is not checked: see ops.mlir.)
 // expected-error@+1 {{'condensate.model' op layer 1 policy page_size 16 does not match the model's page_size 64}}
-condensate.model @m layers = 4, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 64, kv_type = f32, schedule = #condensate.schedule<layers = 4, default = #condensate.policy<window = 64, topk = 32, selector = exact>, rules = [#condensate.rule<layers = [0], policy = #condensate.dense>]>
+condensate.model @m layers = 4, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 64, kv_type = f32, schedule = #condensate.schedule<layers = 4, default = #condensate.policy<window = 64, topk = 32, selector = block_mean>, rules = [#condensate.rule<layers = [0], policy = #condensate.dense>]>
 
 // -----
 
@@ -630,6 +680,30 @@ func.func @f(%kn: memref<?x2x16xf32>, %k: memref<?x2x16x16xf16>, %v: memref<?x2x
   return
 }
 
+// -----
+
+func.func @f(%kn: memref<?x?x16xf32>, %k: memref<?x?x16x16xf16>, %pt: memref<?x?xi32>, %pos: memref<?xi32>) {
+  // expected-error@+1 {{'condensate.append_kv' op key/value head count must be static in a stage op (run condensate-specialize)}}
+  condensate.append_kv k(%kn : memref<?x?x16xf32>) v(%kn : memref<?x?x16xf32>) into(%k, %k : memref<?x?x16x16xf16>) pages(%pt : memref<?x?xi32>) positions(%pos : memref<?xi32>)
+  return
+}
+
+// -----
+
+func.func @f(%kn: memref<?x2x16xf32>, %k: memref<?x2x?x16xf16>, %pt: memref<?x?xi32>, %pos: memref<?xi32>) {
+  // expected-error@+1 {{'condensate.append_kv' op page size must be static in a stage op (run condensate-specialize)}}
+  condensate.append_kv k(%kn : memref<?x2x16xf32>) v(%kn : memref<?x2x16xf32>) into(%k, %k : memref<?x2x?x16xf16>) pages(%pt : memref<?x?xi32>) positions(%pos : memref<?xi32>)
+  return
+}
+
+// -----
+
+func.func @f(%kn: memref<?x2x20xf32>, %k: memref<?x2x16x20xf16>, %pt: memref<?x?xi32>, %pos: memref<?xi32>) {
+  // expected-error@+1 {{'condensate.append_kv' op head_dim must be a multiple of 8, got 20}}
+  condensate.append_kv k(%kn : memref<?x2x20xf32>) v(%kn : memref<?x2x20xf32>) into(%k, %k : memref<?x2x16x20xf16>) pages(%pt : memref<?x?xi32>) positions(%pos : memref<?xi32>)
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // condensate.score_pages / condensate.score_tokens
 //===----------------------------------------------------------------------===//
@@ -679,6 +753,58 @@ func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x8x
 func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
   // expected-error@+1 {{'condensate.score_tokens' op scale must be finite and > 0, got -1}}
   condensate.score_tokens q(%q : memref<?x4x16xf32>) k(%k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {scale = -1.0 : f32}
+  return
+}
+
+// -----
+
+// Stage ops need the sizes their lowering unrolls on: a dynamic head count
+// used to become a loop bound of -9223372036854775808.
+func.func @f(%q: memref<?x?x16xf32>, %s: memref<?x?x5x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x?x?xf32>) {
+  // expected-error@+1 {{'condensate.score_pages' op query head count must be static in a stage op (run condensate-specialize)}}
+  condensate.score_pages block_minmax q(%q : memref<?x?x16xf32>) summaries(%s : memref<?x?x5x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x?x?xf32>) {page_size = 16 : i64, scale = 0.5 : f32}
+  return
+}
+
+// -----
+
+// The static query head count of 'scores' is enough.
+func.func @f(%q: memref<?x?x16xf32>, %s: memref<?x?x5x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  // expected-error@+1 {{'condensate.score_pages' op key/value head count must be static in a stage op (run condensate-specialize)}}
+  condensate.score_pages block_minmax q(%q : memref<?x?x16xf32>) summaries(%s : memref<?x?x5x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, scale = 0.5 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x?xf32>, %s: memref<?x2x5x?xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  // expected-error@+1 {{'condensate.score_pages' op head_dim must be static in a stage op (run condensate-specialize)}}
+  condensate.score_pages block_mean q(%q : memref<?x4x?xf32>) summaries(%s : memref<?x2x5x?xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, scale = 0.5 : f32}
+  return
+}
+
+// -----
+
+// Rows are read 8 lanes at a time: D = 4 used to crash the loop lowering.
+func.func @f(%q: memref<?x4x4xf32>, %s: memref<?x2x5x4xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  // expected-error@+1 {{'condensate.score_pages' op head_dim must be a multiple of 8, got 4}}
+  condensate.score_pages block_minmax q(%q : memref<?x4x4xf32>) summaries(%s : memref<?x2x5x4xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, scale = 0.5 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x?x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  // expected-error@+1 {{'condensate.score_tokens' op page size must be static in a stage op (run condensate-specialize)}}
+  condensate.score_tokens q(%q : memref<?x4x16xf32>) k(%k : memref<?x2x?x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x12xf32>, %k: memref<?x2x16x12xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  // expected-error@+1 {{'condensate.score_tokens' op head_dim must be a multiple of 8, got 12}}
+  condensate.score_tokens q(%q : memref<?x4x12xf32>) k(%k : memref<?x2x16x12xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {scale = 0.25 : f32}
   return
 }
 
@@ -747,6 +873,39 @@ func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x3x6xi32
 func.func @f(%sc: memref<2x4x?xf32>, %len: memref<?xi32>, %w: memref<3xi32>, %idx: memref<?x2x6xi32>) {
   // expected-error@+1 {{'condensate.select_topk' op batch size mismatch: 'scores' has 2 but 'windows' has 3}}
   condensate.select_topk page scores(%sc : memref<2x4x?xf32>) lens(%len : memref<?xi32>) windows(%w : memref<3xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
+// I64 attributes are read as signed: -1 no longer passes as a huge value.
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>) {
+  // expected-error@+1 {{'condensate.select_topk' op window_max (-1) must be >= window (64)}}
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = -1 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>) {
+  // expected-error@+1 {{'condensate.select_topk' op budget mismatch: base -1 must be in [0, 6] (the index slots)}}
+  condensate.select_topk token scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base = -1 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x?x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>) {
+  // expected-error@+1 {{'condensate.select_topk' op query head count must be static in a stage op (run condensate-specialize)}}
+  condensate.select_topk page scores(%sc : memref<?x?x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x?x6xi32>) {
+  // expected-error@+1 {{'condensate.select_topk' op key/value head count must be static in a stage op (run condensate-specialize)}}
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x?x6xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 4 : i64}
   return
 }
 
@@ -843,39 +1002,97 @@ func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?x
   return
 }
 
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op window_max (-2) must be >= window (0)}}
+  condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 4 : i64, window = 0 : i64, window_max = -2 : i64, first = 0 : i64, count = 0 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x?xf32>, %k: memref<?x2x16x?xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x2x?xf32>, %pml: memref<?x4x2x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op head_dim must be static in a stage op (run condensate-specialize)}}
+  condensate.sparse_attend page q(%q : memref<?x4x?xf32>) kv(%k, %k : memref<?x2x16x?xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x2x?xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 0 : i64, count = 0 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x12xf32>, %k: memref<?x2x16x12xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x2x12xf32>, %pml: memref<?x4x2x3xf32>) {
+  // expected-error@+1 {{'condensate.sparse_attend' op head_dim must be a multiple of 8, got 12}}
+  condensate.sparse_attend page q(%q : memref<?x4x12xf32>) kv(%k, %k : memref<?x2x16x12xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x2x12xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 0 : i64, count = 0 : i64, include_forced = true, scale = 0.25 : f32}
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // condensate.dense_attend
 //===----------------------------------------------------------------------===//
 
 // -----
 
+// The split count is the static dimension 2 of the partials (there is no
+// chunk attribute any more).
 func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x?x16xf32>, %pml: memref<?x4x?x3xf32>) {
-  // expected-error@+1 {{'condensate.dense_attend' op chunk must be > 0, got 0}}
-  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {chunk = 0 : i64, scale = 0.25 : f32}
+  // expected-error@+1 {{'condensate.dense_attend' op partials must have a static split count}}
+  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {scale = 0.25 : f32}
   return
 }
 
 // -----
 
-func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %m: memref<?x4xi32>, %po: memref<?x4x?x16xf32>, %pml: memref<?x4x?x3xf32>) {
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x16x16xf32>, %pml: memref<?x4x8x3xf32>) {
+  // expected-error@+1 {{'condensate.dense_attend' op dimension S mismatch: 'partial_o' has 16 but 'partial_ml' has 8}}
+  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x16x16xf32>, memref<?x4x8x3xf32>) {scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %m: memref<?x4xi32>, %po: memref<?x4x16x16xf32>, %pml: memref<?x4x16x3xf32>) {
   // expected-error@+1 {{'condensate.dense_attend' op key/value head count mismatch: 'k_cache' has 2 but 'mask' has 4}}
-  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) mask(%m : memref<?x4xi32>) partials(%po, %pml : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {chunk = 256 : i64, scale = 0.25 : f32}
+  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) mask(%m : memref<?x4xi32>) partials(%po, %pml : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) {scale = 0.25 : f32}
   return
 }
 
 // -----
 
-func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x?x8xf32>, %pml: memref<?x4x?x3xf32>) {
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x16x8xf32>, %pml: memref<?x4x16x3xf32>) {
   // expected-error@+1 {{'condensate.dense_attend' op head_dim mismatch: 'q' has 16 but 'partial_o' has 8}}
-  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x?x8xf32>, memref<?x4x?x3xf32>) {chunk = 256 : i64, scale = 0.25 : f32}
+  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x16x8xf32>, memref<?x4x16x3xf32>) {scale = 0.25 : f32}
   return
 }
 
 // -----
 
-func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x8x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x?x16xf32>, %pml: memref<?x4x?x3xf32>) {
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x8x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x16x16xf32>, %pml: memref<?x4x16x3xf32>) {
   // expected-error@+1 {{'condensate.dense_attend' op failed to verify that all of {k_cache, v_cache} have same type}}
-  "condensate.dense_attend"(%q, %k, %v, %pt, %len, %po, %pml) <{chunk = 256 : i64, scale = 2.500000e-01 : f32}> : (memref<?x4x16xf32>, memref<?x2x16x16xf32>, memref<?x2x8x16xf32>, memref<?x?xi32>, memref<?xi32>, memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) -> ()
+  "condensate.dense_attend"(%q, %k, %v, %pt, %len, %po, %pml) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 1, 1>, scale = 2.500000e-01 : f32}> : (memref<?x4x16xf32>, memref<?x2x16x16xf32>, memref<?x2x8x16xf32>, memref<?x?xi32>, memref<?xi32>, memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x?x16xf32>, %k: memref<?x?x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x?x16x16xf32>, %pml: memref<?x?x16x3xf32>) {
+  // expected-error@+1 {{'condensate.dense_attend' op query head count must be static in a stage op (run condensate-specialize)}}
+  condensate.dense_attend q(%q : memref<?x?x16xf32>) kv(%k, %k : memref<?x?x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x?x16x16xf32>, memref<?x?x16x3xf32>) {scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x?x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x16x16xf32>, %pml: memref<?x4x16x3xf32>) {
+  // expected-error@+1 {{'condensate.dense_attend' op page size must be static in a stage op (run condensate-specialize)}}
+  condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x?x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) {scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x4xf32>, %k: memref<?x2x16x4xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %po: memref<?x4x16x4xf32>, %pml: memref<?x4x16x3xf32>) {
+  // expected-error@+1 {{'condensate.dense_attend' op head_dim must be a multiple of 8, got 4}}
+  condensate.dense_attend q(%q : memref<?x4x4xf32>) kv(%k, %k : memref<?x2x16x4xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) partials(%po, %pml : memref<?x4x16x4xf32>, memref<?x4x16x3xf32>) {scale = 0.25 : f32}
   return
 }
 
@@ -936,6 +1153,22 @@ func.func @f(%sc: memref<?x4x10xf32>, %sc2: memref<?x4x12xf32>, %len: memref<?xi
 func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x2x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
   // expected-error@+1 {{'condensate.certify' op dimension S mismatch: 'partial_o' has 1 but 'partial_ml' has 2}}
   condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x2x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+  // expected-error@+1 {{'condensate.certify' op window_max (-1) must be >= window (64)}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = -1 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x?x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x?xi32>, %st: memref<?x4x4xf32>) {
+  // expected-error@+1 {{'condensate.certify' op key/value head count must be static in a stage op (run condensate-specialize)}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x?x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x?xi32>) fallback(%e : memref<?x?xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
   return
 }
 
@@ -1044,5 +1277,30 @@ func.func @f(%po: memref<4x4x2x16xf32>, %pml: memref<4x4x2x3xf32>, %o: memref<4x
 func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x16xi32>) {
   // expected-error@+1 {{'condensate.merge' op operand #2 must be memref of 32-bit float values, but got 'memref<?x4x16xi32>'}}
   condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x16xi32>)
+  return
+}
+
+// -----
+
+// D = 4 used to lower to nothing, D = 12 to write only lanes 0..7.
+func.func @f(%po: memref<?x4x1x4xf32>, %pml: memref<?x4x1x3xf32>, %o: memref<?x4x4xf32>) {
+  // expected-error@+1 {{'condensate.merge' op head_dim must be a multiple of 8, got 4}}
+  condensate.merge partials(%po, %pml : memref<?x4x1x4xf32>, memref<?x4x1x3xf32>) out(%o : memref<?x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x1x12xf32>, %pml: memref<?x4x1x3xf32>, %o: memref<?x4x12xf32>) {
+  // expected-error@+1 {{'condensate.merge' op head_dim must be a multiple of 8, got 12}}
+  condensate.merge partials(%po, %pml : memref<?x4x1x12xf32>, memref<?x4x1x3xf32>) out(%o : memref<?x4x12xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x?x1x16xf32>, %pml: memref<?x?x1x3xf32>, %o: memref<?x?x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op query head count must be static in a stage op (run condensate-specialize)}}
+  condensate.merge partials(%po, %pml : memref<?x?x1x16xf32>, memref<?x?x1x3xf32>) out(%o : memref<?x?x16xf32>)
   return
 }

@@ -87,6 +87,43 @@ func.func @decode_min(%q: memref<?x?x?xf32>, %k: memref<?x?x?x?xf32>,
 
 // -----
 
+// The exact selector ranks tokens, not pages: its policy page_size need not
+// match the cache's (only block selectors use pages), in an op and in a model.
+// CHECK-LABEL: func.func @exact_page_size
+// CHECK: condensate.decode_attention {{.*}} {policy = #condensate.policy<anchor = 1, window = 64, topk = 32, selector = exact, page_size = 64>, scale = 2.500000e-01 : f32}
+// CHECK: condensate.decode_attention {{.*}} {head_policies = [#condensate.dense, #condensate.policy<anchor = 1, window = 8, topk = 4, selector = exact, page_size = 1024>], policy = #condensate.dense, scale = 2.500000e-01 : f32}
+func.func @exact_page_size(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>,
+                           %pt: memref<?x?xi32>, %len: memref<?xi32>,
+                           %o: memref<?x4x16xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>)
+      kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>)
+      lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>)
+      {policy = #condensate.policy<window = 64, topk = 32, selector = exact,
+                                   page_size = 64>, scale = 0.25 : f32}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>)
+      kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>)
+      lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>)
+      {policy = #condensate.dense,
+       head_policies = [#condensate.dense,
+         #condensate.policy<window = 8, topk = 4, selector = exact,
+                            page_size = 1024>], scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// CHECK-LABEL: condensate.model @exact_model
+// CHECK-SAME: page_size = 32, kv_type = f32, schedule = <layers = 2, default = #condensate.policy<anchor = 1, window = 64, topk = 32, selector = exact>, rules = [#condensate.rule<layers = [1], policy = #condensate.policy<anchor = 1, window = 32, topk = 8, page_size = 32>>]>{{$}}
+condensate.model @exact_model layers = 2, q_heads = 4, kv_heads = 2,
+    head_dim = 16, page_size = 32, kv_type = f32,
+    schedule = #condensate.schedule<layers = 2,
+      default = #condensate.policy<window = 64, topk = 32, selector = exact>,
+      rules = [#condensate.rule<layers = [1],
+                 policy = #condensate.policy<window = 32, topk = 8,
+                                             page_size = 32>>]>
+
+// -----
+
 // CHECK-LABEL: func.func @append
 // CHECK: condensate.append_kv k(%{{.*}} : memref<?x2x16xf32>) v(%{{.*}} : memref<?x2x16xf32>) into(%{{.*}}, %{{.*}} : memref<?x2x16x16xbf16>) pages(%{{.*}} : memref<?x?xi32>) positions(%{{.*}} : memref<?xi32>) summaries(%{{.*}} : memref<?x2x5x16xf32>)
 // CHECK: condensate.append_kv k(%{{.*}} : memref<?x2x16xf32>) v(%{{.*}} : memref<?x2x16xf32>) into(%{{.*}}, %{{.*}} : memref<?x2x16x16xbf16>) pages(%{{.*}} : memref<?x?xi32>) positions(%{{.*}} : memref<?xi32>){{$}}
@@ -203,25 +240,28 @@ func.func @sparse_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>,
 
 // -----
 
+// The split count is the static dimension 2 of the partials (16 and 4 here);
+// there is no chunk attribute.
 // CHECK-LABEL: func.func @dense_attend
-// CHECK: condensate.dense_attend q(%{{.*}} : memref<?x4x16xf32>) kv(%{{.*}}, %{{.*}} : memref<?x2x16x16xf32>) pages(%{{.*}} : memref<?x?xi32>) lens(%{{.*}} : memref<?xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {chunk = 256 : i64, scale = 2.500000e-01 : f32}
-// CHECK: condensate.dense_attend q(%{{.*}} : memref<?x4x16xf32>) kv(%{{.*}}, %{{.*}} : memref<?x2x16x16xf32>) pages(%{{.*}} : memref<?x?xi32>) lens(%{{.*}} : memref<?xi32>) mask(%{{.*}} : memref<?x2xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {chunk = 1024 : i64, scale = 2.500000e-01 : f32}
-// GENERIC: "condensate.dense_attend"(%arg0, %arg1, %arg2, %arg3, %arg4, %arg6, %arg7) <{chunk = 256 : i64, scale = 2.500000e-01 : f32}>
-// GENERIC: "condensate.dense_attend"(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %arg7) <{chunk = 1024 : i64, scale = 2.500000e-01 : f32}>
+// CHECK: condensate.dense_attend q(%{{.*}} : memref<?x4x16xf32>) kv(%{{.*}}, %{{.*}} : memref<?x2x16x16xf32>) pages(%{{.*}} : memref<?x?xi32>) lens(%{{.*}} : memref<?xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
+// CHECK: condensate.dense_attend q(%{{.*}} : memref<?x4x16xf32>) kv(%{{.*}}, %{{.*}} : memref<?x2x16x16xf32>) pages(%{{.*}} : memref<?x?xi32>) lens(%{{.*}} : memref<?xi32>) mask(%{{.*}} : memref<?x2xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x4x16xf32>, memref<?x4x4x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
+// GENERIC: "condensate.dense_attend"(%arg0, %arg1, %arg2, %arg3, %arg4, %arg6, %arg7) <{scale = 2.500000e-01 : f32}> : (memref<?x4x16xf32>, memref<?x2x16x16xf32>, memref<?x2x16x16xf32>, memref<?x?xi32>, memref<?xi32>, memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) -> ()
+// GENERIC: "condensate.dense_attend"(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg8, %arg9) <{scale = 2.500000e-01 : f32}> : (memref<?x4x16xf32>, memref<?x2x16x16xf32>, memref<?x2x16x16xf32>, memref<?x?xi32>, memref<?xi32>, memref<?x2xi32>, memref<?x4x4x16xf32>, memref<?x4x4x3xf32>) -> ()
 func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>,
                         %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>,
                         %len: memref<?xi32>, %mask: memref<?x2xi32>,
-                        %po: memref<?x4x?x16xf32>, %pml: memref<?x4x?x3xf32>) {
+                        %po: memref<?x4x16x16xf32>, %pml: memref<?x4x16x3xf32>,
+                        %po4: memref<?x4x4x16xf32>, %pml4: memref<?x4x4x3xf32>) {
   condensate.dense_attend q(%q : memref<?x4x16xf32>)
       kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>)
       lens(%len : memref<?xi32>)
-      partials(%po, %pml : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>)
-      {chunk = 256 : i64, scale = 0.25 : f32}
+      partials(%po, %pml : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>)
+      {scale = 0.25 : f32}
   condensate.dense_attend q(%q : memref<?x4x16xf32>)
       kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>)
       lens(%len : memref<?xi32>) mask(%mask : memref<?x2xi32>)
-      partials(%po, %pml : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>)
-      {chunk = 1024 : i64, scale = 0.25 : f32}
+      partials(%po4, %pml4 : memref<?x4x4x16xf32>, memref<?x4x4x3xf32>)
+      {scale = 0.25 : f32}
   return
 }
 

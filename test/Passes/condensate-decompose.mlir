@@ -1,26 +1,27 @@
 // condensate-decompose: a specialised decode attention becomes its stages.
 // RUN: condensate-opt %s -split-input-file --condensate-decompose -verify-diagnostics | FileCheck %s
-// RUN: condensate-opt %s -split-input-file --condensate-decompose="dense-chunk=256" -verify-diagnostics | FileCheck %s --check-prefix=CHUNK
+// RUN: condensate-opt %s -split-input-file --condensate-decompose="dense-splits=4" -verify-diagnostics | FileCheck %s --check-prefix=SPLITS
 
-// A pillar (dense) layer: dense partials in chunks of 1024 tokens (the CPU
-// default), merged with an exact (0) bound.
+// A pillar (dense) layer: static [B, Hq, S, D] partials with S = 16 splits
+// (the CPU default; each sequence's context is cut into min(S, ceil(n/256))
+// equal chunks at run time), merged with an exact (0) bound.
 // CHECK-LABEL: func.func @dense
 // CHECK-SAME: (%[[Q:.*]]: memref<?x4x16xf32>, %[[K:.*]]: memref<?x2x16x16xf32>, %[[V:.*]]: memref<?x2x16x16xf32>, %[[PT:.*]]: memref<?x?xi32>, %[[LEN:.*]]: memref<?xi32>, %[[O:.*]]: memref<?x4x16xf32>, %[[ST:.*]]: memref<?x4x4xf32>)
 // CHECK-NOT: condensate.decode_attention
-// CHECK-DAG: %[[B:.*]] = memref.dim %[[Q]], %c0
-// CHECK-DAG: %[[MP:.*]] = memref.dim %[[PT]], %c1
-// CHECK: %[[TOK:.*]] = arith.muli %[[MP]], %c16
-// CHECK: %[[NS:.*]] = arith.ceildivui %[[TOK]], %c1024
-// CHECK: %[[PO:.*]] = memref.alloc(%[[B]], %[[NS]]) : memref<?x4x?x16xf32>
-// CHECK: %[[PML:.*]] = memref.alloc(%[[B]], %[[NS]]) : memref<?x4x?x3xf32>
-// CHECK: condensate.dense_attend q(%[[Q]] : memref<?x4x16xf32>) kv(%[[K]], %[[V]] : memref<?x2x16x16xf32>) pages(%[[PT]] : memref<?x?xi32>) lens(%[[LEN]] : memref<?xi32>) partials(%[[PO]], %[[PML]] : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {chunk = 1024 : i64, scale = 2.500000e-01 : f32}
-// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) out(%[[O]] : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x4xf32>) {stats_eps = 0.000000e+00 : f32}
+// CHECK: %[[B:.*]] = memref.dim %[[Q]], %c0
+// CHECK-NOT: arith.ceildiv
+// CHECK: %[[PO:.*]] = memref.alloc(%[[B]]) : memref<?x4x16x16xf32>
+// CHECK-NEXT: %[[PML:.*]] = memref.alloc(%[[B]]) : memref<?x4x16x3xf32>
+// CHECK-NEXT: condensate.dense_attend q(%[[Q]] : memref<?x4x16xf32>) kv(%[[K]], %[[V]] : memref<?x2x16x16xf32>) pages(%[[PT]] : memref<?x?xi32>) lens(%[[LEN]] : memref<?xi32>) partials(%[[PO]], %[[PML]] : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) out(%[[O]] : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x4xf32>) {stats_eps = 0.000000e+00 : f32}
 // CHECK-NEXT: memref.dealloc %[[PO]]
 // CHECK-NEXT: memref.dealloc %[[PML]]
 // CHECK-NEXT: return
-// CHUNK-LABEL: func.func @dense
-// CHUNK: arith.ceildivui %{{.*}}, %c256
-// CHUNK: condensate.dense_attend {{.*}} {chunk = 256 : i64,
+// dense-splits=4 overrides the target's choice.
+// SPLITS-LABEL: func.func @dense
+// SPLITS: %[[PO:.*]] = memref.alloc(%{{.*}}) : memref<?x4x4x16xf32>
+// SPLITS-NEXT: %[[PML:.*]] = memref.alloc(%{{.*}}) : memref<?x4x4x3xf32>
+// SPLITS-NEXT: condensate.dense_attend {{.*}} partials(%[[PO]], %[[PML]] : memref<?x4x4x16xf32>, memref<?x4x4x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
 func.func @dense(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {policy = #condensate.dense, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
   return
@@ -111,6 +112,24 @@ func.func @plain_stats(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: me
 
 // -----
 
+// Stats on a plain window: nothing is scored or certified just to fill
+// eps_hat (it stays NaN); only the summaries-free window pass runs.
+// CHECK-LABEL: func.func @window_stats
+// CHECK-NOT: condensate.score_
+// CHECK-NOT: condensate.select_topk
+// CHECK-NOT: condensate.certify
+// CHECK: condensate.sparse_attend page {{.*}} partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 0 : i64,
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%arg7 : memref<?x4x4xf32>) {stats_eps = 0x7FC00000 : f32}
+// CHECK-NEXT: memref.dealloc %[[PO]]
+// CHECK-NEXT: memref.dealloc %[[PML]]
+// CHECK-NEXT: return
+func.func @window_stats(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {policy = #condensate.policy<anchor = 1, window = 16>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
 // tau > 0 with up to 8 extra pages: indices hold 4 + 8 slots; the extra
 // pass reads slots [4, 12) limited per group by the certificate's count; the
 // dense fallback is masked by the fallback flags; the merge takes all three.
@@ -124,8 +143,10 @@ func.func @plain_stats(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: me
 // CHECK-NEXT: %[[ST:.*]] = memref.alloc(%{{.*}}) : memref<?x4x4xf32>
 // CHECK-NEXT: condensate.certify page scores(%[[SC]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x12xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%[[EXTRA]] : memref<?x2xi32>) fallback(%[[FB]] : memref<?x2xi32>) stats(%[[ST]] : memref<?x4x4xf32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, tau = 1.000000e-04 : f64, window = 64 : i64, window_max = 64 : i64}
 // CHECK: condensate.sparse_attend page {{.*}} indices(%[[IDX]] : memref<?x2x12xi32>) limits(%[[EXTRA]] : memref<?x2xi32>) partials(%[[PO2:.*]], %[[PML2:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 8 : i64, first = 4 : i64, include_forced = false,
-// CHECK: condensate.dense_attend {{.*}} mask(%[[FB]] : memref<?x2xi32>) partials(%[[POD:.*]], %[[PMLD:.*]] : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) {chunk = 1024 : i64,
-// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]], %[[PO2]], %[[PML2]] : {{.*}}) fallback(%[[FB]] : memref<?x2xi32>) dense(%[[POD]], %[[PMLD]] : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x4xf32>){{$}}
+// CHECK: condensate.dense_attend {{.*}} mask(%[[FB]] : memref<?x2xi32>) partials(%[[POD:.*]], %[[PMLD:.*]] : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]], %[[PO2]], %[[PML2]] : {{.*}}) fallback(%[[FB]] : memref<?x2xi32>) dense(%[[POD]], %[[PMLD]] : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x4xf32>){{$}}
+// SPLITS-LABEL: func.func @certified
+// SPLITS: condensate.dense_attend {{.*}} mask(%{{.*}} : memref<?x2xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x4x16xf32>, memref<?x4x4x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
 // CHECK-COUNT-11: memref.dealloc
 // CHECK-NEXT: return
 func.func @certified(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>) {
@@ -155,7 +176,7 @@ func.func @certified(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memr
 // CHECK: %[[V1:.*]] = memref.subview %arg2[0, 1, 0, 0] [%{{.*}}, 2, 16, 16]
 // CHECK: %[[O1:.*]] = memref.subview %arg6[0, 2, 0] [%{{.*}}, 4, 16]
 // CHECK: %[[ST1:.*]] = memref.subview %arg7[0, 2, 0] [%{{.*}}, 4, 4]
-// CHECK: condensate.dense_attend q(%[[Q1]] : {{.*}}) kv(%[[K1]], %[[V1]] : {{.*}}) {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>)
+// CHECK: condensate.dense_attend q(%[[Q1]] : {{.*}}) kv(%[[K1]], %[[V1]] : {{.*}}) {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
 // CHECK-NEXT: condensate.merge {{.*}} out(%[[O1]] : {{.*}}) stats(%[[ST1]] : {{.*}}) {stats_eps = 0.000000e+00 : f32}
 // CHECK-NOT: memref.subview
 // CHECK-COUNT-4: memref.dealloc
@@ -176,6 +197,22 @@ func.func @heads(%q: memref<?x6x16xf32>, %k: memref<?x3x16x16xf32>, %v: memref<?
 // CHECK-NOT: condensate.certify
 func.func @window(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<anchor = 4, window = 60>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+// On a GPU target the dense splits default to 128 (enough blocks for one
+// sequence); the extra pass splits its 8 pages = 128 slots into 1 block.
+// CHECK-LABEL: func.func @gpu
+// CHECK: condensate.sparse_attend page {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>) {anchor = 1 : i64, count = 4 : i64,
+// CHECK: condensate.certify page
+// CHECK: condensate.sparse_attend page {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 8 : i64, first = 4 : i64, include_forced = false,
+// CHECK: condensate.dense_attend {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x128x16xf32>, memref<?x4x128x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
+// SPLITS-LABEL: func.func @gpu
+// SPLITS: condensate.dense_attend {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x4x16xf32>, memref<?x4x4x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
+func.func @gpu(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xbf16>, %v: memref<?x2x16x16xbf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xbf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<anchor = 1, window = 256, topk = 64, tau = 1.0e-4, max_extra = 8>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = bf16, top_units = 4, extra_units = 8, splits = 3, target = sm_90>}
   return
 }
 

@@ -7,6 +7,7 @@
 // RUN: condensate-opt %t/static.mlir -split-input-file --condensate-specialize="target=sm_80 splits=4" | FileCheck %s --check-prefix=SPLITS
 // RUN: condensate-opt %t/casts.mlir -split-input-file --condensate-specialize="head-dim=64 q-heads=8 kv-heads=2 page-size=16" | FileCheck %s --check-prefix=CAST
 // RUN: condensate-opt %t/errors.mlir -split-input-file --condensate-specialize="q-heads=8 kv-heads=2 page-size=32" -verify-diagnostics
+// RUN: condensate-opt %t/exact.mlir --condensate-specialize="page-size=32" -verify-diagnostics | FileCheck %s --check-prefix=EXACT
 // RUN: condensate-opt %t/missing.mlir -split-input-file --condensate-specialize="q-heads=6" -verify-diagnostics
 // RUN: condensate-opt %t/target.mlir --condensate-specialize="target=sm_75" -verify-diagnostics
 
@@ -154,10 +155,23 @@ func.func @bad_spec(%q: memref<?x8x12xf32>, %k: memref<?x2x32x12xf32>, %pt: memr
 
 // -----
 
-// Once the page size is pinned by the option, the policy's page size (the
-// default, 16) no longer matches the cache: the pass re-verifies the op.
-func.func @policy_page(%q: memref<?x8x64xf32>, %k: memref<?x2x?x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x8x64xf32>) {
+// Once the page size is pinned by the option, the block policy's page size
+// (the default, 16) no longer matches the cache: the pass re-verifies the op.
+func.func @policy_page(%q: memref<?x8x64xf32>, %k: memref<?x2x?x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x64xf32>, %o: memref<?x8x64xf32>) {
   // expected-error@+1 {{'condensate.decode_attention' op policy page_size 16 does not match the KV cache page size 32}}
+  condensate.decode_attention q(%q : memref<?x8x64xf32>) kv(%k, %k : memref<?x2x?x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x64xf32>) out(%o : memref<?x8x64xf32>) {policy = #condensate.policy<window = 64, topk = 16>, scale = 0.125 : f32}
+  return
+}
+
+//--- exact.mlir
+
+// The exact selector ranks tokens: its policy page size (the default, 16)
+// is not checked against the pinned page size 32.
+// EXACT-LABEL: func.func @exact_page
+// EXACT: %[[KC:.*]] = memref.cast %arg1 : memref<?x2x?x64xf32> to memref<?x2x32x64xf32>
+// EXACT: condensate.decode_attention q(%arg0 : memref<?x8x64xf32>) kv(%[[KC]], %{{.*}} : memref<?x2x32x64xf32>)
+// EXACT-SAME: {policy = #condensate.policy<anchor = 1, window = 64, topk = 16, selector = exact>, scale = 1.250000e-01 : f32, spec = #condensate.spec<head_dim = 64, q_heads = 8, kv_heads = 2, page_size = 32, kv_type = f32, top_units = 16, extra_units = 0, splits = 1, target = cpu>}
+func.func @exact_page(%q: memref<?x8x64xf32>, %k: memref<?x2x?x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x8x64xf32>) {
   condensate.decode_attention q(%q : memref<?x8x64xf32>) kv(%k, %k : memref<?x2x?x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x8x64xf32>) {policy = #condensate.policy<window = 64, topk = 16, selector = exact>, scale = 0.125 : f32}
   return
 }

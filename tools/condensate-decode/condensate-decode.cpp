@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Decoder/GPUDecoder.h"
 #include "condensate/Decoder/Chat.h"
 #include "condensate/Decoder/Fidelity.h"
 #include "condensate/Decoder/Llama.h"
@@ -58,6 +59,9 @@ const char *kUsage =
     "  --max-new-tokens N     tokens to generate (default 64)\n"
     "  --ignore-eos           do not stop at end-of-generation tokens\n"
     "  --compare dense        also decode densely and report fidelity\n"
+    "  --device cpu|gpu       where to decode (gpu: an NVIDIA GPU through the\n"
+    "                         generated PTX kernels, cuBLAS and a CUDA graph\n"
+    "                         per step; KV type defaults to bf16 there)\n"
     "  --kv-type T            f32 (default), f16 or bf16\n"
     "  --page-size N          KV page size (re-pages the policy)\n"
     "  --threads N            OpenBLAS threads\n"
@@ -137,6 +141,8 @@ struct Options {
   bool compareDense = false, profile = false;
   int64_t maxNew = 64, pageSize = 0, threads = 0;
   KVType kvType = KVType::F32;
+  bool kvTypeGiven = false;
+  std::string device = "cpu";
   bool help = false;
 };
 
@@ -183,11 +189,11 @@ Options parseArgs(int argc, char **argv) {
     else if (arg == "--kv-type") {
       std::string t = next();
       if (t == "f32")
-        o.kvType = KVType::F32;
+        o.kvType = KVType::F32, o.kvTypeGiven = true;
       else if (t == "f16")
-        o.kvType = KVType::F16;
+        o.kvType = KVType::F16, o.kvTypeGiven = true;
       else if (t == "bf16")
-        o.kvType = KVType::BF16;
+        o.kvType = KVType::BF16, o.kvTypeGiven = true;
       else
         fail("--kv-type must be f32, f16 or bf16, got '" + t + "'");
     } else if (arg == "--compare") {
@@ -198,6 +204,10 @@ Options parseArgs(int argc, char **argv) {
     } else if (arg == "--chat") {
       flagOnly();
       o.chat = true;
+    } else if (arg == "--device") {
+      o.device = next();
+      if (o.device != "cpu" && o.device != "gpu")
+        fail("--device must be cpu or gpu, got '" + o.device + "'");
     } else if (arg == "--json") {
       flagOnly();
       o.json = true;
@@ -337,6 +347,201 @@ struct Run {
   double stepSeconds = 0.0;
 };
 
+/// --device gpu: the same run on the GPU decoder. The dense comparison uses
+/// a second GPU decoder; teacher forcing re-prefills the policy decoder and
+/// feeds it the dense tokens in lockstep.
+int runGPU(const Options &o, const std::string &modelPath, double loadSeconds,
+           const LlamaConfig &cfg, const model::Tokenizer &tokenizer,
+           const std::shared_ptr<const LlamaWeights> &weights,
+           const std::vector<int32_t> &prompt, const Schedule &schedule,
+           const std::string &policyName,
+           std::chrono::steady_clock::time_point start) {
+  const bool text = !o.json && !o.quiet;
+  GPUDecoderOptions gopts;
+  gopts.kvType = o.kvTypeGiven ? o.kvType : KVType::BF16;
+  gopts.pageSize = o.pageSize;
+  gopts.maxTokens = int64_t(prompt.size()) + o.maxNew + 1;
+  auto compileStart = std::chrono::steady_clock::now();
+  std::unique_ptr<GPUDecoder> dec =
+      take(GPUDecoder::create(weights, schedule, gopts));
+  std::unique_ptr<GPUDecoder> denseDec;
+  if (o.compareDense)
+    denseDec = take(GPUDecoder::create(
+        weights, Schedule::uniform(cfg.numLayers, Policy::makeDense()), gopts));
+  const double compileSeconds = seconds(compileStart);
+  const int64_t V = cfg.vocab;
+  std::vector<float> first(static_cast<size_t>(V)),
+      logits(static_cast<size_t>(V)), dlogits(static_cast<size_t>(V));
+  auto isStop = [&](int32_t t) {
+    return !o.ignoreEos && (t == tokenizer.eosId() ||
+                            tokenizer.tokenType(t) == model::TokenType::Control);
+  };
+  ProgressBar bar(text && prompt.size() > 256 && ::isatty(2));
+  check(dec->prefill(prompt.data(), int64_t(prompt.size()), first.data(),
+                     [&](int64_t d, int64_t t) { bar.update(d, t); }));
+  bar.finish();
+  const double prefillSeconds = dec->timings().prefillSeconds;
+  AttentionStatsAccumulator policyStats(schedule, cfg.numLayers, cfg.qHeads,
+                                        cfg.kvHeads);
+  std::vector<int32_t> tokens;
+  bool eos = false;
+  const float *current = first.data();
+  for (int64_t i = 0; i < o.maxNew; ++i) {
+    int32_t next = argmax(current, V);
+    tokens.push_back(next);
+    if (isStop(next)) {
+      eos = true;
+      break;
+    }
+    if (text) {
+      std::string piece = tokenizer.tokenToPiece(next, false);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (i + 1 == o.maxNew)
+      break;
+    check(dec->step(next, logits.data()));
+    int32_t len = int32_t(dec->length());
+    policyStats.add(dec->stats().data(), &len, 1);
+    current = logits.data();
+  }
+  if (text)
+    std::fputs("\n", stdout);
+  const GPUTimings policyTimes = dec->timings();
+  json compare;
+  std::string compareReport;
+  if (o.compareDense) {
+    check(denseDec->prefill(prompt.data(), int64_t(prompt.size()),
+                            dlogits.data()));
+    dec->reset();
+    check(dec->prefill(prompt.data(), int64_t(prompt.size()), logits.data()));
+    dec->resetTimings();
+    AttentionStatsAccumulator tfStats(schedule, cfg.numLayers, cfg.qHeads,
+                                      cfg.kvHeads);
+    std::vector<int32_t> denseTokens;
+    int64_t agree = 0, steps = 0;
+    double klSum = 0, klMax = 0;
+    for (int64_t i = 0; i < o.maxNew; ++i) {
+      int32_t next = argmax(dlogits.data(), V);
+      denseTokens.push_back(next);
+      if (isStop(next) || i + 1 == o.maxNew)
+        break;
+      check(denseDec->step(next, dlogits.data()));
+      check(dec->step(next, logits.data()));
+      int32_t len = int32_t(dec->length());
+      tfStats.add(dec->stats().data(), &len, 1);
+      ++steps;
+      agree += argmax(logits.data(), V) == argmax(dlogits.data(), V);
+      double kl = klDivergence(dlogits.data(), logits.data(), V);
+      klSum += kl;
+      klMax = std::max(klMax, kl);
+    }
+    size_t common = std::min(denseTokens.size(), tokens.size());
+    std::optional<int64_t> divergence;
+    for (size_t i = 0; i < common && !divergence; ++i)
+      if (denseTokens[i] != tokens[i])
+        divergence = int64_t(i);
+    if (!divergence && denseTokens.size() != tokens.size())
+      divergence = int64_t(common);
+    const AttentionSummary tf = tfStats.summary();
+    const GPUTimings dt = denseDec->timings();
+    double denseRate = dt.decodeSeconds > 0
+                           ? double(dt.decodeSteps) / dt.decodeSeconds
+                           : 0.0;
+    compare["against"] = "dense";
+    compare["dense_tokens"] = denseTokens;
+    compare["dense_decode"] = {{"steps", dt.decodeSteps},
+                               {"seconds", dt.decodeSeconds},
+                               {"tokens_per_second", denseRate}};
+    compare["first_divergence"] =
+        divergence ? json(*divergence) : json(nullptr);
+    compare["compared_tokens"] = int64_t(common);
+    compare["teacher_forced"] = {
+        {"steps", steps},
+        {"top1_agree", agree},
+        {"top1_agreement", steps ? double(agree) / double(steps) : 1.0},
+        {"kl_mean", steps ? klSum / double(steps) : 0.0},
+        {"kl_max", klMax},
+        {"attention", attentionJSON(tf)}};
+    std::ostringstream r;
+    r << "compare dense (GPU):\n";
+    r << "  dense decode: " << dt.decodeSteps << " steps = "
+      << number(denseRate, "%.1f") << " tok/s\n";
+    r << "  greedy: first divergence "
+      << (divergence ? "at token " + std::to_string(*divergence) + " of " +
+                           std::to_string(common)
+                     : "none in " + std::to_string(common))
+      << "\n";
+    r << "  teacher-forced (" << steps << " steps): top-1 agreement " << agree
+      << "/" << steps << " ("
+      << percent(steps ? double(agree) / double(steps) : 1.0)
+      << "), KL(dense||policy) mean "
+      << number(steps ? klSum / double(steps) : 0.0) << ", max "
+      << number(klMax) << " nats\n";
+    r << "  keys read: " << percent(tf.keysRead) << "\n";
+    r << "  certificate: " << certificateLine(tf) << "\n";
+    compareReport = r.str();
+  }
+  std::vector<int32_t> generated = tokens;
+  if (eos)
+    generated.pop_back();
+  const double prefillRate = double(prompt.size()) / prefillSeconds;
+  const double decodeRate =
+      policyTimes.decodeSeconds > 0
+          ? double(policyTimes.decodeSteps) / policyTimes.decodeSeconds
+          : 0.0;
+  const AttentionSummary ps = policyStats.summary();
+  if (o.json) {
+    json j;
+    j["device"] = dec->deviceDescription();
+    j["model"] = modelPath;
+    j["architecture"] = cfg.describe();
+    j["load_seconds"] = loadSeconds;
+    j["policy"] = {{"name", policyName}, {"mlir", schedule.toMLIR()}};
+    j["compile_seconds"] = compileSeconds;
+    j["kv_type"] = kvTypeName(gopts.kvType);
+    j["prompt_tokens"] = int64_t(prompt.size());
+    j["generated_tokens"] = tokens;
+    j["text"] = tokenizer.decode(generated, false);
+    j["prefill"] = {{"tokens", int64_t(prompt.size())},
+                    {"seconds", prefillSeconds},
+                    {"tokens_per_second", prefillRate},
+                    {"attention", "dense"}};
+    j["decode"] = {{"steps", policyTimes.decodeSteps},
+                   {"seconds", policyTimes.decodeSeconds},
+                   {"tokens_per_second", decodeRate},
+                   {"cuda_graph", true}};
+    j["attention"] = attentionJSON(ps);
+    if (o.compareDense)
+      j["compare"] = compare;
+    j["total_seconds"] = seconds(start);
+    std::cout << j.dump(1, ' ', false, json::error_handler_t::replace)
+              << std::endl;
+    return 0;
+  }
+  if (o.quiet)
+    return 0;
+  std::ostringstream r;
+  r << "---\n";
+  r << "device: " << dec->deviceDescription() << "\n";
+  r << "model: " << modelPath << " (" << cfg.describe() << "), loaded in "
+    << number(loadSeconds, "%.2f") << " s\n";
+  r << "policy: " << policyName << "; kernels compiled/loaded in "
+    << number(compileSeconds, "%.2f") << " s; kv "
+    << kvTypeName(gopts.kvType) << "\n";
+  r << "prefill (dense): " << prompt.size() << " tokens in "
+    << number(prefillSeconds, "%.3f") << " s = " << number(prefillRate, "%.1f")
+    << " tok/s\n";
+  r << "decode (CUDA graph per step): " << tokens.size() << " tokens, "
+    << policyTimes.decodeSteps << " steps = " << number(decodeRate, "%.1f")
+    << " tok/s\n";
+  r << "keys read: " << percent(ps.keysRead) << "\n";
+  r << "certificate: " << certificateLine(ps) << "\n";
+  r << compareReport;
+  std::cout << r.str() << std::flush;
+  return 0;
+}
+
 int runTool(const Options &o) {
   const auto start = std::chrono::steady_clock::now();
   const bool text = !o.json, chatty = !o.json && !o.quiet;
@@ -430,6 +635,10 @@ int runTool(const Options &o) {
   }
   if (o.pageSize)
     schedule = withPageSize(schedule, o.pageSize);
+
+  if (o.device == "gpu")
+    return runGPU(o, modelPath, loadSeconds, cfg, tokenizer, weights, prompt,
+                  schedule, policyName, start);
 
   // Decoder -----------------------------------------------------------------
   DecoderOptions dopts;

@@ -64,6 +64,12 @@ struct PTXPipelineOptions : public PassPipelineOptions<PTXPipelineOptions> {
 void buildCondensateToPTXPipeline(OpPassManager &pm,
                                   const PTXPipelineOptions &options);
 
+/// The device half of condensate-to-ptx: attaches the NVVM target and
+/// lowers every gpu.module to a gpu.binary holding PTX. Also used for the
+/// decoder's hand-written gpu-dialect kernels.
+void buildGPUModulesToPTXPipeline(OpPassManager &pm,
+                                  const PTXPipelineOptions &options);
+
 /// Registers the named pipelines (condensate-to-cpu, condensate-to-ptx).
 void registerCondensatePipelines();
 

@@ -122,6 +122,21 @@ public:
   const std::vector<int32_t> &tokens(SeqId seq) const;
   int64_t freePages() const;
   int64_t totalPages() const;
+  /// The cache pages of `seq` in position order (its page-table row);
+  /// empty if the sequence is not live.
+  const std::vector<int32_t> &pages(SeqId seq) const;
+
+  /// One layer's KV pool as the kernels see it (read-only; valid until the
+  /// decoder is destroyed): k/v [totalPages, Hkv, P, D] of the KV type,
+  /// summaries [totalPages, Hkv, 5, D] f32. For tests and studies that
+  /// inspect real keys and values; pair it with pages() and lastQueries().
+  struct CacheView {
+    const void *k = nullptr;
+    const void *v = nullptr;
+    const float *summaries = nullptr;
+    int64_t numPages = 0;
+  };
+  CacheView cache(int64_t layer) const;
 
   // Forward passes ---------------------------------------------------------
   //
@@ -148,6 +163,10 @@ public:
   }
   /// Attention statistics of the last step, [numLayers, batch, Hq, 4].
   const std::vector<float> &stats() const;
+  /// Queries (after RoPE) each layer's attention received in the last
+  /// step, [numLayers, batch, Hq, D]: with cache() and pages(), enough to
+  /// re-run a layer's attention on real KV under another policy.
+  const std::vector<float> &lastQueries() const;
   /// Context length each sequence of the last step attended over, [batch].
   const int32_t *lastLens() const;
   const StepProfile &profile() const;

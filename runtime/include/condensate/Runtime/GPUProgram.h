@@ -48,6 +48,12 @@ Result<GPULibrary> compileGPULibrary(const std::string &text,
                                      const std::string &bufferName,
                                      const std::string &chip = "sm_90");
 
+/// Lowers the gpu.module(s) of MLIR `text` (gpu dialect kernels) to PTX
+/// through the same NVVM lowering as the condensate kernels.
+Result<std::string> compileGPUModulesToPTX(const std::string &text,
+                                           const std::string &bufferName,
+                                           const std::string &chip = "sm_90");
+
 /// Where compiled libraries are cached on disk: $CONDENSATE_CACHE_DIR, else
 /// $XDG_CACHE_HOME/condensate, else ~/.cache/condensate.
 std::string defaultCacheDirectory();
