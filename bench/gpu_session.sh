@@ -26,6 +26,8 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
     compiler) step compiler 60 $BIN/GPUCompilerTest --gtest_brief=1 ;;
     attention) step attention 240 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='-GPUAttentionLarge.*' ;;
+    certificate) step certificate 120 $BIN/GPUAttentionTest --gtest_brief=1 \
+        --gtest_filter='GPUCertificate.*' ;;
     large) step large 200 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='GPUAttentionLarge.*' ;;
     full) CONDENSATE_GPU_FULL=1 step full 400 $BIN/GPUAttentionTest \
@@ -49,7 +51,8 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
     decoder) CONDENSATE_MODEL=/root/models/model.gguf step decoder 300 \
         $BIN/GPUDecoderTest --gtest_brief=1 ;;
     decode8k)
-        head -c 31000 /usr/share/common-licenses/GPL-3 > /tmp/prompt8k.txt
+        cat /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0 \
+          | head -c 36500 > /tmp/prompt8k.txt
         head -c 3800 /usr/share/common-licenses/GPL-3 > /tmp/prompt1k.txt
         for pol in dense paper; do
           step "decode8k-$pol" 200 $BIN/condensate-decode --device gpu \

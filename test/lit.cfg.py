@@ -50,6 +50,19 @@ if "condensate-opt" not in config.available_features:
 
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
+# The PTX pipeline links libdevice from the CUDA toolkit that MLIR finds
+# through CUDA_ROOT, CUDA_HOME or CUDA_PATH (first set wins; this LLVM has
+# no built-in default). Pass them through, and mark whether libdevice is
+# there: without it the math calls stay unresolved (`__nv_expf`).
+cuda_vars = ["CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"]
+llvm_config.with_system_environment(cuda_vars)
+for var in cuda_vars:
+    if os.environ.get(var):
+        if os.path.isfile(os.path.join(os.environ[var], "nvvm", "libdevice",
+                                       "libdevice.10.bc")):
+            config.available_features.add("libdevice")
+        break
+
 # Execution tests (mlir-runner with the MLIR runner utilities) need these.
 config.substitutions.append(("%llvm_lib_dir", config.llvm_lib_dir))
 for name in ["split-file", "mlir-runner"]:

@@ -338,25 +338,44 @@ void emitAttentionBody(
           kr.push_back(e.vecLoad(k, {page, g, off, col}, E, align));
           vr.push_back(e.vecLoad(v, {page, g, off, col}, E, align));
         }
+        // One online-softmax update per round for all its slots: a single
+        // rescale of the accumulators instead of one per key.
         SmallVector<Value> out(st.begin(), st.end());
+        SmallVector<Value> kf, vf;
+        Value any = valid[0];
         for (int64_t u = 0; u < kUnroll; ++u) {
-          Value kf = e.toF32(kr[u]), vf = e.toF32(vr[u]);
-          for (int64_t i = 0; i < G; ++i) {
-            Value dot = e.groupSum(e.reduceAdd(e.fmul(qs[i], kf)), L);
-            Value m = out[i], l = out[G + i];
-            Value mNew = e.fmax(m, dot);
-            Value corr = e.fastExp(e.fsub(m, mNew));
-            Value pw = e.fastExp(e.fsub(dot, mNew));
-            Value acc = out[2 * G + 1 + i];
-            out[i] = e.select(valid[u], mNew, m);
-            out[G + i] = e.select(valid[u], e.fadd(e.fmul(l, corr), pw), l);
-            out[2 * G + 1 + i] = e.select(
-                valid[u],
-                e.fma(vf, e.splat(pw, E), e.fmul(acc, e.splat(corr, E))), acc);
+          kf.push_back(e.toF32(kr[u]));
+          vf.push_back(e.toF32(vr[u]));
+          if (u > 0)
+            any = e.bor(any, valid[u]);
+        }
+        for (int64_t i = 0; i < G; ++i) {
+          SmallVector<Value> dots;
+          Value mNew = out[i];
+          for (int64_t u = 0; u < kUnroll; ++u) {
+            Value dot = e.groupSum(e.reduceAdd(e.fmul(qs[i], kf[u])), L);
+            dot = e.select(valid[u], dot, e.negInf());
+            dots.push_back(dot);
+            mNew = e.fmax(mNew, dot);
           }
+          Value m = out[i], l = out[G + i], acc = out[2 * G + 1 + i];
+          Value corr = e.fastExp(e.fsub(m, mNew));
+          Value lNew = e.fmul(l, corr);
+          Value accNew = e.fmul(acc, e.splat(corr, E));
+          for (int64_t u = 0; u < kUnroll; ++u) {
+            Value pw = e.fastExp(e.fsub(dots[u], mNew));
+            lNew = e.fadd(lNew, pw);
+            accNew = e.fma(vf[u], e.splat(pw, E), accNew);
+          }
+          // A round with no valid slot leaves the state as it was (and
+          // avoids exp(-inf - -inf)).
+          out[i] = e.select(any, mNew, m);
+          out[G + i] = e.select(any, lNew, l);
+          out[2 * G + 1 + i] = e.select(any, accNew, acc);
+        }
+        for (int64_t u = 0; u < kUnroll; ++u)
           out[2 * G] =
               e.select(valid[u], e.fadd(out[2 * G], e.f32(1.0)), out[2 * G]);
-        }
         return out;
       });
   // Combine lane groups through shared memory: sm_m[groups][G],

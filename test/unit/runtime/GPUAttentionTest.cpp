@@ -251,6 +251,66 @@ TEST(GPUAppend, MatchesCPUAppend) {
   }
 }
 
+/// The GPU computes the same certificate as the CPU: on the same caches,
+/// the same extra-unit and fallback decisions and the same eps_hat (up to
+/// float rounding of the two softmax sums).
+TEST(GPUCertificate, MatchesCPUCertificate) {
+  REQUIRE_GPU();
+  ModelShape shape{3, 12, 4, 64, 16, KVType::BF16, 0.0f};
+  Policy minmax = policy(1, 16, 64, Selector::BlockMinMax, 16);
+  minmax.tau = 1e-2;
+  minmax.maxExtra = 6;
+  Policy exact = policy(1, 16, 32, Selector::Exact, 16);
+  exact.tau = 1e-3;
+  exact.maxExtra = 32;
+  Policy mean = policy(1, 16, 64, Selector::BlockMean, 16);
+  mean.tau = 1e-2;
+  mean.maxExtra = 4;
+  Schedule s;
+  s.numLayers = 3;
+  s.defaultPolicy = minmax;
+  s.rules = {{{1}, {}, exact}, {{2}, {}, mean}};
+  auto exec = GPUExecutor::create(shape, s);
+  ASSERT_TRUE(exec.ok()) << exec.message();
+  auto cpu = CPUProgram::compile(shape, s);
+  ASSERT_TRUE(cpu.ok());
+  std::mt19937 rng(std::random_device{}());
+  int64_t compared = 0, sameDecision = 0, epsClose = 0, passes = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<int32_t> lens(6);
+    for (int32_t &n : lens)
+      n = std::uniform_int_distribution<int32_t>(50, 3000)(rng);
+    CacheCase c = buildCache(**exec, lens, rng, Values::Continuous);
+    for (int64_t l = 0; l < 3; ++l) {
+      std::vector<float> out(c.batch * 12 * 64), cpuStats(c.batch * 12 * 4),
+          gpuStats(c.batch * 12 * 4, NAN);
+      AttentionArgs a{c.batch,          c.maxPages,     c.numPages,
+                      c.q.data(),       c.kRaw.data(),  c.vRaw.data(),
+                      c.pageTable.data(), c.lens.data(), nullptr,
+                      c.summaries.data(), out.data(),   cpuStats.data()};
+      ASSERT_TRUE((*cpu)->attend(l, a).ok());
+      a.stats = gpuStats.data();
+      ASSERT_TRUE((*exec)->attend(l, a).ok());
+      for (int64_t i = 0; i < c.batch * 12; ++i) {
+        const float *x = &cpuStats[i * 4], *y = &gpuStats[i * 4];
+        ++compared;
+        bool same = x[2] == y[2] && x[3] == y[3];
+        sameDecision += same;
+        passes += same && x[3] == 0.0f;
+        if (same)
+          epsClose += std::fabs(x[0] - y[0]) <= 1e-2 * std::max(x[0], y[0]) +
+                                                    1e-9;
+      }
+    }
+  }
+  std::printf("certificate CPU vs GPU: %lld heads, same decision %lld, "
+              "eps_hat within 1%% %lld, certified without fallback %lld\n",
+              (long long)compared, (long long)sameDecision,
+              (long long)epsClose, (long long)passes);
+  EXPECT_GE(sameDecision, compared * 99 / 100);
+  EXPECT_EQ(epsClose, sameDecision);
+}
+
 /// Long contexts and large batches: dense, block min/max with a 1K budget,
 /// and a certified policy.
 TEST(GPUAttentionLarge, LongContextsAndLargeBatches) {

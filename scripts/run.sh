@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Sets everything up (scripts/setup.sh) and runs condensate's main job: the
+# reference decoder on SmolLM2-135M-Instruct (GGUF) with the source paper's
+# layer-adaptive schedule (examples/paper.mlir), compiled in-process to CPU
+# kernels, compared against dense decoding of the same prompt.
+# Extra arguments go to condensate-decode (e.g. --device gpu, --json).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+B=${BUILD_DIR:-build}
+prompt="$B/main-job-prompt.txt"
+{
+  echo "Summarize the following license text in two sentences."
+  echo
+  head -c 3800 /usr/share/common-licenses/GPL-3
+} > "$prompt"
+exec "$B/tools/condensate-decode/condensate-decode" \
+  --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
+  --chat --prompt-file "$prompt" --policy @examples/paper.mlir \
+  --max-new-tokens 64 --compare dense "$@"

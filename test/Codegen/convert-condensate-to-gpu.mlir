@@ -1,0 +1,252 @@
+// convert-condensate-to-gpu: every stage op becomes a `kernel` gpu.func in
+// one gpu.module and a gpu.launch_func in its host function. No GPU is
+// needed: the checks read the thread mapping off the IR.
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu -verify-diagnostics | FileCheck %s
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu="module-name=attn" -verify-diagnostics | FileCheck %s --check-prefix=NAME
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu -verify-diagnostics | FileCheck %s --check-prefix=NONE
+
+// NONE-NOT: condensate.
+// NAME-NOT: @condensate_kernels
+// NAME: gpu.launch_func @attn::@score_pages_score_pages
+// NAME: gpu.module @attn {
+
+// Page bounds: a lane group of 16 lanes x 4 floats per page row (16-byte
+// loads), 16 groups x 4 pages = 64 pages per block of 256 threads; grid
+// (page blocks, Hkv, B). The group's dot product is summed with xor
+// shuffles 8, 4, 2, 1.
+// CHECK-LABEL: func.func @score_pages(
+// CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
+// CHECK: %[[MP:.*]] = memref.dim %arg4, %c2 : memref<?x4x?xf32>
+// CHECK: %[[NB:.*]] = arith.ceildivsi %[[MP]], %c64 : index
+// CHECK: gpu.launch_func @condensate_kernels::@score_pages_score_pages blocks in (%[[NB]], %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x5x64xf32>, %arg2 : memref<?x?xi32>, %arg3 : memref<?xi32>, %arg4 : memref<?x4x?xf32>)
+// CHECK-NEXT: return
+// CHECK: gpu.module @condensate_kernels {
+// CHECK: gpu.func @score_pages_score_pages(%{{.*}}: memref<?x4x64xf32>, %{{.*}}: memref<?x2x5x64xf32>, %{{.*}}: memref<?x?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?x4x?xf32>) kernel {
+// CHECK: gpu.thread_id x
+// CHECK: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<4xf32>
+// CHECK: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x5x64xf32>, vector<4xf32>
+// CHECK: arith.maximumf %{{.*}} : vector<4xf32>
+// CHECK: vector.reduction <add>
+// CHECK: gpu.shuffle xor %{{.*}}, %c8_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: memref.store %{{.*}}, %arg4[{{.*}}] : memref<?x4x?xf32>
+// CHECK: gpu.return
+// CHECK-NOT: gpu.func
+func.func @score_pages(%q: memref<?x4x64xf32>, %s: memref<?x2x5x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  condensate.score_pages block_minmax q(%q : memref<?x4x64xf32>) summaries(%s : memref<?x2x5x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// Token logits from a bf16 cache: 8 lanes x 8 bf16 (16 bytes) per key row,
+// 32 tokens per block of 256 threads.
+// CHECK-LABEL: func.func @score_tokens(
+// CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
+// CHECK: %[[NT:.*]] = memref.dim %arg4, %c2 : memref<?x4x?xf32>
+// CHECK: %[[NB:.*]] = arith.ceildivsi %[[NT]], %c32 : index
+// CHECK: gpu.launch_func @condensate_kernels::@score_tokens_score_tokens blocks in (%[[NB]], %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}})
+// CHECK: gpu.func @score_tokens_score_tokens({{.*}}) kernel {
+// CHECK: %[[K:.*]] = vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// CHECK: arith.extf %[[K]] : vector<8xbf16> to vector<8xf32>
+// CHECK: gpu.shuffle xor %{{.*}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: memref.store %{{.*}}, %arg4[{{.*}}] : memref<?x4x?xf32>
+// CHECK: gpu.return
+func.func @score_tokens(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  condensate.score_tokens q(%q : memref<?x4x64xf32>) k(%k : memref<?x2x16x64xbf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// Top-k: one 512-thread block per (kv head, sequence); 8-bit radix search
+// with shared-memory histograms built by atomic adds, warp scans by
+// shuffles; keys of up to 8192 units cached in shared memory. Optional
+// operands (windows) go last.
+// CHECK-LABEL: func.func @select_topk(
+// CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x?xf32>
+// CHECK: gpu.launch_func @condensate_kernels::@select_topk_select_topk blocks in (%c2{{(_[0-9]+)?}}, %[[B]], %c1{{(_[0-9]+)?}}) threads in (%c512{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %arg3 : memref<?x2x6xi32>, %arg2 : memref<?xi32>)
+// CHECK: gpu.func @select_topk_select_topk(%{{.*}}: memref<?x4x?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?x2x6xi32>, %{{.*}}: memref<?xi32>)
+// CHECK-SAME: workgroup(%[[HIST:.*]] : memref<256xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<8xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<17xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<32xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[KEYS:.*]] : memref<8192xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: memref.store %{{.*}}, %[[KEYS]][%{{.*}}] : memref<8192xi32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK: memref.atomic_rmw addi %{{.*}}, %[[HIST]][%{{.*}}] : (i32, memref<256xi32, #gpu.address_space<workgroup>>) -> i32
+// CHECK: gpu.barrier
+// CHECK: gpu.shuffle up %{{.*}} : i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : i32
+// CHECK: memref.store %{{.*}}, %arg2[{{.*}}] : memref<?x2x6xi32>
+// CHECK: gpu.return
+func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?xi32>, %idx: memref<?x2x6xi32>) {
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) windows(%w : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
+// Sparse attention: one block per (split, kv head, sequence). A lane group
+// of 8 lanes reads a bf16 key and value row with one 16-byte load each
+// (8 x bf16), serves both query heads of the GQA group (two xor-shuffle
+// reductions per row) and keeps online-softmax state in registers; 16 groups
+// of 8 lanes combine through 16-byte aligned shared memory. 1 + 64 + 4 x 16
+// = 129 slots in 3 splits of 43.
+// CHECK-LABEL: func.func @sparse_attend(
+// CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
+// CHECK: gpu.launch_func @condensate_kernels::@sparse_attend_sparse_attend blocks in (%c3{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x16x64xbf16>, %arg2 : memref<?x2x16x64xbf16>, %arg3 : memref<?x?xi32>, %arg4 : memref<?xi32>, %arg6 : memref<?x4x3x64xf32>, %arg7 : memref<?x4x3x3xf32>, %arg5 : memref<?x2x6xi32>)
+// CHECK: gpu.func @sparse_attend_sparse_attend({{.*}}) workgroup(%[[SM:.*]] : memref<16x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SL:.*]] : memref<16x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SC:.*]] : memref<16xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SACC:.*]] : memref<16x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: %[[SPLIT:.*]] = gpu.block_id x
+// CHECK: arith.muli %[[SPLIT]], %c43{{(_[0-9]+)?}} : index
+// CHECK: %[[TID:.*]] = gpu.thread_id x
+// CHECK: %[[LANE:.*]] = arith.remsi %[[TID]], %c8{{.*}} : index
+// CHECK: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<8xf32>
+// CHECK: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<8xf32>
+// CHECK: scf.for {{.*}} -> (f32, f32, f32, f32, f32, vector<8xf32>, vector<8xf32>) {
+// CHECK: memref.load %arg7[{{.*}}] : memref<?x2x6xi32>
+// CHECK: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// CHECK-NEXT: vector.load %arg2[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// CHECK: arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
+// CHECK: gpu.shuffle xor %{{.*}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: math.exp %{{.*}} fastmath<afn> : f32
+// CHECK: math.fma %{{.*}} : vector<8xf32>
+// CHECK: scf.yield
+// CHECK: memref.store %{{.*}}, %[[SM]][{{.*}}] : memref<16x2xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %{{.*}}, %[[SACC]][{{.*}}] : memref<16x2x64xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK: memref.store %{{.*}}, %arg5[%{{.*}}, %{{.*}}, %[[SPLIT]], %{{.*}}] : memref<?x4x3x64xf32>
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %[[SPLIT]], %{{.*}}] : memref<?x4x3x3xf32>
+// CHECK: gpu.return
+func.func @sparse_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v: memref<?x2x16x64xbf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x3x64xf32>, %pml: memref<?x4x3x3xf32>) {
+  condensate.sparse_attend page q(%q : memref<?x4x64xf32>) kv(%k, %v : memref<?x2x16x64xbf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) partials(%po, %pml : memref<?x4x3x64xf32>, memref<?x4x3x3xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 0 : i64, count = 4 : i64, include_forced = true, scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// Dense attention: the grid's x extent is the static split count (128);
+// each sequence uses min(128, ceil(n / 256)) equal chunks; a masked group
+// attends nothing.
+// CHECK-LABEL: func.func @dense_attend(
+// CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
+// CHECK: gpu.launch_func @condensate_kernels::@dense_attend_dense_attend blocks in (%c128{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args({{.*}}, %arg6 : memref<?x4x128x64xf32>, %arg7 : memref<?x4x128x3xf32>, %arg5 : memref<?x2xi32>)
+// CHECK: gpu.func @dense_attend_dense_attend({{.*}}) workgroup({{.*}} : memref<16x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<16x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: %[[N:.*]] = arith.index_cast %{{.*}} : i32 to index
+// CHECK: %[[C:.*]] = arith.ceildivsi %[[N]], %c256 : index
+// CHECK: %[[C1:.*]] = arith.maxsi %[[C]], %c1{{.*}} : index
+// CHECK: %[[USED:.*]] = arith.minsi %c128{{.*}}, %[[C1]] : index
+// CHECK: arith.ceildivsi %[[N]], %[[USED]] : index
+// CHECK: %[[M:.*]] = memref.load %arg7[{{.*}}] : memref<?x2xi32>
+// CHECK: arith.cmpi ne, %[[M]], %c0_i32 : i32
+// CHECK: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// CHECK: vector.load %arg2[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// CHECK: gpu.shuffle xor
+// CHECK: gpu.barrier
+// CHECK: memref.store %{{.*}}, %arg5[{{.*}}] : memref<?x4x128x64xf32>
+// CHECK: gpu.return
+func.func @dense_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v: memref<?x2x16x64xbf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %m: memref<?x2xi32>, %po: memref<?x4x128x64xf32>, %pml: memref<?x4x128x3xf32>) {
+  condensate.dense_attend q(%q : memref<?x4x64xf32>) kv(%k, %v : memref<?x2x16x64xbf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) mask(%m : memref<?x2xi32>) partials(%po, %pml : memref<?x4x128x64xf32>, memref<?x4x128x3xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// The certificate: one 256-thread block per (kv head, sequence); the
+// omitted mass of each query head is summed in f64 by atomic adds into
+// shared memory. It reads only the base partials' (m, l, count).
+// CHECK-LABEL: func.func @certify(
+// CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x?xf32>
+// CHECK: gpu.launch_func @condensate_kernels::@certify_certify blocks in (%c2{{(_[0-9]+)?}}, %[[B]], %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %arg2 : memref<?x2x6xi32>, %arg4 : memref<?x4x1x3xf32>, %arg5 : memref<?x2xi32>, %arg6 : memref<?x2xi32>, %arg7 : memref<?x4x4xf32>)
+// CHECK: gpu.func @certify_certify({{.*}}) workgroup(%{{.*}} : memref<2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[Z:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[U:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<2xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: arith.extf %{{.*}} : f32 to f64
+// CHECK: gpu.barrier
+// CHECK: scf.for {{.*}} -> (f64, f64) {
+// CHECK: memref.atomic_rmw addf %{{.*}}, %[[U]][%{{.*}}] : (f64, memref<2xf64, #gpu.address_space<workgroup>>) -> f64
+// CHECK: memref.atomic_rmw addf %{{.*}}, %[[U]][%{{.*}}] : (f64, memref<2xf64, #gpu.address_space<workgroup>>) -> f64
+// CHECK: gpu.barrier
+// Per head: eps_hat, extra count and fallback flag into stats columns 0, 2, 3
+// (the merge writes column 1); then the group's extra count and fallback.
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %c0{{(_[0-9]+)?}}] : memref<?x4x4xf32>
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %c2{{(_[0-9]+)?}}] : memref<?x4x4xf32>
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %c3{{(_[0-9]+)?}}] : memref<?x4x4xf32>
+// CHECK: memref.store %{{.*}}, %arg4[%[[BB:.*]], %[[G:.*]]] : memref<?x2xi32>
+// CHECK: memref.store %{{.*}}, %arg5[%[[BB]], %[[G]]] : memref<?x2xi32>
+// CHECK: gpu.return
+func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x64xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x64xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+// Merge: one warp per (sequence, query head), 4 warps per block; the max over
+// splits is a warp-wide xor reduction; each lane owns 2 of the 64 channels.
+// CHECK-LABEL: func.func @merge(
+// CHECK: %[[B:.*]] = memref.dim %arg2, %c0 : memref<?x4x64xf32>
+// CHECK: %[[ROWS:.*]] = arith.muli %[[B]], %c4 : index
+// CHECK: %[[NB:.*]] = arith.ceildivsi %[[ROWS]], %c4{{.*}} : index
+// CHECK: gpu.launch_func @condensate_kernels::@merge_merge blocks in (%[[NB]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x2x64xf32>, %arg1 : memref<?x4x2x3xf32>, %arg2 : memref<?x4x64xf32>, %arg3 : memref<?x4x4xf32>)
+// CHECK: gpu.func @merge_merge(%{{.*}}: memref<?x4x2x64xf32>, %{{.*}}: memref<?x4x2x3xf32>, %{{.*}}: memref<?x4x64xf32>, %{{.*}}: memref<?x4x4xf32>) kernel {
+// CHECK: gpu.shuffle xor %{{.*}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c8_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: vector.load %arg0[{{.*}}] {alignment = 8 : i64} : memref<?x4x2x64xf32>, vector<2xf32>
+// CHECK: math.exp %{{.*}} fastmath<afn> : f32
+// CHECK: vector.store %{{.*}}, %arg2[{{.*}}] : memref<?x4x64xf32>, vector<2xf32>
+// CHECK: memref.store %{{.*}}, %arg3[%{{.*}}, %{{.*}}, %c1{{.*}}] : memref<?x4x4xf32>
+// CHECK: gpu.return
+func.func @merge(%po: memref<?x4x2x64xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x64xf32>, %st: memref<?x4x4xf32>) {
+  condensate.merge partials(%po, %pml : memref<?x4x2x64xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x64xf32>) stats(%st : memref<?x4x4xf32>) {stats_eps = 0.0 : f32}
+  return
+}
+
+// -----
+
+// Append: one 128-thread block per sequence, threads over (kv head,
+// channel); bf16 stores and summary updates (reset on a page's first token).
+// CHECK-LABEL: func.func @append_kv(
+// CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x2x64xf32>
+// CHECK: gpu.launch_func @condensate_kernels::@append_kv_append_kv blocks in (%[[B]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x2x64xf32>, %arg1 : memref<?x2x64xf32>, %arg2 : memref<?x2x16x64xbf16>, %arg3 : memref<?x2x16x64xbf16>, %arg4 : memref<?x?xi32>, %arg5 : memref<?xi32>, %arg6 : memref<?x2x5x64xf32>)
+// CHECK: gpu.func @append_kv_append_kv({{.*}}) kernel {
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %c0 : index
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c128{{.*}} step %c128{{.*}} {
+// CHECK: %[[K:.*]] = arith.truncf %{{.*}} : f32 to bf16
+// CHECK: memref.store %[[K]], %arg2[{{.*}}] : memref<?x2x16x64xbf16>
+// CHECK: arith.minimumf
+// CHECK: arith.select %[[FIRST]]
+// CHECK: gpu.return
+func.func @append_kv(%kn: memref<?x2x64xf32>, %vn: memref<?x2x64xf32>, %k: memref<?x2x16x64xbf16>, %v: memref<?x2x16x64xbf16>, %pt: memref<?x?xi32>, %pos: memref<?xi32>, %s: memref<?x2x5x64xf32>) {
+  condensate.append_kv k(%kn : memref<?x2x64xf32>) v(%vn : memref<?x2x64xf32>) into(%k, %v : memref<?x2x16x64xbf16>) pages(%pt : memref<?x?xi32>) positions(%pos : memref<?xi32>) summaries(%s : memref<?x2x5x64xf32>)
+  return
+}
+
+// -----
+
+// Two stages in one function: both kernels land in the one gpu.module,
+// named after the function; a repeated stage gets a numbered name.
+// CHECK-LABEL: func.func @two(
+// CHECK: gpu.launch_func @condensate_kernels::@two_merge blocks
+// CHECK: gpu.launch_func @condensate_kernels::@two_merge_0 blocks
+// CHECK: gpu.module @condensate_kernels {
+// CHECK: gpu.func @two_merge(
+// CHECK: gpu.func @two_merge_0(
+// CHECK-NOT: gpu.module
+func.func @two(%po: memref<?x4x2x64xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x64xf32>) {
+  condensate.merge partials(%po, %pml : memref<?x4x2x64xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x64xf32>)
+  condensate.merge partials(%po, %pml : memref<?x4x2x64xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x64xf32>)
+  return
+}
+
+// -----
+
+// A decode attention must be decomposed first.
+func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op must be decomposed before lowering to GPU kernels (run condensate-decompose)}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}

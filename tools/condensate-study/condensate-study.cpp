@@ -1,0 +1,268 @@
+//===- condensate-study.cpp - Fidelity study of sparse decode attention ---===//
+//
+//   condensate-study prompts [--seed N] [--out DIR]   generate the prompts
+//   condensate-study run [--quick] [...]              run the study
+//
+// See reports/fidelity/README.md for what is measured and why.
+//
+//===----------------------------------------------------------------------===//
+#include "Prompts.h"
+#include "Study.h"
+
+#include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Model/GGUF.h"
+#include "condensate/Model/Tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace condensate;
+using namespace condensate::study;
+
+namespace {
+
+constexpr const char *kTool = "condensate-study";
+
+const char *kUsage =
+    "usage: condensate-study prompts [options]   generate the study's prompts\n"
+    "       condensate-study run [options]       run the study\n"
+    "common options:\n"
+    "  --model PATH        GGUF model (default "
+    "models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
+    "prompts options:\n"
+    "  --seed N            generator seed (default 20261129)\n"
+    "  --out DIR           output folder (default reports/fidelity/prompts)\n"
+    "run options:\n"
+    "  --prompts FILE      prompts (default "
+    "reports/fidelity/prompts/prompts.jsonl)\n"
+    "  --out DIR           results folder (default reports/fidelity, or\n"
+    "                      reports/fidelity/quick with --quick)\n"
+    "  --quick             contexts <= 1024, passkey at 0/50/100%, one prompt\n"
+    "                      per other task, 11 policies, 64-token continuations\n"
+    "  --contexts LIST     comma-separated context lengths to run\n"
+    "  --policies LIST     comma-separated policy names (dense is always run)\n"
+    "  --natural-tokens N  dense greedy continuation of natural text (256)\n"
+    "  --metric-steps N    teacher-forced KL/top-1 window on natural text (64)\n"
+    "  --threads N         OpenBLAS threads (default 2)\n"
+    "  --pool-tokens N     KV tokens held at once (default 140000, ~7.4 GB)\n";
+
+struct Failure {
+  std::string message;
+};
+[[noreturn]] void fail(const std::string &m) { throw Failure{m}; }
+
+bool fileExists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/// `relative` in the current directory, else in the source tree.
+std::string locate(const std::string &relative) {
+  if (fileExists(relative))
+    return relative;
+  std::string repo = std::string(CONDENSATE_SOURCE_DIR) + "/" + relative;
+  return fileExists(repo) ? repo : relative;
+}
+
+int64_t parseInt(const std::string &flag, const std::string &text) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno || v < 0)
+    fail(flag + " expects a non-negative integer, got '" + text + "'");
+  return v;
+}
+
+std::vector<std::string> splitList(const std::string &s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty())
+      out.push_back(item);
+  return out;
+}
+
+std::string commandLine(int argc, char **argv) {
+  std::string s = kTool;
+  for (int i = 1; i < argc; ++i)
+    s += std::string(" ") + argv[i];
+  return s;
+}
+
+int runPrompts(int argc, char **argv) {
+  std::string model = locate("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  std::string out = "reports/fidelity/prompts";
+  uint64_t seed = 20261129;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc)
+        fail(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--model")
+      model = next();
+    else if (a == "--seed")
+      seed = uint64_t(parseInt(a, next()));
+    else if (a == "--out")
+      out = next();
+    else
+      fail("unknown argument '" + a + "' (see --help)");
+  }
+  Result<model::GGUFFile> file = model::GGUFFile::open(model);
+  if (!file)
+    fail(file.message());
+  Result<model::Tokenizer> tok = model::Tokenizer::fromGGUF(*file);
+  if (!tok)
+    fail(tok.message());
+  const PromptPlan plan = defaultPlan();
+  Result<std::vector<PromptRecord>> prompts =
+      generatePrompts(*file, *tok, plan, seed);
+  if (!prompts)
+    fail(prompts.message());
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  Status st = writePrompts(out + "/prompts.jsonl", *prompts);
+  if (!st.ok())
+    fail(st.message());
+  nlohmann::json m;
+  m["seed"] = seed;
+  m["command"] = commandLine(argc, argv);
+  m["model"] = model;
+  m["generator"] = "tools/condensate-study/Prompts.cpp (SplitMix64, "
+                   "portable across standard libraries)";
+  m["sources"] = {"/usr/share/common-licenses/*",
+                  "/usr/share/doc/*/copyright",
+                  "/usr/include/c++/12/bits/*.h, *.tcc"};
+  m["contexts"] = plan.contexts;
+  m["passkey_depths"] = plan.depths;
+  m["per_context"] = {{"multikey", plan.multikey},
+                      {"vartrack", plan.vartrack},
+                      {"copy", plan.copy},
+                      {"natural", plan.natural}};
+  m["answer_reserve"] = plan.answerReserve;
+  m["natural_reserve"] = plan.naturalReserve;
+  m["continuation_tokens"] = plan.continuationTokens;
+  int64_t total = 0;
+  for (const PromptRecord &p : *prompts)
+    total += p.tokens;
+  m["prompts"] = int64_t(prompts->size());
+  m["total_tokens"] = total;
+  std::ofstream mf(out + "/manifest.json");
+  mf << m.dump(1) << "\n";
+  if (!mf)
+    fail("cannot write " + out + "/manifest.json");
+  std::fprintf(stderr, "%s: wrote %zu prompts (%lld tokens) to %s\n", kTool,
+               prompts->size(), (long long)total, out.c_str());
+  return 0;
+}
+
+int runStudyCommand(int argc, char **argv) {
+  StudyOptions o;
+  o.model = locate("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  o.prompts = locate("reports/fidelity/prompts/prompts.jsonl");
+  o.paperSchedule = locate("examples/paper.mlir");
+  o.command = commandLine(argc, argv);
+  std::string out;
+  bool naturalSet = false, metricSet = false;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc)
+        fail(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--model")
+      o.model = next();
+    else if (a == "--prompts")
+      o.prompts = next();
+    else if (a == "--out")
+      out = next();
+    else if (a == "--quick")
+      o.quick = true;
+    else if (a == "--contexts") {
+      for (const std::string &c : splitList(next()))
+        o.contexts.push_back(parseInt(a, c));
+    } else if (a == "--policies")
+      o.policies = splitList(next());
+    else if (a == "--natural-tokens") {
+      o.naturalTokens = parseInt(a, next());
+      naturalSet = true;
+    } else if (a == "--metric-steps") {
+      o.metricSteps = parseInt(a, next());
+      metricSet = true;
+    } else if (a == "--threads")
+      o.threads = int(parseInt(a, next()));
+    else if (a == "--pool-tokens")
+      o.poolTokens = parseInt(a, next());
+    else
+      fail("unknown argument '" + a + "' (see --help)");
+  }
+  if (o.quick) {
+    if (!naturalSet)
+      o.naturalTokens = 64;
+    if (!metricSet)
+      o.metricSteps = 32;
+  }
+  if (o.naturalTokens < 2 || o.metricSteps < 1 || o.threads < 1)
+    fail("--natural-tokens must be >= 2, --metric-steps and --threads >= 1");
+  o.outDir = out.empty() ? (o.quick ? "reports/fidelity/quick"
+                                    : "reports/fidelity")
+                         : out;
+  Status st = runStudy(o);
+  if (!st.ok())
+    fail(st.message());
+  return 0;
+}
+
+/// OpenBLAS 0.3.21 does not know this CPU generation and falls back to
+/// generic kernels (2-3x slower); re-execute with OPENBLAS_CORETYPE set, as
+/// condensate-decode does. A user's own OPENBLAS_CORETYPE is left alone.
+void fixBlasKernels(char **argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") ||
+      std::getenv("CONDENSATE_STUDY_REEXEC"))
+    return;
+  std::string core = decoder::blasCoreRecommendation();
+  if (core.empty())
+    return;
+  ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+  ::setenv("CONDENSATE_STUDY_REEXEC", "1", 1);
+  ::execv("/proc/self/exe", argv);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  fixBlasKernels(argv);
+  try {
+    std::string cmd = argc > 1 ? argv[1] : "";
+    if (cmd == "--help" || cmd == "-h" || cmd.empty()) {
+      std::fputs(kUsage, cmd.empty() ? stderr : stdout);
+      return cmd.empty() ? 1 : 0;
+    }
+    if (cmd == "prompts")
+      return runPrompts(argc, argv);
+    if (cmd == "run")
+      return runStudyCommand(argc, argv);
+    fail("unknown command '" + cmd + "' (expected 'prompts' or 'run')");
+  } catch (const Failure &f) {
+    std::fprintf(stderr, "%s: error: %s\n", kTool, f.message.c_str());
+  } catch (const std::bad_alloc &) {
+    std::fprintf(stderr, "%s: error: out of memory\n", kTool);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s: error: %s\n", kTool, e.what());
+  }
+  return 1;
+}
