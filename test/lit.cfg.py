@@ -13,9 +13,8 @@ config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.condensate_obj_root, "test")
 
-# Known/ holds reproductions of open compiler bugs (not part of the suite);
 # unit/ and python/ are GoogleTest and Python tests run elsewhere.
-config.excludes = ["Known", "unit", "python", "CMakeLists.txt",
+config.excludes = ["unit", "python", "CMakeLists.txt",
                    "lit.cfg.py", "lit.site.cfg.py"]
 
 llvm_config.use_default_substitutions()
@@ -50,17 +49,23 @@ if "condensate-opt" not in config.available_features:
 
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
-# The PTX pipeline links libdevice from the CUDA toolkit that MLIR finds
-# through CUDA_ROOT, CUDA_HOME or CUDA_PATH (first set wins; this LLVM has
-# no built-in default). Pass them through, and mark whether libdevice is
-# there: without it the math calls stay unresolved (`__nv_expf`).
+# The PTX pipeline links libdevice from the CUDA toolkit named by CUDA_ROOT,
+# CUDA_HOME or CUDA_PATH, else /usr/local/cuda or /usr/lib/cuda (the same
+# search as condensate::findLibdevice). Pass the variables through and mark
+# whether libdevice is there: without it the math calls stay unresolved.
 cuda_vars = ["CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"]
 llvm_config.with_system_environment(cuda_vars)
-for var in cuda_vars:
-    if os.environ.get(var):
-        if os.path.isfile(os.path.join(os.environ[var], "nvvm", "libdevice",
-                                       "libdevice.10.bc")):
-            config.available_features.add("libdevice")
+cuda_roots = [os.environ[v] for v in cuda_vars if os.environ.get(v)]
+for root in cuda_roots + ["/usr/local/cuda", "/usr/lib/cuda"]:
+    if os.path.isfile(os.path.join(root, "nvvm", "libdevice",
+                                   "libdevice.10.bc")):
+        config.available_features.add("libdevice")
+        break
+# The default toolkit location alone (the case with no variables set).
+for root in ["/usr/local/cuda", "/usr/lib/cuda"]:
+    if os.path.isfile(os.path.join(root, "nvvm", "libdevice",
+                                   "libdevice.10.bc")):
+        config.available_features.add("default-libdevice")
         break
 
 # Execution tests (mlir-runner with the MLIR runner utilities) need these.

@@ -13,6 +13,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::condensate;
@@ -55,12 +58,34 @@ void mlir::condensate::buildCondensateToPTXPipeline(
   buildGPUModulesToPTXPipeline(pm, options);
 }
 
+std::string mlir::condensate::findLibdevice() {
+  std::vector<std::string> roots;
+  for (const char *var : {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
+    if (const char *v = std::getenv(var))
+      roots.push_back(v);
+  roots.push_back("/usr/local/cuda");
+  roots.push_back("/usr/lib/cuda");
+  std::vector<std::string> candidates;
+  for (const std::string &r : roots)
+    candidates.push_back(r + "/nvvm/libdevice/libdevice.10.bc");
+  // Debian's nvidia-cuda-toolkit package.
+  candidates.push_back("/usr/lib/nvidia-cuda-toolkit/libdevice/libdevice.10.bc");
+  for (const std::string &c : candidates)
+    if (llvm::sys::fs::exists(c))
+      return c;
+  return "";
+}
+
 void mlir::condensate::buildGPUModulesToPTXPipeline(
     OpPassManager &pm, const PTXPipelineOptions &options) {
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;
   target.features = options.features;
   target.optLevel = options.optLevel;
+  // Math functions lower to libdevice calls; link it explicitly so the
+  // PTX does not depend on how this MLIR was built.
+  if (std::string libdevice = findLibdevice(); !libdevice.empty())
+    target.linkLibs.push_back(libdevice);
   pm.addPass(createGpuNVVMAttachTarget(target));
   OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
   device.addPass(createLowerAffinePass());

@@ -85,7 +85,8 @@ static ParseResult parseIndexList(AsmParser &parser,
             return parser.emitError(loc)
                    << "empty range " << first << " to " << last;
           // Compare without overflow: a range is at most 2^20 entries.
-          if (first < 0 || last > first + (int64_t(1) << 20) ||
+          // last >= first >= 0 here, so last - first cannot overflow.
+          if (first < 0 || last - first > (int64_t(1) << 20) ||
               last >= std::numeric_limits<int64_t>::max() - 1)
             return parser.emitError(loc)
                    << "range " << first << " to " << last

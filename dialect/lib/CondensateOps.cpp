@@ -522,6 +522,9 @@ LogicalResult CertifyOp::verify() {
   double tau = getTau().convertToDouble();
   if (!(tau >= 0.0 && tau < 1.0))
     return emitOpError() << "tau must be in [0, 1), got " << tau;
+  if (ShapedType::isDynamic(getIndices().getType().getDimSize(2)))
+    return emitOpError() << "indices must have a static unit count "
+                            "(dimension 2)";
   if (auto k = sc.get("K"); k && getBaseUnits() > *k)
     return emitOpError() << "budget mismatch: base_units " << getBaseUnits()
                          << " exceeds the " << *k << " index slots";
@@ -546,6 +549,16 @@ LogicalResult MergeOp::verify() {
       return emitOpError() << "split count mismatch in pair " << i / 2
                            << ": o has " << so << ", ml has " << sm;
   }
+  for (Value v : getPartials())
+    if (ShapedType::isDynamic(cast<MemRefType>(v.getType()).getDimSize(2)))
+      return emitOpError() << "partials must have a static split count";
+  for (Value v : getDense())
+    if (ShapedType::isDynamic(cast<MemRefType>(v.getType()).getDimSize(2)))
+      return emitOpError() << "dense partials must have a static split count";
+  if (getFallback() &&
+      ShapedType::isDynamic(getFallback().getType().getDimSize(1)))
+    return emitOpError() << "fallback must have a static key/value head "
+                            "count (dimension 1)";
   if (!getDense().empty() && getDense().size() != 2)
     return emitOpError() << "dense must be one (o, ml) pair, got "
                          << getDense().size() << " buffers";

@@ -27,6 +27,25 @@ namespace condensate {
 
 namespace {
 
+/// Fails when the PTX still calls libdevice functions it does not define
+/// (no libdevice was found to link): ptxas would reject it much later.
+Status checkPTXResolved(const std::string &ptx, const std::string &what) {
+  size_t at = ptx.find(".extern .func");
+  while (at != std::string::npos) {
+    size_t nv = ptx.find("__nv_", at);
+    size_t eol = ptx.find('\n', at);
+    if (nv != std::string::npos && nv < eol) {
+      size_t end = ptx.find_first_of(" (;", nv);
+      return Status::error(
+          what + ": the PTX calls " + ptx.substr(nv, end - nv) +
+          " from CUDA's libdevice, which was not found to link; set "
+          "CUDA_HOME to a CUDA toolkit (with nvvm/libdevice/libdevice.10.bc)");
+    }
+    at = ptx.find(".extern .func", at + 1);
+  }
+  return Status::success();
+}
+
 /// Reads a host function after convert-condensate-to-gpu as a plan.
 class PlanExtractor {
 public:
@@ -348,6 +367,7 @@ Result<GPULibrary> compileGPULibrary(const std::string &text,
         lib.ptx = object.getObject().getValue().str();
   if (lib.ptx.empty())
     return Status::error(bufferName + ": the pipeline produced no PTX");
+  CONDENSATE_RETURN_IF_ERROR(checkPTXResolved(lib.ptx, bufferName));
 
   // The launch plan.
   lib.plan.target = chip;
@@ -399,6 +419,7 @@ Result<std::string> compileGPUModulesToPTX(const std::string &text,
         ptx = object.getObject().getValue().str();
   if (ptx.empty())
     return Status::error(bufferName + ": no gpu.module to lower");
+  CONDENSATE_RETURN_IF_ERROR(checkPTXResolved(ptx, bufferName));
   return ptx;
 }
 

@@ -258,8 +258,8 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2
 // CHECK: memref.store %[[Z]], %arg6[%[[B]], %[[H]], %c2] : memref<?x4x4xf32>
 // CHECK: memref.store %[[Z]], %arg6[%[[B]], %[[H]], %c3] : memref<?x4x4xf32>
 // CHECK-NOT: condensate.
-func.func @merge(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f: memref<?x2xi32>, %pod: memref<?x4x?x16xf32>, %pmld: memref<?x4x?x3xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
-  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pod, %pmld : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {stats_eps = 0.0 : f32}
+func.func @merge(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f: memref<?x2xi32>, %pod: memref<?x4x3x16xf32>, %pmld: memref<?x4x3x3xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pod, %pmld : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {stats_eps = 0.0 : f32}
   return
 }
 

@@ -201,3 +201,11 @@ condensate.model @carried layers = 8, q_heads = 4, kv_heads = 2, head_dim = 32,
                #condensate.rule<layers = [2 to 7], kv_heads = [1],
                  policy = #condensate.policy<anchor = 2, window = 30,
                                              window_max = 62, page_size = 32>>]>
+
+// -----
+
+// Ranges near INT64_MAX are bounded without overflow, like listed indices.
+// CHECK-LABEL: func.func @huge_range_indices
+// CHECK-SAME: r = #condensate.rule<layers = [9223372036854775000, 9223372036854775001], policy = #condensate.dense>
+// CHECK-SAME: s = #condensate.rule<layers = [9223372036854775000, 9223372036854775001], policy = #condensate.dense>
+func.func @huge_range_indices() attributes {r = #condensate.rule<layers = [9223372036854775000 to 9223372036854775001], policy = #condensate.dense>, s = #condensate.rule<layers = [9223372036854775000, 9223372036854775001], policy = #condensate.dense>} { return }

@@ -1242,25 +1242,25 @@ func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f: memref<?x
 
 // -----
 
-func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %pd: memref<?x4x?x32xf32>, %pmld: memref<?x4x?x3xf32>, %f: memref<?x2xi32>, %o: memref<?x4x16xf32>) {
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %pd: memref<?x4x3x32xf32>, %pmld: memref<?x4x3x3xf32>, %f: memref<?x2xi32>, %o: memref<?x4x16xf32>) {
   // expected-error@+1 {{'condensate.merge' op head_dim mismatch: 'partials[0]' has 16 but 'dense o' has 32}}
-  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pd, %pmld : memref<?x4x?x32xf32>, memref<?x4x?x3xf32>) out(%o : memref<?x4x16xf32>)
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pd, %pmld : memref<?x4x3x32xf32>, memref<?x4x3x3xf32>) out(%o : memref<?x4x16xf32>)
   return
 }
 
 // -----
 
-func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %pd: memref<?x4x?x16xf32>, %pmld: memref<?x8x?x3xf32>, %f: memref<?x2xi32>, %o: memref<?x4x16xf32>) {
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %pd: memref<?x4x3x16xf32>, %pmld: memref<?x8x3x3xf32>, %f: memref<?x2xi32>, %o: memref<?x4x16xf32>) {
   // expected-error@+1 {{'condensate.merge' op query head count mismatch: 'partials[0]' has 4 but 'dense ml' has 8}}
-  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pd, %pmld : memref<?x4x?x16xf32>, memref<?x8x?x3xf32>) out(%o : memref<?x4x16xf32>)
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pd, %pmld : memref<?x4x3x16xf32>, memref<?x8x3x3xf32>) out(%o : memref<?x4x16xf32>)
   return
 }
 
 // -----
 
-func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %pd: memref<?x4x?x16xf32>, %pmld: memref<?x4x?x3xf32>, %f: memref<?x3xi32>, %o: memref<?x4x16xf32>) {
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %pd: memref<?x4x3x16xf32>, %pmld: memref<?x4x3x3xf32>, %f: memref<?x3xi32>, %o: memref<?x4x16xf32>) {
   // expected-error@+1 {{'condensate.merge' op GQA ratio: 4 query heads is not a multiple of 3 key/value heads}}
-  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x3xi32>) dense(%pd, %pmld : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) out(%o : memref<?x4x16xf32>)
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x3xi32>) dense(%pd, %pmld : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>) out(%o : memref<?x4x16xf32>)
   return
 }
 
@@ -1302,5 +1302,29 @@ func.func @f(%po: memref<?x4x1x12xf32>, %pml: memref<?x4x1x3xf32>, %o: memref<?x
 func.func @f(%po: memref<?x?x1x16xf32>, %pml: memref<?x?x1x3xf32>, %o: memref<?x?x16xf32>) {
   // expected-error@+1 {{'condensate.merge' op query head count must be static in a stage op (run condensate-specialize)}}
   condensate.merge partials(%po, %pml : memref<?x?x1x16xf32>, memref<?x?x1x3xf32>) out(%o : memref<?x?x16xf32>)
+  return
+}
+
+// -----
+
+func.func @certify_dynamic_slots(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x?xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+  // expected-error@+1 {{'condensate.certify' op indices must have a static unit count (dimension 2)}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x?xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @merge_dynamic_fallback(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f: memref<?x?xi32>, %pod: memref<?x4x16x16xf32>, %pmld: memref<?x4x16x3xf32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op fallback must have a static key/value head count (dimension 1)}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x?xi32>) dense(%pod, %pmld : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) out(%o : memref<?x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @merge_dynamic_splits(%po: memref<?x4x?x16xf32>, %pml: memref<?x4x?x3xf32>, %o: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op partials must have a static split count}}
+  condensate.merge partials(%po, %pml : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) out(%o : memref<?x4x16xf32>)
   return
 }

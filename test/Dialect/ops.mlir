@@ -299,7 +299,7 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>,
 
 // CHECK-LABEL: func.func @merge
 // CHECK: condensate.merge partials(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%{{.*}} : memref<?x4x16xf32>){{$}}
-// CHECK: condensate.merge partials(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>, memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) fallback(%{{.*}} : memref<?x2xi32>) dense(%{{.*}}, %{{.*}} : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) out(%{{.*}} : memref<?x4x16xf32>) stats(%{{.*}} : memref<?x4x4xf32>){{$}}
+// CHECK: condensate.merge partials(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>, memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) fallback(%{{.*}} : memref<?x2xi32>) dense(%{{.*}}, %{{.*}} : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>) out(%{{.*}} : memref<?x4x16xf32>) stats(%{{.*}} : memref<?x4x4xf32>){{$}}
 // CHECK: condensate.merge partials(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%{{.*}} : memref<?x4x16xf32>) stats(%{{.*}} : memref<?x4x4xf32>) {stats_eps = 0.000000e+00 : f32}
 // CHECK: condensate.merge partials(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%{{.*}} : memref<?x4x16xf32>) stats(%{{.*}} : memref<?x4x4xf32>) {stats_eps = 0x7FC00000 : f32}
 // GENERIC: "condensate.merge"({{.*}}) <{operandSegmentSizes = array<i32: 2, 0, 0, 1, 0>}>
@@ -308,15 +308,15 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>,
 // GENERIC: "condensate.merge"({{.*}}) <{operandSegmentSizes = array<i32: 2, 0, 0, 1, 1>, stats_eps = 0x7FC00000 : f32}>
 func.func @merge(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>,
                  %po2: memref<?x4x1x16xf32>, %pml2: memref<?x4x1x3xf32>,
-                 %f: memref<?x2xi32>, %pod: memref<?x4x?x16xf32>,
-                 %pmld: memref<?x4x?x3xf32>, %o: memref<?x4x16xf32>,
+                 %f: memref<?x2xi32>, %pod: memref<?x4x3x16xf32>,
+                 %pmld: memref<?x4x3x3xf32>, %o: memref<?x4x16xf32>,
                  %st: memref<?x4x4xf32>) {
   condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>)
       out(%o : memref<?x4x16xf32>)
   condensate.merge partials(%po, %pml, %po2, %pml2 : memref<?x4x2x16xf32>,
           memref<?x4x2x3xf32>, memref<?x4x1x16xf32>, memref<?x4x1x3xf32>)
       fallback(%f : memref<?x2xi32>)
-      dense(%pod, %pmld : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>)
+      dense(%pod, %pmld : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>)
       out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>)
   condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>)
       out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>)

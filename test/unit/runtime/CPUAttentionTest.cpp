@@ -54,7 +54,10 @@ TEST_P(CPUAttention, MatchesReferenceOnRandomCaches) {
         if (mode == Values::Discrete) {
           EXPECT_EQ(r.nearTieSkips, 0) << "exact scores cannot near-tie";
         }
-        EXPECT_LE(r.nearTieSkips, r.heads / 10 + 1);
+        // Skips come in whole GQA groups (one selection per kv head): allow
+        // one group plus a tenth of the heads checked.
+        EXPECT_LE(r.nearTieSkips,
+                  (r.heads + r.nearTieSkips) / 10 + shape.group());
       }
     }
   }

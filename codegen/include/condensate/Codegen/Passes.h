@@ -64,6 +64,10 @@ struct PTXPipelineOptions : public PassPipelineOptions<PTXPipelineOptions> {
 void buildCondensateToPTXPipeline(OpPassManager &pm,
                                   const PTXPipelineOptions &options);
 
+/// Path of CUDA's libdevice.10.bc ($CUDA_ROOT, $CUDA_HOME, $CUDA_PATH,
+/// /usr/local/cuda, Debian's nvidia-cuda-toolkit), or "" when none exists.
+std::string findLibdevice();
+
 /// The device half of condensate-to-ptx: attaches the NVVM target and
 /// lowers every gpu.module to a gpu.binary holding PTX. Also used for the
 /// decoder's hand-written gpu-dialect kernels.
