@@ -23,3 +23,11 @@ strip --strip-unneeded .carry/stage/lib/* .carry/stage/bin/*
 tar cf - -C .carry/stage . | xz -T2 -4 > .carry/gpu.tar.xz
 rm -rf .carry/stage
 ls -la .carry/gpu.tar.xz
+# The model is over the 64 MiB a call may carry: two parts, each carried by
+# its own call and copied to /root/models/ (gpu_session.sh's `model` step
+# joins them).
+MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -f "$MODEL" ] && [ ! -f .carry/model.part01 ]; then
+  split -b 50000000 -d -a 2 "$MODEL" .carry/model.part
+fi
+ls -la .carry/

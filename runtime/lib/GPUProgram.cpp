@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Runtime/GPUProgram.h"
+#include "CompilerId.inc"
 
 #include <chrono>
 #include <cstdlib>
@@ -108,7 +109,9 @@ getGPULibrary(const ModelShape &shape, const Schedule &schedule,
         .count();
   };
   std::string text = modelToMLIR("model", shape, schedule);
-  std::string key = options.chip + "\n" + text;
+  // The compiler's identity keeps kernels of an older build out.
+  std::string key = std::string(CONDENSATE_COMPILER_ID) + "\n" +
+                    options.chip + "\n" + text;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx",
                 static_cast<unsigned long long>(stableHash(key)));
