@@ -14,8 +14,11 @@
 //     lane groups of L lanes each read one key and one value row with 16-byte
 //     loads, serve all G query heads of the group (GQA), keep online-softmax
 //     state in registers, and combine through shared memory.
-//   - certify: one block per (kv head, sequence), f64 mass sums.
-//   - merge: one warp per (sequence, query head), lanes over head_dim.
+//   - certify: one block per (kv head, sequence), f64 mass sums; the
+//     omitted-value box with threads over (page rows, channels), rows
+//     combined through shared memory.
+//   - merge: one warp per (sequence, query head), lanes over head_dim; the
+//     output-error bound's squared distance summed by warp shuffles.
 //   - append_kv: one block per sequence, threads over (kv head, channel).
 // The numerics are those of the loop lowering (same slot enumeration, same
 // ranking keys and tie-breaking, same certificate margins).
@@ -42,6 +45,7 @@ using namespace mlir::condensate;
 namespace {
 
 constexpr double kBoundMargin = 1.0 / 16384.0; // as in the loop lowering
+constexpr double kOutputBoundRoundUp = 1.0 + 1.0 / 4096.0; // likewise
 constexpr int64_t kMinDenseChunk = 256;          // as in the loop lowering
 constexpr int64_t kWarp = 32;
 
@@ -1101,10 +1105,24 @@ void lowerCertify(CertifyOp op, KernelBuilder &kb, StringRef name) {
   if (op.getWindows())
     operands.push_back(op.getWindows());
   bool hasWindows = static_cast<bool>(op.getWindows());
+  // The value box: threads over (page rows, channels). `boxLanes` channels
+  // per row, `boxRows` rows combined through shared memory, `boxPer`
+  // channels per thread.
+  bool hasBox = static_cast<bool>(op.getVbox());
+  int64_t d = hasBox ? staticDim(op.getVbox(), 3) : 0;
+  int64_t boxLanes = std::min<int64_t>(std::max<int64_t>(d, 1), threads);
+  int64_t boxRows = threads / boxLanes;
+  int64_t boxPer = (d + boxLanes - 1) / boxLanes;
+  int64_t boxIdx = operands.size();
+  if (hasBox)
+    operands.append({op.getSummaries(), op.getPageTable(), op.getVbox()});
   SmallVector<Type> smem{KernelBuilder::workgroupType(ctx, {G}, f32),  // m
                          KernelBuilder::workgroupType(ctx, {G}, f64),  // Z
                          KernelBuilder::workgroupType(ctx, {G}, f64),  // U
                          KernelBuilder::workgroupType(ctx, {2}, i32)}; // e, fb
+  if (hasBox) // per-row partial boxes [row][min, max][channel]
+    smem.push_back(KernelBuilder::workgroupType(
+        ctx, {boxRows, kValueBoxRows, d}, f32));
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value scores = a[0], lens = a[1], indices = a[2], pml = a[3];
@@ -1220,10 +1238,15 @@ void lowerCertify(CertifyOp op, KernelBuilder &kb, StringRef name) {
           e.barrier();
         };
         sumOmitted(e, e.idx(0));
+        // U / (Z + U); a bound that overflowed (inf / inf, NaN) is 1, so it
+        // never certifies.
         auto epsOf = [&](Emitter &e, Value u, Value z) {
           Value denom = e.fadd(z, u);
-          return e.select(e.fcmp(arith::CmpFPredicate::OGT, denom, e.f64(0.0)),
-                          e.fdiv(u, denom), e.f64(0.0));
+          Value eps =
+              e.select(e.fcmp(arith::CmpFPredicate::OGT, denom, e.f64(0.0)),
+                       e.fdiv(u, denom), e.f64(0.0));
+          Value finite = e.fcmp(arith::CmpFPredicate::OLE, eps, e.f64(1.0));
+          return e.select(finite, eps, e.f64(1.0));
         };
         if (tau > 0.0) {
           // Thread 0 walks the extras in order.
@@ -1288,6 +1311,128 @@ void lowerCertify(CertifyOp op, KernelBuilder &kb, StringRef name) {
         }
         Value extra = e.loadIndex(smD, {e.idx(0)});
         Value fallback = e.ne(e.load(smD, {e.idx(1)}), e.i32(0));
+        if (tau > 0.0) {
+          // Decide on the freshly summed bound of the final set: the walk
+          // subtracts, and subtracting a dominant (or infinite) term cancels
+          // the rest. Every thread reads the same shared sums.
+          Value worstEps = e.f64(0.0);
+          for (int64_t i = 0; i < G; ++i)
+            worstEps = e.fmax(worstEps, epsOf(e, e.load(smU, {e.idx(i)}),
+                                              e.load(smZ, {e.idx(i)})));
+          Value fits =
+              e.fcmp(arith::CmpFPredicate::OLE, worstEps, e.f64(tau));
+          fallback = e.bor(fallback, e.bnot(fits));
+        }
+        Value extraKept = e.select(fallback, e.idx(0), extra);
+        if (hasBox) {
+          Value summaries = a[boxIdx], pageTable = a[boxIdx + 1];
+          Value vbox = a[boxIdx + 2], smBox = sm[4];
+          Value pageV = e.idx(op.getPageSize());
+          // Base units (ascending, -1 padded) below x: a lower bound.
+          auto baseBelow = [&](GPUEmitter &e, Value x) -> Value {
+            if (base == 0)
+              return e.idx(0);
+            Value x32 = e.toI32(x);
+            return e.forLoop(
+                e.idx(0), e.idx(64 - __builtin_clzll(base)), e.idx(1),
+                {e.idx(0), e.idx(base)},
+                [&](Emitter &e, Value, ValueRange acc) -> SmallVector<Value> {
+                  Value mid = e.divs(e.add(acc[0], acc[1]), e.idx(2));
+                  Value mc = e.mins(mid, e.idx(base - 1));
+                  Value u = e.load(indices, {bb, g, mc});
+                  Value uk = e.select(
+                      e.cmp(arith::CmpIPredicate::slt, u, e.i32(0)),
+                      e.i32(std::numeric_limits<int32_t>::max()), u);
+                  Value goRight = e.cmp(arith::CmpIPredicate::slt, uk, x32);
+                  Value active = e.lt(acc[0], acc[1]);
+                  return {e.select(e.band(active, goRight),
+                                   e.add(mid, e.idx(1)), acc[0]),
+                          e.select(e.band(active, e.bnot(goRight)), mid,
+                                   acc[1])};
+                })[0];
+          };
+          // Whether page j holds a position the final set leaves out.
+          auto pageOmitted = [&](GPUEmitter &e, Value j) -> Value {
+            Value cand = unitCandidateCount(e, j, pageV, anchor, n, w);
+            Value covered;
+            if (unitTokens == 1) {
+              // Selected tokens inside the page (all are candidates).
+              Value t0 = e.mul(j, pageV), t1 = e.add(t0, pageV);
+              Value inBaseCount = e.sub(baseBelow(e, t1), baseBelow(e, t0));
+              covered = e.forLoop(
+                  e.idx(0), extra, e.idx(1), {inBaseCount},
+                  [&](Emitter &e, Value k, ValueRange acc)
+                      -> SmallVector<Value> {
+                    Value u = e.loadIndex(indices,
+                                          {bb, g, e.add(e.idx(base), k)});
+                    Value inside = e.band(e.ge(u, t0), e.lt(u, t1));
+                    return {e.select(inside, e.add(acc[0], e.idx(1)),
+                                     acc[0])};
+                  })[0];
+            } else {
+              Value sel = e.bor(inBase(e, j), inExtras(e, j, extra));
+              covered = e.select(sel, cand, e.idx(0));
+            }
+            return e.gt(cand, covered);
+          };
+          Value r = e.divs(tid, e.idx(boxLanes));
+          Value c0 = e.rems(tid, e.idx(boxLanes));
+          e.ifThen(e.lt(r, e.idx(boxRows)), [&](Emitter &ee) {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            SmallVector<Value> init;
+            for (int64_t k = 0; k < boxPer; ++k)
+              init.append({e.f32(std::numeric_limits<double>::infinity()),
+                           e.negInf()});
+            auto box = e.forLoop(
+                r, e.ceilDiv(n, pageV), e.idx(boxRows), init,
+                [&](Emitter &ee, Value j, ValueRange acc)
+                    -> SmallVector<Value> {
+                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                  return e.ifElse(
+                      pageOmitted(e, j), ValueRange(acc).getTypes(),
+                      [&](Emitter &e) -> SmallVector<Value> {
+                        Value phys = e.loadIndex(pageTable, {bb, j});
+                        SmallVector<Value> out;
+                        for (int64_t k = 0; k < boxPer; ++k) {
+                          Value c = e.add(c0, e.idx(k * boxLanes));
+                          Value cs = e.mins(c, e.idx(d - 1));
+                          Value lo = e.load(summaries,
+                                            {phys, g, e.idx(VMin), cs});
+                          Value hi = e.load(summaries,
+                                            {phys, g, e.idx(VMax), cs});
+                          out.push_back(e.fmin(acc[2 * k], lo));
+                          out.push_back(e.fmax(acc[2 * k + 1], hi));
+                        }
+                        return out;
+                      },
+                      [&](Emitter &) -> SmallVector<Value> {
+                        return SmallVector<Value>(acc);
+                      });
+                });
+            for (int64_t k = 0; k < boxPer; ++k) {
+              Value c = e.add(c0, e.idx(k * boxLanes));
+              e.ifThen(e.lt(c, e.idx(d)), [&](Emitter &e) {
+                e.store(box[2 * k], smBox, {r, e.idx(0), c});
+                e.store(box[2 * k + 1], smBox, {r, e.idx(1), c});
+              });
+            }
+          });
+          e.barrier();
+          // Combine the rows; thread t owns channels t, t + threads, ...
+          e.forLoop(tid, e.idx(d), e.idx(threads), {},
+                    [&](Emitter &e, Value c, ValueRange) -> SmallVector<Value> {
+                      Value lo = e.load(smBox, {e.idx(0), e.idx(0), c});
+                      Value hi = e.load(smBox, {e.idx(0), e.idx(1), c});
+                      for (int64_t rr = 1; rr < boxRows; ++rr) {
+                        Value row = e.idx(rr);
+                        lo = e.fmin(lo, e.load(smBox, {row, e.idx(0), c}));
+                        hi = e.fmax(hi, e.load(smBox, {row, e.idx(1), c}));
+                      }
+                      e.store(lo, vbox, {bb, g, e.idx(0), c});
+                      e.store(hi, vbox, {bb, g, e.idx(1), c});
+                      return {};
+                    });
+        }
         for (int64_t i = 0; i < G; ++i) {
           e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &e) {
             Value eps = e.truncf(epsOf(e, e.load(smU, {e.idx(i)}),
@@ -1297,13 +1442,13 @@ void lowerCertify(CertifyOp op, KernelBuilder &kb, StringRef name) {
             eps = e.select(fallback, e.f32(0.0), eps);
             Value h = head(e, i);
             e.store(eps, stats, {bb, h, e.idx(0)});
-            e.store(e.indexToF32(extra), stats, {bb, h, e.idx(2)});
+            e.store(e.indexToF32(extraKept), stats, {bb, h, e.idx(2)});
             e.store(e.select(fallback, e.f32(1.0), e.f32(0.0)), stats,
                     {bb, h, e.idx(3)});
           });
         }
         e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
-          e.store(e.toI32(extra), extraOut, {bb, g});
+          e.store(e.toI32(extraKept), extraOut, {bb, g});
           e.store(e.select(fallback, e.i32(1), e.i32(0)), fallbackOut, {bb, g});
         });
       });
@@ -1321,7 +1466,9 @@ void lowerMerge(MergeOp op, KernelBuilder &kb, StringRef name) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   int64_t hq = staticDim(op.getOut(), 1), d = staticDim(op.getOut(), 2);
-  int64_t group = op.getFallback() ? hq / staticDim(op.getFallback(), 1) : 1;
+  int64_t group = op.getFallback() ? hq / staticDim(op.getFallback(), 1)
+                 : op.getVbox()   ? hq / staticDim(op.getVbox(), 1)
+                                  : 1;
   int64_t perLane = std::max<int64_t>(1, d / kWarp);
   int64_t lanesUsed = d / perLane;
   const int64_t warpsPerBlock = 4;
@@ -1336,10 +1483,14 @@ void lowerMerge(MergeOp op, KernelBuilder &kb, StringRef name) {
   }
   int64_t outIdx = operands.size();
   operands.push_back(op.getOut());
-  int64_t statsIdx = -1;
+  int64_t statsIdx = -1, vboxIdx = -1;
   if (op.getStats()) {
     statsIdx = operands.size();
     operands.push_back(op.getStats());
+  }
+  if (op.getVbox()) {
+    vboxIdx = operands.size();
+    operands.push_back(op.getVbox());
   }
   auto epsAttr = op.getStatsEpsAttr();
   auto fn = kb.createKernel(
@@ -1443,15 +1594,43 @@ void lowerMerge(MergeOp op, KernelBuilder &kb, StringRef name) {
             vector::StoreOp::create(e.builder(), e.location(), res, out,
                                     ValueRange{bb, h, col});
           });
+          // The output-error bound: each lane's share of the squared
+          // distance to the far corner of the omitted-value box, summed
+          // over the warp (every lane takes part in the shuffles).
+          Value bound;
+          if (vboxIdx >= 0 && !epsAttr) {
+            Value vbox = a[vboxIdx];
+            Value g = e.divs(h, e.idx(group));
+            int64_t align = std::min<int64_t>(16, perLane * 4);
+            Value lo = e.vecLoad(vbox, {bb, g, e.idx(0), colSafe}, perLane,
+                                 align);
+            Value hi = e.vecLoad(vbox, {bb, g, e.idx(1), colSafe}, perLane,
+                                 align);
+            Value zero = e.splat(e.f32(0.0), perLane);
+            Value far = e.fmax(e.fmax(e.fsub(hi, res), e.fsub(res, lo)), zero);
+            Value part = e.reduceAdd(e.fmul(far, far));
+            part = e.select(inRow, part, e.f32(0.0));
+            Value dist = math::SqrtOp::create(e.builder(), e.location(),
+                                              e.groupSum(part, kWarp));
+            bound = e.fmul(e.fmul(e.load(a[statsIdx],
+                                         {bb, h, e.idx(StatEpsHat)}),
+                                  dist),
+                           e.f32(kOutputBoundRoundUp));
+            bound = e.select(useDense, e.f32(0.0), bound);
+          }
           if (statsIdx >= 0) {
             Value stats = a[statsIdx];
             e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
-              e.store(st[1], stats, {bb, h, e.idx(1)});
+              e.store(st[1], stats, {bb, h, e.idx(StatAttended)});
               if (epsAttr) {
-                e.store(e.f32(epsAttr.getValueAsDouble()), stats,
-                        {bb, h, e.idx(0)});
-                e.store(e.f32(0.0), stats, {bb, h, e.idx(2)});
-                e.store(e.f32(0.0), stats, {bb, h, e.idx(3)});
+                Value eps = e.f32(epsAttr.getValueAsDouble());
+                e.store(eps, stats, {bb, h, e.idx(StatEpsHat)});
+                e.store(e.f32(0.0), stats, {bb, h, e.idx(StatExtra)});
+                e.store(e.f32(0.0), stats, {bb, h, e.idx(StatFallback)});
+                e.store(eps, stats, {bb, h, e.idx(StatOutputBound)});
+              } else {
+                e.store(bound ? bound : e.nan(), stats,
+                        {bb, h, e.idx(StatOutputBound)});
               }
             });
           }

@@ -30,6 +30,9 @@ constexpr int64_t kLanes = 8;
 /// bound before it enters the certificate: it covers float32 rounding in
 /// the bound and in the partials, so eps_hat stays an upper bound.
 constexpr double kBoundMargin = 1.0 / 16384.0;
+/// Factor applied to the output-error bound: float32 sums of head_dim
+/// squares are off by at most head_dim * 2^-24 relative (2^-15 at 512).
+constexpr double kOutputBoundRoundUp = 1.0 + 1.0 / 4096.0;
 
 int64_t staticDim(Value v, int64_t i) {
   return cast<MemRefType>(v.getType()).getDimSize(i);
@@ -558,6 +561,64 @@ std::pair<Value, Value> mergeML(Emitter &e, Value pml, Value b, Value h) {
   return {m, z};
 }
 
+/// Writes vbox[b, g] of a certify op: the per-channel min and max over the
+/// value summaries of every page of sequence b with an omitted position.
+/// `marks` flags the units of the final set (pages or tokens).
+void emitValueBox(Emitter &e, CertifyOp op, Value marks, Value b, Value g,
+                  Value n, Value w) {
+  int64_t p = op.getPageSize();
+  int64_t d = staticDim(op.getVbox(), 3);
+  bool tokens = op.getGranularity() == Granularity::token;
+  RowOps row{e, d};
+  Value page = e.idx(p), anchor = e.idx(op.getAnchor());
+  Value zero8 = arith::ConstantIntOp::create(e.builder(), e.location(), 0, 8);
+  SmallVector<Value> init;
+  for (int64_t c = 0; c < row.chunks(); ++c)
+    init.push_back(row.splat(e.f32(std::numeric_limits<double>::infinity())));
+  for (int64_t c = 0; c < row.chunks(); ++c)
+    init.push_back(row.splat(e.negInf()));
+  auto box = e.forLoop(
+      e.idx(0), e.ceilDiv(n, page), e.idx(1), init,
+      [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+        // Candidate positions of page j against those the final set holds.
+        Value cand = unitCandidateCount(e, j, page, anchor, n, w);
+        Value covered;
+        if (tokens) {
+          Value t0 = e.mul(j, page);
+          covered = e.forLoop(
+              t0, e.mins(e.add(t0, page), n), e.idx(1), {e.idx(0)},
+              [&](Emitter &e, Value t, ValueRange cnt) -> SmallVector<Value> {
+                Value marked = e.ne(e.load(marks, {t}), zero8);
+                return {e.select(marked, e.add(cnt[0], e.idx(1)), cnt[0])};
+              })[0];
+        } else {
+          covered = e.select(e.ne(e.load(marks, {j}), zero8), cand, e.idx(0));
+        }
+        return e.ifElse(
+            e.gt(cand, covered), ValueRange(acc).getTypes(),
+            [&](Emitter &e) -> SmallVector<Value> {
+              RowOps row{e, d};
+              Value phys = e.loadIndex(op.getPageTable(), {b, j});
+              SmallVector<Value> lo = row.loadRow(
+                  op.getSummaries(), {phys, g, e.idx(VMin)});
+              SmallVector<Value> hi = row.loadRow(
+                  op.getSummaries(), {phys, g, e.idx(VMax)});
+              SmallVector<Value> out;
+              for (int64_t c = 0; c < row.chunks(); ++c)
+                out.push_back(e.fmin(acc[c], lo[c]));
+              for (int64_t c = 0; c < row.chunks(); ++c)
+                out.push_back(e.fmax(acc[row.chunks() + c], hi[c]));
+              return out;
+            },
+            [&](Emitter &) -> SmallVector<Value> {
+              return SmallVector<Value>(acc);
+            });
+      });
+  ArrayRef<Value> all(box);
+  row.storeRow(all.take_front(row.chunks()), op.getVbox(), {b, g, e.idx(0)});
+  row.storeRow(all.drop_front(row.chunks()), op.getVbox(), {b, g, e.idx(1)});
+}
+
 struct LowerCertify : OpRewritePattern<CertifyOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(CertifyOp op,
@@ -638,10 +699,14 @@ struct LowerCertify : OpRewritePattern<CertifyOp> {
                     });
               });
         };
+        // U / (Z + U); a bound that overflowed (inf / inf, NaN) is 1, so it
+        // never certifies.
         auto epsOf = [&](Emitter &e, Value uSum, Value z) {
           Value denom = e.fadd(z, uSum);
           Value pos = e.fcmp(arith::CmpFPredicate::OGT, denom, e.f64(0.0));
-          return e.select(pos, e.fdiv(uSum, denom), e.f64(0.0));
+          Value eps = e.select(pos, e.fdiv(uSum, denom), e.f64(0.0));
+          Value finite = e.fcmp(arith::CmpFPredicate::OLE, eps, e.f64(1.0));
+          return e.select(finite, eps, e.f64(1.0));
         };
         auto worst = [&](Emitter &e, ValueRange us) {
           Value m = e.f64(0.0);
@@ -690,17 +755,26 @@ struct LowerCertify : OpRewritePattern<CertifyOp> {
               });
           Value done = walk[0];
           extra = e.select(done, walk[1], e.idx(0));
-          fallback = e.bnot(done);
-          // Report a freshly summed bound for the final set.
+          // Sum the bound afresh for the final set and decide on it: the
+          // walk subtracts, and subtracting a dominant (or infinite) term
+          // cancels the rest.
           markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), one8);
           us = omitted(e);
-          markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), zero8);
+          Value fits =
+              e.fcmp(arith::CmpFPredicate::OLE, worst(e, us), e.f64(tau));
+          fallback = e.bnot(e.band(done, fits));
         }
+        // The marks now hold the final set: box the values it leaves out.
+        if (op.getVbox())
+          emitValueBox(e, op, marks, b, g, n, w);
+        if (tau > 0.0)
+          markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), zero8);
         markUnits(e, b, g, e.idx(0), e.idx(base), zero8);
-        e.store(e.toI32(extra), op.getExtra(), {b, g});
+        Value extraKept = e.select(fallback, e.idx(0), extra);
+        e.store(e.toI32(extraKept), op.getExtra(), {b, g});
         e.store(e.select(fallback, e.i32(1), e.i32(0)), op.getFallback(),
                 {b, g});
-        Value extraF = e.indexToF32(extra);
+        Value extraF = e.indexToF32(extraKept);
         Value fbF = e.select(fallback, e.f32(1.0), e.f32(0.0));
         for (int64_t i = 0; i < group; ++i) {
           Value eps = e.truncf(epsOf(e, us[i], zs[i]), e.builder().getF32Type());
@@ -719,6 +793,23 @@ struct LowerCertify : OpRewritePattern<CertifyOp> {
   }
 };
 
+/// eps_hat * sqrt(sum_c max(vmax_c - o_c, o_c - vmin_c, 0)^2) for the box
+/// vbox[b, g], rounded up so float32 rounding of the sum cannot shrink it.
+Value outputBound(Emitter &e, RowOps &row, ArrayRef<Value> o, Value vbox,
+                  Value b, Value g, Value epsHat) {
+  SmallVector<Value> lo = row.loadRow(vbox, {b, g, e.idx(0)});
+  SmallVector<Value> hi = row.loadRow(vbox, {b, g, e.idx(1)});
+  Value zero = row.splat(e.f32(0.0));
+  Value acc = zero;
+  for (int64_t c = 0; c < row.chunks(); ++c) {
+    Value far = e.fmax(e.fmax(e.fsub(hi[c], o[c]), e.fsub(o[c], lo[c])), zero);
+    acc = e.fma(far, far, acc);
+  }
+  Value dist = math::SqrtOp::create(e.builder(), e.location(),
+                                    row.reduceAdd(acc));
+  return e.fmul(e.fmul(epsHat, dist), e.f32(kOutputBoundRoundUp));
+}
+
 struct LowerMerge : OpRewritePattern<MergeOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MergeOp op,
@@ -728,6 +819,8 @@ struct LowerMerge : OpRewritePattern<MergeOp> {
     int64_t group = 1;
     if (op.getFallback())
       group = hq / staticDim(op.getFallback(), 1);
+    else if (op.getVbox())
+      group = hq / staticDim(op.getVbox(), 1);
     Value batch = e.dim(op.getOut(), 0);
     // (o, ml, isDense) for every partial set.
     SmallVector<std::tuple<Value, Value, bool>> sets;
@@ -798,11 +891,21 @@ struct LowerMerge : OpRewritePattern<MergeOp> {
           outRow.push_back(e.fmul(state[2 + c], invV));
         row.storeRow(outRow, op.getOut(), {b, h});
         if (Value stats = op.getStats()) {
-          e.store(state[1], stats, {b, h, e.idx(1)});
+          e.store(state[1], stats, {b, h, e.idx(StatAttended)});
           if (auto eps = op.getStatsEpsAttr()) {
-            e.store(e.f32(eps.getValueAsDouble()), stats, {b, h, e.idx(0)});
-            e.store(e.f32(0.0), stats, {b, h, e.idx(2)});
-            e.store(e.f32(0.0), stats, {b, h, e.idx(3)});
+            Value epsV = e.f32(eps.getValueAsDouble());
+            e.store(epsV, stats, {b, h, e.idx(StatEpsHat)});
+            e.store(e.f32(0.0), stats, {b, h, e.idx(StatExtra)});
+            e.store(e.f32(0.0), stats, {b, h, e.idx(StatFallback)});
+            e.store(epsV, stats, {b, h, e.idx(StatOutputBound)});
+          } else if (Value vbox = op.getVbox()) {
+            Value bound = outputBound(e, row, outRow, vbox, b,
+                                      e.divs(h, e.idx(group)),
+                                      e.load(stats, {b, h, e.idx(StatEpsHat)}));
+            e.store(e.select(useDense, e.f32(0.0), bound), stats,
+                    {b, h, e.idx(StatOutputBound)});
+          } else {
+            e.store(e.nan(), stats, {b, h, e.idx(StatOutputBound)});
           }
         }
       });

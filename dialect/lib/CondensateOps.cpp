@@ -509,6 +509,11 @@ LogicalResult CertifyOp::verify() {
       failed(sc.check(getFallback(), "fallback", {"B", "Hkv"})) ||
       failed(sc.check(getStats(), "stats",
                       {"B", "Hq", std::to_string(kStatsWidth)})) ||
+      failed(sc.check(getSummaries(), "summaries",
+                      {"NP", "Hkv", std::to_string(kSummarySlots), "D"})) ||
+      failed(sc.check(getPageTable(), "page_table", {"B", "MP"})) ||
+      failed(sc.check(getVbox(), "vbox",
+                      {"B", "Hkv", std::to_string(kValueBoxRows), "D"})) ||
       failed(sc.checkGroup()) || failed(sc.requireStatic({"Hq", "Hkv"})) ||
       failed(checkNonNegative(*this, "anchor", getAnchorAttr().getInt())) ||
       failed(checkNonNegative(*this, "window", getWindowAttr().getInt())) ||
@@ -528,6 +533,18 @@ LogicalResult CertifyOp::verify() {
   if (auto k = sc.get("K"); k && getBaseUnits() > *k)
     return emitOpError() << "budget mismatch: base_units " << getBaseUnits()
                          << " exceeds the " << *k << " index slots";
+  // The value box is computed from the page summaries through the page
+  // table: all three come together.
+  if (getVbox() && (!getSummaries() || !getPageTable()))
+    return emitOpError() << "'vbox' needs the 'summaries' and 'pages' "
+                            "operands it is computed from";
+  if (!getVbox() && (getSummaries() || getPageTable()))
+    return emitOpError() << "'" << (getSummaries() ? "summaries" : "pages")
+                         << "' is only read to compute 'vbox', which is "
+                            "missing";
+  // The box rows are read and written as head_dim vectors.
+  if (getVbox() && failed(sc.requireStatic({"D"})))
+    return failure();
   return success();
 }
 
@@ -573,7 +590,23 @@ LogicalResult MergeOp::verify() {
       failed(sc.check(getOut(), "out", {"B", "Hq", "D"})) ||
       failed(sc.check(getStats(), "stats",
                       {"B", "Hq", std::to_string(kStatsWidth)})) ||
+      failed(sc.check(getVbox(), "vbox",
+                      {"B", "Hkv", std::to_string(kValueBoxRows), "D"})) ||
       failed(sc.checkGroup()) || failed(sc.requireStatic({"Hq", "D"})))
     return failure();
+  if (getVbox()) {
+    // The output bound goes to stats[b, h, 4] and scales the eps_hat the
+    // certificate left in stats[b, h, 0].
+    if (!getStats())
+      return emitOpError() << "'vbox' needs the 'stats' operand: the output "
+                              "bound is written to stats[b, h, "
+                           << static_cast<int64_t>(StatOutputBound) << "]";
+    if (getStatsEpsAttr())
+      return emitOpError() << "'vbox' (a certificate ran) and 'stats_eps' "
+                              "(no certificate ran) are mutually exclusive";
+    if (ShapedType::isDynamic(getVbox().getType().getDimSize(1)))
+      return emitOpError() << "vbox must have a static key/value head count "
+                              "(dimension 1)";
+  }
   return success();
 }

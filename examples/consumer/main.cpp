@@ -47,7 +47,7 @@ int main() {
       return 1;
     }
   }
-  std::vector<float> q(8 * d), out(8 * d), stats(8 * 4);
+  std::vector<float> q(8 * d), out(8 * d), stats(8 * kAttentionStatsWidth);
   for (float &x : q)
     x = normal(rng);
   int32_t len = n;

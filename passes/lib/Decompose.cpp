@@ -140,7 +140,7 @@ private:
   void emitDense() {
     auto [po, pml] = emitDenseAttend(Value());
     MergeOp::create(b, loc, ValueRange{po, pml}, Value(), ValueRange{}, out,
-                    stats, b.getF32FloatAttr(0.0f));
+                    stats, Value(), b.getF32FloatAttr(0.0f));
   }
 
   void emitSparse(PolicyAttr policy) {
@@ -199,7 +199,7 @@ private:
 
     if (!certified) {
       MergeOp::create(b, loc, ValueRange{po, pml}, Value(), ValueRange{}, out,
-                      stats,
+                      stats, Value(),
                       b.getF32FloatAttr(std::numeric_limits<float>::quiet_NaN()));
       return;
     }
@@ -220,9 +220,17 @@ private:
     Value statsBuffer = stats;
     if (!statsBuffer)
       statsBuffer = alloc({dyn, runQHeads, kStatsWidth}, f32, {batch});
+    // The box of omitted values bounds the output error (stats column 4);
+    // it comes from the page summaries, so only with them and with stats.
+    Value vbox, boxSummaries, boxPages;
+    if (stats && summaries) {
+      vbox = alloc({dyn, runKVHeads, kValueBoxRows, d}, f32, {batch});
+      boxSummaries = summaries;
+      boxPages = op.getPageTable();
+    }
     CertifyOp::create(b, loc, gran, bounds, op.getLens(), windows, indices,
-                      po, pml, extraCount, fallback, statsBuffer, anchor,
-                      window, windowMax, pageSize,
+                      po, pml, extraCount, fallback, statsBuffer, boxSummaries,
+                      boxPages, vbox, anchor, window, windowMax, pageSize,
                       b.getI64IntegerAttr(topUnits),
                       b.getF64FloatAttr(policy.getTauValue()));
 
@@ -242,7 +250,7 @@ private:
     }
     auto [pod, pmld] = emitDenseAttend(fallback);
     MergeOp::create(b, loc, partials, fallback, ValueRange{pod, pmld}, out,
-                    statsBuffer, FloatAttr());
+                    statsBuffer, vbox, FloatAttr());
   }
 
   DecodeAttentionOp op;

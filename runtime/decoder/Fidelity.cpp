@@ -59,7 +59,8 @@ void AttentionStatsAccumulator::add(const float *stats, const int32_t *lens,
   for (int64_t l = 0; l < numLayers_; ++l)
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t h = 0; h < qHeads_; ++h) {
-        const float *s = stats + ((l * batch + b) * qHeads_ + h) * 4;
+        const float *s =
+            stats + ((l * batch + b) * qHeads_ + h) * kAttentionStatsWidth;
         ++count_;
         keysRead_ += double(s[1]) / double(lens[b]);
         const double tau = tau_[size_t(l * qHeads_ + h)];

@@ -209,8 +209,8 @@ struct GPUDecoder::Impl {
           reinterpret_cast<const int32_t *>(windows.address() + l * 4);
       at.summaries = reinterpret_cast<const float *>(L.summaries.address());
       at.out = reinterpret_cast<float *>(attn.address());
-      at.stats = reinterpret_cast<float *>(stats.address() +
-                                           l * cfg.qHeads * 4 * 4);
+      at.stats = reinterpret_cast<float *>(
+          stats.address() + l * cfg.qHeads * kAttentionStatsWidth * 4);
       CONDENSATE_RETURN_IF_ERROR(policy->attend(l, at, stream));
       CONDENSATE_RETURN_IF_ERROR(gemm(1, H(), qDim, attn.address(),
                                       L.wo.address(), x.address(), true));
@@ -402,8 +402,9 @@ GPUDecoder::create(std::shared_ptr<const LlamaWeights> weights,
   CONDENSATE_RETURN_IF_ERROR(
       alloc(std::max<int64_t>(T, cfg.numLayers) * 4, d.windows));
   CONDENSATE_RETURN_IF_ERROR(
-      alloc(cfg.numLayers * cfg.qHeads * 4 * 4, d.stats));
-  CONDENSATE_RETURN_IF_ERROR(alloc(T * cfg.qHeads * 4 * 4, d.prefillStats));
+      alloc(cfg.numLayers * cfg.qHeads * kAttentionStatsWidth * 4, d.stats));
+  CONDENSATE_RETURN_IF_ERROR(
+      alloc(T * cfg.qHeads * kAttentionStatsWidth * 4, d.prefillStats));
   // One sequence: pages in order. Prefill uses the same row T times.
   std::vector<int32_t> rowPages(d.maxPages);
   for (int64_t j = 0; j < d.maxPages; ++j)
@@ -417,7 +418,7 @@ GPUDecoder::create(std::shared_ptr<const LlamaWeights> weights,
     return Status::error("allocating the page tables failed");
   d.pageTable = pt.take();
   d.pageRows = pr.take();
-  d.hostStats.assign(cfg.numLayers * cfg.qHeads * 4, 0.0f);
+  d.hostStats.assign(cfg.numLayers * cfg.qHeads * kAttentionStatsWidth, 0.0f);
   d.hostWindows.assign(cfg.numLayers, 0);
   return std::unique_ptr<GPUDecoder>(new GPUDecoder(std::move(impl)));
 }

@@ -24,6 +24,18 @@ using mlir::ExecutionEngine;
 using mlir::ExecutionEngineOptions;
 namespace mc = mlir::condensate;
 
+// The runtime's public stats layout (Engine.h, free of MLIR) is the
+// dialect's.
+static_assert(condensate::kAttentionStatsWidth == mc::kStatsWidth);
+static_assert(int64_t(condensate::kStatEpsHat) == int64_t(mc::StatEpsHat) &&
+              int64_t(condensate::kStatAttended) ==
+                  int64_t(mc::StatAttended) &&
+              int64_t(condensate::kStatExtra) == int64_t(mc::StatExtra) &&
+              int64_t(condensate::kStatFallback) ==
+                  int64_t(mc::StatFallback) &&
+              int64_t(condensate::kStatOutputBound) ==
+                  int64_t(mc::StatOutputBound));
+
 namespace condensate {
 
 namespace {
@@ -275,7 +287,7 @@ Status CPUProgram::attend(int64_t layer, const AttentionArgs &a) const {
   auto win = describe<1>(windows, {a.batch});
   auto sum = describe<4>(a.summaries, {a.numPages, s.kvHeads, 5, s.headDim});
   auto out = describe<3>(a.out, {a.batch, s.qHeads, s.headDim});
-  auto stats = describe<3>(a.stats, {a.batch, s.qHeads, 4});
+  auto stats = describe<3>(a.stats, {a.batch, s.qHeads, kAttentionStatsWidth});
   impl->layers[layer](&q, &k, &v, &pt, &lens, &win, &sum, &out, &stats);
   return Status::success();
 }

@@ -397,6 +397,8 @@ Result<GPULibrary> compileGPULibrary(const std::string &text,
   return lib;
 }
 
+std::string libdevicePath() { return mlir::condensate::findLibdevice(); }
+
 Result<std::string> compileGPUModulesToPTX(const std::string &text,
                                            const std::string &bufferName,
                                            const std::string &chip) {

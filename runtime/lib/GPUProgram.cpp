@@ -215,7 +215,7 @@ std::vector<std::vector<int64_t>> attentionShapes(const ModelShape &s,
           {batch},
           {numPages, s.kvHeads, 5, s.headDim},
           {batch, s.qHeads, s.headDim},
-          {batch, s.qHeads, 4}};
+          {batch, s.qHeads, kAttentionStatsWidth}};
 }
 
 std::vector<std::vector<int64_t>> appendShapes(const ModelShape &s,

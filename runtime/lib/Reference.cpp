@@ -106,6 +106,7 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
   int64_t d = in.headDim, group = in.qHeads / in.kvHeads;
   Output result;
   result.out.assign(in.batch * in.qHeads * d, 0.0);
+  result.denseOut.assign(in.batch * in.qHeads * d, 0.0);
   result.heads.resize(in.batch * in.qHeads);
   result.baseUnits.resize(in.batch * in.kvHeads);
   result.extraUnits.resize(in.batch * in.kvHeads);
@@ -231,12 +232,16 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
             ms[i] = m;
             zs[i] = z;
           }
+          // U / (Z + U); a bound that overflowed (inf / inf) is 1, so it
+          // never certifies.
+          auto epsOf = [](double u, double z) {
+            double eps = z + u > 0 ? u / (z + u) : 0.0;
+            return eps <= 1.0 ? eps : 1.0;
+          };
           auto worstEps = [&]() {
             double worst = 0.0;
-            for (int64_t i = 0; i < group; ++i) {
-              double u = headMassTerms(i, ms[i]);
-              worst = std::max(worst, zs[i] + u > 0 ? u / (zs[i] + u) : 0.0);
-            }
+            for (int64_t i = 0; i < group; ++i)
+              worst = std::max(worst, epsOf(headMassTerms(i, ms[i]), zs[i]));
             return worst;
           };
           int64_t extra = 0;
@@ -270,13 +275,32 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
           for (int64_t i = 0; i < group; ++i) {
             HeadResult &hr = result.heads[b * in.qHeads + g * group + i];
             double u = headMassTerms(i, ms[i]);
-            hr.epsHat = fallback ? 0.0 : (zs[i] + u > 0 ? u / (zs[i] + u) : 0.0);
+            hr.epsHat = fallback ? 0.0 : epsOf(u, zs[i]);
             hr.extra = extra;
             hr.fallback = fallback;
           }
         }
       }
-      // Attention over the attended set, and the true omitted mass.
+      // The value box of the pages holding an omitted position, over the
+      // positions < n of each page, as the page summaries hold it.
+      std::vector<double> vmin(d, kInf), vmax(d, -kInf);
+      for (int64_t j = 0; j * in.pageSize < n; ++j) {
+        int64_t lo = j * in.pageSize, hi = std::min(n, lo + in.pageSize);
+        bool omits = false;
+        for (int64_t t = lo; t < hi; ++t)
+          omits |= !attended[t];
+        if (!omits)
+          continue;
+        for (int64_t t = lo; t < hi; ++t) {
+          const float *v = s.value(g, t);
+          for (int64_t c = 0; c < d; ++c) {
+            vmin[c] = std::min(vmin[c], static_cast<double>(v[c]));
+            vmax[c] = std::max(vmax[c], static_cast<double>(v[c]));
+          }
+        }
+      }
+      // Attention over the attended set, the true omitted mass and the
+      // true output error against dense attention.
       for (int64_t i = 0; i < group; ++i) {
         int64_t h = g * group + i;
         HeadResult &hr = result.heads[b * in.qHeads + h];
@@ -291,16 +315,19 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
         }
         double z = 0.0, omitted = 0.0;
         double *o = result.out.data() + (b * in.qHeads + h) * d;
+        std::vector<double> dense(d, 0.0); // unnormalised, every position
         hr.attended = 0;
         for (int64_t t = 0; t < n; ++t) {
           double e = std::exp(logits[t] - m);
+          const float *v = s.value(g, t);
+          for (int64_t c = 0; c < d; ++c)
+            dense[c] += e * v[c];
           if (!attended[t]) {
             omitted += e;
             continue;
           }
           ++hr.attended;
           z += e;
-          const float *v = s.value(g, t);
           for (int64_t c = 0; c < d; ++c)
             o[c] += e * v[c];
         }
@@ -308,6 +335,21 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
           for (int64_t c = 0; c < d; ++c)
             o[c] /= z;
         hr.epsTrue = (z + omitted) > 0 ? omitted / (z + omitted) : 0.0;
+        double *od = result.denseOut.data() + (b * in.qHeads + h) * d;
+        double far2 = 0.0, err2 = 0.0;
+        for (int64_t c = 0; c < d; ++c) {
+          // An empty box (nothing omitted) contributes 0.
+          double far = std::max({vmax[c] - o[c], o[c] - vmin[c], 0.0});
+          far2 += far * far;
+          od[c] = (z + omitted) > 0 ? dense[c] / (z + omitted) : 0.0;
+          err2 += (od[c] - o[c]) * (od[c] - o[c]);
+        }
+        hr.boxDistance = std::sqrt(far2);
+        hr.outErrTrue = std::sqrt(err2);
+        if (p.dense || hr.fallback)
+          hr.outBound = 0.0;
+        else
+          hr.outBound = hr.epsHat * hr.boxDistance; // NaN stays NaN
       }
     }
   }

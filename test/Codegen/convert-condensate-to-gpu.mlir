@@ -159,7 +159,7 @@ func.func @dense_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v: 
 // shared memory. It reads only the base partials' (m, l, count).
 // CHECK-LABEL: func.func @certify(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x?xf32>
-// CHECK: gpu.launch_func @condensate_kernels::@certify_certify blocks in (%c2{{(_[0-9]+)?}}, %[[B]], %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %arg2 : memref<?x2x6xi32>, %arg4 : memref<?x4x1x3xf32>, %arg5 : memref<?x2xi32>, %arg6 : memref<?x2xi32>, %arg7 : memref<?x4x4xf32>)
+// CHECK: gpu.launch_func @condensate_kernels::@certify_certify blocks in (%c2{{(_[0-9]+)?}}, %[[B]], %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %arg2 : memref<?x2x6xi32>, %arg4 : memref<?x4x1x3xf32>, %arg5 : memref<?x2xi32>, %arg6 : memref<?x2xi32>, %arg7 : memref<?x4x5xf32>)
 // CHECK: gpu.func @certify_certify({{.*}}) workgroup(%{{.*}} : memref<2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[Z:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[U:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<2xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
 // CHECK: arith.extf %{{.*}} : f32 to f64
 // CHECK: gpu.barrier
@@ -169,14 +169,14 @@ func.func @dense_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v: 
 // CHECK: gpu.barrier
 // Per head: eps_hat, extra count and fallback flag into stats columns 0, 2, 3
 // (the merge writes column 1); then the group's extra count and fallback.
-// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %c0{{(_[0-9]+)?}}] : memref<?x4x4xf32>
-// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %c2{{(_[0-9]+)?}}] : memref<?x4x4xf32>
-// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %c3{{(_[0-9]+)?}}] : memref<?x4x4xf32>
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %c0{{(_[0-9]+)?}}] : memref<?x4x5xf32>
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %c2{{(_[0-9]+)?}}] : memref<?x4x5xf32>
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %c3{{(_[0-9]+)?}}] : memref<?x4x5xf32>
 // CHECK: memref.store %{{.*}}, %arg4[%[[BB:.*]], %[[G:.*]]] : memref<?x2xi32>
 // CHECK: memref.store %{{.*}}, %arg5[%[[BB]], %[[G]]] : memref<?x2xi32>
 // CHECK: gpu.return
-func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x64xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
-  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x64xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x64xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x64xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
   return
 }
 
@@ -188,8 +188,8 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2
 // CHECK: %[[B:.*]] = memref.dim %arg2, %c0 : memref<?x4x64xf32>
 // CHECK: %[[ROWS:.*]] = arith.muli %[[B]], %c4 : index
 // CHECK: %[[NB:.*]] = arith.ceildivsi %[[ROWS]], %c4{{.*}} : index
-// CHECK: gpu.launch_func @condensate_kernels::@merge_merge blocks in (%[[NB]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x2x64xf32>, %arg1 : memref<?x4x2x3xf32>, %arg2 : memref<?x4x64xf32>, %arg3 : memref<?x4x4xf32>)
-// CHECK: gpu.func @merge_merge(%{{.*}}: memref<?x4x2x64xf32>, %{{.*}}: memref<?x4x2x3xf32>, %{{.*}}: memref<?x4x64xf32>, %{{.*}}: memref<?x4x4xf32>) kernel {
+// CHECK: gpu.launch_func @condensate_kernels::@merge_merge blocks in (%[[NB]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x2x64xf32>, %arg1 : memref<?x4x2x3xf32>, %arg2 : memref<?x4x64xf32>, %arg3 : memref<?x4x5xf32>)
+// CHECK: gpu.func @merge_merge(%{{.*}}: memref<?x4x2x64xf32>, %{{.*}}: memref<?x4x2x3xf32>, %{{.*}}: memref<?x4x64xf32>, %{{.*}}: memref<?x4x5xf32>) kernel {
 // CHECK: gpu.shuffle xor %{{.*}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c8_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
@@ -198,10 +198,70 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2
 // CHECK: vector.load %arg0[{{.*}}] {alignment = 8 : i64} : memref<?x4x2x64xf32>, vector<2xf32>
 // CHECK: math.exp %{{.*}} fastmath<afn> : f32
 // CHECK: vector.store %{{.*}}, %arg2[{{.*}}] : memref<?x4x64xf32>, vector<2xf32>
-// CHECK: memref.store %{{.*}}, %arg3[%{{.*}}, %{{.*}}, %c1{{.*}}] : memref<?x4x4xf32>
+// CHECK: memref.store %{{.*}}, %arg3[%{{.*}}, %{{.*}}, %c1{{.*}}] : memref<?x4x5xf32>
+// stats_eps = 0 goes to both bounds (columns 0 and 4).
+// CHECK: memref.store %[[EPS:.*]], %arg3[%{{.*}}, %{{.*}}, %c0{{.*}}] : memref<?x4x5xf32>
+// CHECK: memref.store %[[EPS]], %arg3[%{{.*}}, %{{.*}}, %c4{{.*}}] : memref<?x4x5xf32>
 // CHECK: gpu.return
-func.func @merge(%po: memref<?x4x2x64xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x64xf32>, %st: memref<?x4x4xf32>) {
-  condensate.merge partials(%po, %pml : memref<?x4x2x64xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x64xf32>) stats(%st : memref<?x4x4xf32>) {stats_eps = 0.0 : f32}
+func.func @merge(%po: memref<?x4x2x64xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x64xf32>, %st: memref<?x4x5xf32>) {
+  condensate.merge partials(%po, %pml : memref<?x4x2x64xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x64xf32>) stats(%st : memref<?x4x5xf32>) {stats_eps = 0.0 : f32}
+  return
+}
+
+// -----
+
+// The value box: after the extra/fallback decision, threads split into 4
+// rows of 64 channels (head_dim 64, 256 threads); row r walks pages r, r+4,
+// ... and folds the value min/max summaries of pages with an omitted
+// position into registers; the rows meet in shared memory behind a barrier
+// and the channel's min/max over rows goes to vbox[b, g].
+// CHECK-LABEL: func.func @certify_box(
+// CHECK: gpu.launch_func @condensate_kernels::@certify_box_certify blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args({{.*}}, %arg7 : memref<?x4x5xf32>, %arg8 : memref<?x2x5x64xf32>, %arg9 : memref<?x?xi32>, %arg10 : memref<?x2x2x64xf32>)
+// CHECK: gpu.func @certify_box_certify({{.*}}, %[[S:.*]]: memref<?x2x5x64xf32>, %[[PT:.*]]: memref<?x?xi32>, %[[VB:.*]]: memref<?x2x2x64xf32>) workgroup({{.*}}, %[[SMB:.*]] : memref<4x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: %[[ROW:.*]] = arith.divsi %{{.*}}, %c64{{(_[0-9]+)?}} : index
+// CHECK: %[[CH:.*]] = arith.remsi %{{.*}}, %c64{{(_[0-9]+)?}} : index
+// CHECK: scf.if
+// CHECK: %[[NP:.*]] = arith.ceildivsi %{{.*}}, %c16{{(_[0-9]+)?}} : index
+// CHECK: scf.for %[[J:.*]] = %[[ROW]] to %[[NP]] step %c4{{(_[0-9]+)?}} iter_args({{.*}}) -> (f32, f32) {
+// CHECK: memref.load %[[PT]][%{{.*}}, %[[J]]] : memref<?x?xi32>
+// CHECK: memref.load %[[S]][%{{.*}}, %{{.*}}, %c3{{(_[0-9]+)?}}, %{{.*}}] : memref<?x2x5x64xf32>
+// CHECK: memref.load %[[S]][%{{.*}}, %{{.*}}, %c4{{(_[0-9]+)?}}, %{{.*}}] : memref<?x2x5x64xf32>
+// CHECK: arith.minimumf
+// CHECK: arith.maximumf
+// CHECK: memref.store %{{.*}}, %[[SMB]][%[[ROW]], %c0{{(_[0-9]+)?}}, %{{.*}}] : memref<4x2x64xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %{{.*}}, %[[SMB]][%[[ROW]], %c1{{(_[0-9]+)?}}, %{{.*}}] : memref<4x2x64xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[SMB]][%c3{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %{{.*}}] : memref<4x2x64xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %{{.*}}, %[[VB]][%{{.*}}, %{{.*}}, %c0{{(_[0-9]+)?}}, %{{.*}}] : memref<?x2x2x64xf32>
+// CHECK: memref.store %{{.*}}, %[[VB]][%{{.*}}, %{{.*}}, %c1{{(_[0-9]+)?}}, %{{.*}}] : memref<?x2x2x64xf32>
+// CHECK: gpu.return
+func.func @certify_box(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x64xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x5x64xf32>, %pt: memref<?x?xi32>, %vb: memref<?x2x2x64xf32>) {
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x64xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x5x64xf32>) pages(%pt : memref<?x?xi32>) vbox(%vb : memref<?x2x2x64xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+// The output bound in the merge: each lane's 2 channels against the box of
+// its group, summed over the warp by xor shuffles (all lanes), then lane 0
+// writes eps_hat * sqrt(sum) to stats column 4.
+// CHECK-LABEL: func.func @merge_box(
+// CHECK: gpu.func @merge_box_merge({{.*}}, %[[ST:.*]]: memref<?x4x5xf32>, %[[VB:.*]]: memref<?x2x2x64xf32>) kernel {
+// CHECK: vector.store %[[O:.*]], %{{.*}}[{{.*}}] : memref<?x4x64xf32>, vector<2xf32>
+// CHECK: %[[LO:.*]] = vector.load %[[VB]][%{{.*}}, %{{.*}}, %c0{{(_[0-9]+)?}}, %{{.*}}] {alignment = 8 : i64} : memref<?x2x2x64xf32>, vector<2xf32>
+// CHECK: %[[HI:.*]] = vector.load %[[VB]][%{{.*}}, %{{.*}}, %c1{{(_[0-9]+)?}}, %{{.*}}] {alignment = 8 : i64} : memref<?x2x2x64xf32>, vector<2xf32>
+// CHECK-DAG: arith.subf %[[HI]], %[[O]] : vector<2xf32>
+// CHECK-DAG: arith.subf %[[O]], %[[LO]] : vector<2xf32>
+// CHECK: gpu.shuffle xor %{{.*}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: %[[DIST:.*]] = math.sqrt %{{.*}} : f32
+// CHECK: %[[EPS:.*]] = memref.load %[[ST]][%{{.*}}, %{{.*}}, %c0{{(_[0-9]+)?}}] : memref<?x4x5xf32>
+// CHECK: arith.mulf %[[EPS]], %[[DIST]] : f32
+// CHECK: memref.store %{{.*}}, %[[ST]][%{{.*}}, %{{.*}}, %c1{{(_[0-9]+)?}}] : memref<?x4x5xf32>
+// CHECK: memref.store %{{.*}}, %[[ST]][%{{.*}}, %{{.*}}, %c4{{(_[0-9]+)?}}] : memref<?x4x5xf32>
+// CHECK: gpu.return
+func.func @merge_box(%po: memref<?x4x2x64xf32>, %pml: memref<?x4x2x3xf32>, %f: memref<?x2xi32>, %pod: memref<?x4x3x64xf32>, %pmld: memref<?x4x3x3xf32>, %o: memref<?x4x64xf32>, %st: memref<?x4x5xf32>, %vb: memref<?x2x2x64xf32>) {
+  condensate.merge partials(%po, %pml : memref<?x4x2x64xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pod, %pmld : memref<?x4x3x64xf32>, memref<?x4x3x3xf32>) out(%o : memref<?x4x64xf32>) stats(%st : memref<?x4x5xf32>) vbox(%vb : memref<?x2x2x64xf32>)
   return
 }
 

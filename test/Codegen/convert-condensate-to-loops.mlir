@@ -224,13 +224,13 @@ func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: m
 // CHECK: memref.store %{{.*}}, %arg5[%{{.*}}, %[[G]]] : memref<?x2xi32>
 // CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %[[G]]] : memref<?x2xi32>
 // CHECK: arith.truncf %{{.*}} : f64 to f32
-// CHECK: memref.store %{{.*}}, %arg7[%{{.*}}, %{{.*}}, %c0] : memref<?x4x4xf32>
-// CHECK: memref.store %{{.*}}, %arg7[%{{.*}}, %{{.*}}, %c2] : memref<?x4x4xf32>
-// CHECK: memref.store %{{.*}}, %arg7[%{{.*}}, %{{.*}}, %c3] : memref<?x4x4xf32>
+// CHECK: memref.store %{{.*}}, %arg7[%{{.*}}, %{{.*}}, %c0] : memref<?x4x5xf32>
+// CHECK: memref.store %{{.*}}, %arg7[%{{.*}}, %{{.*}}, %c2] : memref<?x4x5xf32>
+// CHECK: memref.store %{{.*}}, %arg7[%{{.*}}, %{{.*}}, %c3] : memref<?x4x5xf32>
 // CHECK: memref.dealloc %[[MARKS]] : memref<?xi8>
 // CHECK-NOT: condensate.
-func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
-  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
   return
 }
 
@@ -252,14 +252,15 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2
 // CHECK: arith.divf
 // CHECK: vector.store %{{.*}}, %arg5[%[[B]], %[[H]], %c0] : memref<?x4x16xf32>, vector<8xf32>
 // CHECK: vector.store %{{.*}}, %arg5[%[[B]], %[[H]], %c8] : memref<?x4x16xf32>, vector<8xf32>
-// CHECK: memref.store %{{.*}}, %arg6[%[[B]], %[[H]], %c1] : memref<?x4x4xf32>
-// stats_eps = 0: the bound, extra and fallback entries are zero.
-// CHECK: memref.store %[[Z:.*]], %arg6[%[[B]], %[[H]], %c0] : memref<?x4x4xf32>
-// CHECK: memref.store %[[Z]], %arg6[%[[B]], %[[H]], %c2] : memref<?x4x4xf32>
-// CHECK: memref.store %[[Z]], %arg6[%[[B]], %[[H]], %c3] : memref<?x4x4xf32>
+// CHECK: memref.store %{{.*}}, %arg6[%[[B]], %[[H]], %c1] : memref<?x4x5xf32>
+// stats_eps = 0: both bounds, extra and fallback entries are zero.
+// CHECK: memref.store %[[Z:.*]], %arg6[%[[B]], %[[H]], %c0] : memref<?x4x5xf32>
+// CHECK: memref.store %[[Z]], %arg6[%[[B]], %[[H]], %c2] : memref<?x4x5xf32>
+// CHECK: memref.store %[[Z]], %arg6[%[[B]], %[[H]], %c3] : memref<?x4x5xf32>
+// CHECK: memref.store %[[Z]], %arg6[%[[B]], %[[H]], %c4] : memref<?x4x5xf32>
 // CHECK-NOT: condensate.
-func.func @merge(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f: memref<?x2xi32>, %pod: memref<?x4x3x16xf32>, %pmld: memref<?x4x3x3xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
-  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pod, %pmld : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {stats_eps = 0.0 : f32}
+func.func @merge(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f: memref<?x2xi32>, %pod: memref<?x4x3x16xf32>, %pmld: memref<?x4x3x3xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>) {
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pod, %pmld : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) {stats_eps = 0.0 : f32}
   return
 }
 
@@ -298,5 +299,80 @@ func.func @append_kv(%kn: memref<?x2x16xf32>, %vn: memref<?x2x16xf32>, %k: memre
 func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
   // expected-error@+1 {{'condensate.decode_attention' op must be decomposed before lowering to loops (run condensate-decompose)}}
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// The value box of a token-level certificate: per page of the context, the
+// candidate positions against the marked (selected) tokens in the page; a
+// page with an omitted token folds its value min/max summaries (slots 3
+// and 4, read through the page table) into the box, which starts empty.
+// CHECK-LABEL: func.func @certify_box
+// CHECK-DAG: %[[INF:.*]] = arith.constant 0x7F800000 : f32
+// CHECK-DAG: %[[NINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: %[[MARKS:.*]] = memref.alloc(%{{.*}}) : memref<?xi8>
+// CHECK: %[[LO0:.*]] = vector.broadcast %[[INF]] : f32 to vector<8xf32>
+// CHECK: %[[HI0:.*]] = vector.broadcast %[[NINF]] : f32 to vector<8xf32>
+// CHECK: %[[NP:.*]] = arith.ceildivsi %{{.*}}, %c16 : index
+// CHECK: %[[BOX:.*]]:4 = scf.for %[[J:.*]] = %c0 to %[[NP]] step %c1 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// CHECK: %[[SEL:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %c0) -> (index) {
+// CHECK: memref.load %[[MARKS]]
+// CHECK: %[[OMIT:.*]] = arith.cmpi sgt, %{{.*}}, %[[SEL]] : index
+// CHECK: scf.if %[[OMIT]] -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// CHECK: %[[PG:.*]] = memref.load %arg9[%{{.*}}, %[[J]]] : memref<?x?xi32>
+// CHECK: %[[P:.*]] = arith.index_cast %[[PG]] : i32 to index
+// CHECK: vector.load %arg8[%[[P]], %{{.*}}, %c3, %c0] : memref<?x2x5x16xf32>, vector<8xf32>
+// CHECK: vector.load %arg8[%[[P]], %{{.*}}, %c4, %c8] : memref<?x2x5x16xf32>, vector<8xf32>
+// CHECK: arith.minimumf
+// CHECK: arith.maximumf
+// CHECK: vector.store %[[BOX]]#0, %arg10[%{{.*}}, %{{.*}}, %c0, %c0] : memref<?x2x2x16xf32>, vector<8xf32>
+// CHECK: vector.store %[[BOX]]#3, %arg10[%{{.*}}, %{{.*}}, %c1, %c8] : memref<?x2x2x16xf32>, vector<8xf32>
+// CHECK: memref.dealloc %[[MARKS]] : memref<?xi8>
+func.func @certify_box(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x5x16xf32>, %pt: memref<?x?xi32>, %vb: memref<?x2x2x16xf32>) {
+  condensate.certify token scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?x?xi32>) vbox(%vb : memref<?x2x2x16xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+// The output bound after a certificate: the squared distance from the
+// written output to the far corner of the group's box, times the eps_hat
+// the certificate left in column 0, rounded up; 0 after a dense fallback.
+// CHECK-LABEL: func.func @merge_box
+// CHECK-DAG: %[[UP:.*]] = arith.constant 1.00024414 : f32
+// CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: scf.for %[[H:.*]] = %c0 to %c4 step %c1 {
+// CHECK: %[[FB:.*]] = arith.cmpi ne, %{{.*}}, %c0_i32 : i32
+// CHECK: vector.store %[[O0:.*]], %arg5[%[[B]], %[[H]], %c0] : memref<?x4x16xf32>, vector<8xf32>
+// CHECK: memref.store %{{.*}}, %arg6[%[[B]], %[[H]], %c1] : memref<?x4x5xf32>
+// CHECK: %[[EPS:.*]] = memref.load %arg6[%[[B]], %[[H]], %c0] : memref<?x4x5xf32>
+// CHECK: %[[G:.*]] = arith.divsi %[[H]], %c2 : index
+// CHECK: %[[LO:.*]] = vector.load %arg7[%[[B]], %[[G]], %c0, %c0] : memref<?x2x2x16xf32>, vector<8xf32>
+// CHECK: %[[HI:.*]] = vector.load %arg7[%[[B]], %[[G]], %c1, %c0] : memref<?x2x2x16xf32>, vector<8xf32>
+// CHECK-DAG: arith.subf %[[O0]], %[[LO]] : vector<8xf32>
+// CHECK-DAG: arith.subf %[[HI]], %[[O0]] : vector<8xf32>
+// CHECK: math.fma
+// CHECK: %[[SUM:.*]] = vector.reduction <add>
+// CHECK: %[[DIST:.*]] = math.sqrt %[[SUM]] : f32
+// CHECK: %[[PROD:.*]] = arith.mulf %[[EPS]], %[[DIST]] : f32
+// CHECK: %[[UPB:.*]] = arith.mulf %[[PROD]], %[[UP]] : f32
+// CHECK: %[[BOUND:.*]] = arith.select %[[FB]], %{{.*}}, %[[UPB]] : f32
+// CHECK: memref.store %[[BOUND]], %arg6[%[[B]], %[[H]], %c4] : memref<?x4x5xf32>
+func.func @merge_box(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f: memref<?x2xi32>, %pod: memref<?x4x3x16xf32>, %pmld: memref<?x4x3x3xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>, %vb: memref<?x2x2x16xf32>) {
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pod, %pmld : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) vbox(%vb : memref<?x2x2x16xf32>)
+  return
+}
+
+// -----
+
+// A certificate ran but left no box (no summaries): the output bound is
+// NaN, "not computed".
+// CHECK-LABEL: func.func @merge_no_box
+// CHECK-DAG: %[[NAN:.*]] = arith.constant 0x7FC00000 : f32
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %c1] : memref<?x4x5xf32>
+// CHECK-NEXT: memref.store %[[NAN]], %arg6[%{{.*}}, %{{.*}}, %c4] : memref<?x4x5xf32>
+func.func @merge_no_box(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f: memref<?x2xi32>, %pod: memref<?x4x3x16xf32>, %pmld: memref<?x4x3x3xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>) {
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pod, %pmld : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>)
   return
 }

@@ -435,9 +435,10 @@ func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?x
 
 // -----
 
-func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>, %st: memref<?x4x3xf32>) {
-  // expected-error@+1 {{'condensate.decode_attention' op operand 'stats' dimension 2 must be 4, got 3}}
-  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x3xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
+// The stats of before the output bound (4 entries) are rejected.
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
+  // expected-error@+1 {{'condensate.decode_attention' op operand 'stats' dimension 2 must be 5, got 4}}
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
   return
 }
 
@@ -1102,73 +1103,155 @@ func.func @f(%q: memref<?x4x4xf32>, %k: memref<?x2x16x4xf32>, %pt: memref<?x?xi3
 
 // -----
 
-func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
   // expected-error@+1 {{'condensate.certify' op budget mismatch: base_units 7 exceeds the 6 index slots}}
-  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 7 : i64, tau = 1.0e-4 : f64}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 7 : i64, tau = 1.0e-4 : f64}
   return
 }
 
 // -----
 
-func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
   // expected-error@+1 {{'condensate.certify' op tau must be in [0, 1), got 1.5}}
-  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.5 : f64}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.5 : f64}
   return
 }
 
 // -----
 
-func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
   // expected-error@+1 {{'condensate.certify' op window_max (0) must be >= window (64)}}
-  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 0 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 0 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
   return
 }
 
 // -----
 
-func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
   // expected-error@+1 {{'condensate.certify' op base_units must be >= 0, got -4}}
-  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = -4 : i64, tau = 1.0e-4 : f64}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = -4 : i64, tau = 1.0e-4 : f64}
   return
 }
 
 // -----
 
-func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x3xi32>, %st: memref<?x4x4xf32>) {
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x3xi32>, %st: memref<?x4x5xf32>) {
   // expected-error@+1 {{'condensate.certify' op key/value head count mismatch: 'indices' has 2 but 'fallback' has 3}}
-  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x3xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x3xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
   return
 }
 
 // -----
 
-func.func @f(%sc: memref<?x4x10xf32>, %sc2: memref<?x4x12xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+func.func @f(%sc: memref<?x4x10xf32>, %sc2: memref<?x4x12xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
   // expected-error@+1 {{'condensate.certify' op page_size must be a power of two, got 3}}
-  condensate.certify page scores(%sc : memref<?x4x10xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 3 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  condensate.certify page scores(%sc : memref<?x4x10xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 3 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
   return
 }
 
 // -----
 
-func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x2x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x2x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
   // expected-error@+1 {{'condensate.certify' op dimension S mismatch: 'partial_o' has 1 but 'partial_ml' has 2}}
-  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x2x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x2x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
   return
 }
 
 // -----
 
-func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
   // expected-error@+1 {{'condensate.certify' op window_max (-1) must be >= window (64)}}
-  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = -1 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = -1 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
   return
 }
 
 // -----
 
-func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x?x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x?xi32>, %st: memref<?x4x4xf32>) {
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x?x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x?xi32>, %st: memref<?x4x5xf32>) {
   // expected-error@+1 {{'condensate.certify' op key/value head count must be static in a stage op (run condensate-specialize)}}
-  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x?x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x?xi32>) fallback(%e : memref<?x?xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x?x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x?xi32>) fallback(%e : memref<?x?xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+// The value box is computed from the page summaries through the page table.
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>, %vb: memref<?x2x2x16xf32>) {
+  // expected-error@+1 {{'condensate.certify' op 'vbox' needs the 'summaries' and 'pages' operands it is computed from}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) vbox(%vb : memref<?x2x2x16xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x5x16xf32>, %vb: memref<?x2x2x16xf32>) {
+  // expected-error@+1 {{'condensate.certify' op 'vbox' needs the 'summaries' and 'pages' operands it is computed from}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x5x16xf32>) vbox(%vb : memref<?x2x2x16xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x5x16xf32>, %pt: memref<?x?xi32>) {
+  // expected-error@+1 {{'condensate.certify' op 'summaries' is only read to compute 'vbox', which is missing}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?x?xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>, %pt: memref<?x?xi32>) {
+  // expected-error@+1 {{'condensate.certify' op 'pages' is only read to compute 'vbox', which is missing}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) pages(%pt : memref<?x?xi32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+// A box has two rows: min and max.
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x5x16xf32>, %pt: memref<?x?xi32>, %vb: memref<?x2x3x16xf32>) {
+  // expected-error@+1 {{'condensate.certify' op operand 'vbox' dimension 2 must be 2, got 3}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?x?xi32>) vbox(%vb : memref<?x2x3x16xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x5x16xf32>, %pt: memref<?x?xi32>, %vb: memref<?x3x2x16xf32>) {
+  // expected-error@+1 {{'condensate.certify' op key/value head count mismatch: 'indices' has 2 but 'vbox' has 3}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?x?xi32>) vbox(%vb : memref<?x3x2x16xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x5x16xf32>, %pt: memref<?x?xi32>, %vb: memref<?x2x2x32xf32>) {
+  // expected-error@+1 {{'condensate.certify' op head_dim mismatch: 'summaries' has 16 but 'vbox' has 32}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?x?xi32>) vbox(%vb : memref<?x2x2x32xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x4x16xf32>, %pt: memref<?x?xi32>, %vb: memref<?x2x2x16xf32>) {
+  // expected-error@+1 {{'condensate.certify' op operand 'summaries' dimension 2 must be 5, got 4}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x4x16xf32>) pages(%pt : memref<?x?xi32>) vbox(%vb : memref<?x2x2x16xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x5x?xf32>, %pt: memref<?x?xi32>, %vb: memref<?x2x2x?xf32>) {
+  // expected-error@+1 {{'condensate.certify' op head_dim must be static in a stage op (run condensate-specialize)}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x5x?xf32>) pages(%pt : memref<?x?xi32>) vbox(%vb : memref<?x2x2x?xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x5x16xf32>, %pt: memref<?xi32>, %vb: memref<?x2x2x16xf32>) {
+  // expected-error@+1 {{'condensate.certify' op operand 'page_table' must have rank 2 (B x MP), got 'memref<?xi32>'}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?xi32>) vbox(%vb : memref<?x2x2x16xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
   return
 }
 
@@ -1188,7 +1271,7 @@ func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x
 
 func.func @f(%o: memref<?x4x16xf32>) {
   // expected-error@+1 {{'condensate.merge' op partials must be non-empty (o, ml) pairs, got 0 buffers}}
-  "condensate.merge"(%o) <{operandSegmentSizes = array<i32: 0, 0, 0, 1, 0>}> : (memref<?x4x16xf32>) -> ()
+  "condensate.merge"(%o) <{operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 0>}> : (memref<?x4x16xf32>) -> ()
   return
 }
 
@@ -1307,9 +1390,9 @@ func.func @f(%po: memref<?x?x1x16xf32>, %pml: memref<?x?x1x3xf32>, %o: memref<?x
 
 // -----
 
-func.func @certify_dynamic_slots(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x?xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x4xf32>) {
+func.func @certify_dynamic_slots(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x?xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
   // expected-error@+1 {{'condensate.certify' op indices must have a static unit count (dimension 2)}}
-  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x?xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x4xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x?xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
   return
 }
 
@@ -1326,5 +1409,62 @@ func.func @merge_dynamic_fallback(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x
 func.func @merge_dynamic_splits(%po: memref<?x4x?x16xf32>, %pml: memref<?x4x?x3xf32>, %o: memref<?x4x16xf32>) {
   // expected-error@+1 {{'condensate.merge' op partials must have a static split count}}
   condensate.merge partials(%po, %pml : memref<?x4x?x16xf32>, memref<?x4x?x3xf32>) out(%o : memref<?x4x16xf32>)
+  return
+}
+
+// -----
+
+// The output bound goes to stats column 4.
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x16xf32>, %vb: memref<?x2x2x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op 'vbox' needs the 'stats' operand: the output bound is written to stats[b, h, 4]}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x16xf32>) vbox(%vb : memref<?x2x2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>, %vb: memref<?x2x2x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op 'vbox' (a certificate ran) and 'stats_eps' (no certificate ran) are mutually exclusive}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) vbox(%vb : memref<?x2x2x16xf32>) {stats_eps = 0.0 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>, %vb: memref<?x?x2x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op vbox must have a static key/value head count (dimension 1)}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) vbox(%vb : memref<?x?x2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x16xf32>, %f: memref<?x2xi32>, %pod: memref<?x4x16x16xf32>, %pmld: memref<?x4x16x3xf32>, %st: memref<?x4x5xf32>, %vb: memref<?x4x2x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op key/value head count mismatch: 'fallback' has 2 but 'vbox' has 4}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pod, %pmld : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) vbox(%vb : memref<?x4x2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>, %vb: memref<?x2x2x8xf32>) {
+  // expected-error@+1 {{'condensate.merge' op head_dim mismatch: 'partials[0]' has 16 but 'vbox' has 8}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) vbox(%vb : memref<?x2x2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>, %vb: memref<?x3x2x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op GQA ratio: 4 query heads is not a multiple of 3 key/value heads}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) vbox(%vb : memref<?x3x2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>, %vb: memref<?x2x1x16xf32>) {
+  // expected-error@+1 {{'condensate.merge' op operand 'vbox' dimension 2 must be 2, got 1}}
+  condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) vbox(%vb : memref<?x2x1x16xf32>)
   return
 }

@@ -41,22 +41,22 @@ condensate.model @m2 layers = 30, q_heads = 9, kv_heads = 3, head_dim = 64,
 
 // Every optional operand, per-head policies and a spec.
 // CHECK-LABEL: func.func @decode_full
-// CHECK-SAME: (%[[Q:.*]]: memref<?x4x16xf32>, %[[K:.*]]: memref<?x2x16x16xf16>, %[[V:.*]]: memref<?x2x16x16xf16>, %[[PT:.*]]: memref<?x?xi32>, %[[LEN:.*]]: memref<?xi32>, %[[W:.*]]: memref<?xi32>, %[[S:.*]]: memref<?x2x5x16xf32>, %[[O:.*]]: memref<?x4x16xf32>, %[[ST:.*]]: memref<?x4x4xf32>)
-// CHECK: condensate.decode_attention q(%[[Q]] : memref<?x4x16xf32>) kv(%[[K]], %[[V]] : memref<?x2x16x16xf16>) pages(%[[PT]] : memref<?x?xi32>) lens(%[[LEN]] : memref<?xi32>) windows(%[[W]] : memref<?xi32>) summaries(%[[S]] : memref<?x2x5x16xf32>) out(%[[O]] : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x4xf32>)
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x16xf32>, %[[K:.*]]: memref<?x2x16x16xf16>, %[[V:.*]]: memref<?x2x16x16xf16>, %[[PT:.*]]: memref<?x?xi32>, %[[LEN:.*]]: memref<?xi32>, %[[W:.*]]: memref<?xi32>, %[[S:.*]]: memref<?x2x5x16xf32>, %[[O:.*]]: memref<?x4x16xf32>, %[[ST:.*]]: memref<?x4x5xf32>)
+// CHECK: condensate.decode_attention q(%[[Q]] : memref<?x4x16xf32>) kv(%[[K]], %[[V]] : memref<?x2x16x16xf16>) pages(%[[PT]] : memref<?x?xi32>) lens(%[[LEN]] : memref<?xi32>) windows(%[[W]] : memref<?xi32>) summaries(%[[S]] : memref<?x2x5x16xf32>) out(%[[O]] : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x5xf32>)
 // CHECK-SAME: {head_policies = [#condensate.dense, #condensate.policy<anchor = 1, window = 16, window_max = 64, topk = 48, selector = block_mean, tau = strict, max_extra = 2>],
 // CHECK-SAME: policy = #condensate.policy<anchor = 0, window = 32, topk = 16>, scale = 2.500000e-01 : f32,
 // CHECK-SAME: spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f16, top_units = 3, extra_units = 2, splits = 2, target = sm_90>}
-// GENERIC: "condensate.decode_attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{head_policies = {{.*}}, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1>, policy = {{.*}}}> : (memref<?x4x16xf32>, memref<?x2x16x16xf16>, memref<?x2x16x16xf16>, memref<?x?xi32>, memref<?xi32>, memref<?xi32>, memref<?x2x5x16xf32>, memref<?x4x16xf32>, memref<?x4x4xf32>) -> ()
+// GENERIC: "condensate.decode_attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{head_policies = {{.*}}, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1>, policy = {{.*}}}> : (memref<?x4x16xf32>, memref<?x2x16x16xf16>, memref<?x2x16x16xf16>, memref<?x?xi32>, memref<?xi32>, memref<?xi32>, memref<?x2x5x16xf32>, memref<?x4x16xf32>, memref<?x4x5xf32>) -> ()
 func.func @decode_full(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>,
                        %v: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>,
                        %len: memref<?xi32>, %w: memref<?xi32>,
                        %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>,
-                       %st: memref<?x4x4xf32>) {
+                       %st: memref<?x4x5xf32>) {
   condensate.decode_attention q(%q : memref<?x4x16xf32>)
       kv(%k, %v : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>)
       lens(%len : memref<?xi32>) windows(%w : memref<?xi32>)
       summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>)
-      stats(%st : memref<?x4x4xf32>)
+      stats(%st : memref<?x4x5xf32>)
       {policy = #condensate.policy<anchor = 0, window = 32, topk = 16>,
        head_policies = [#condensate.dense,
          #condensate.policy<window = 16, window_max = 64, topk = 48,
@@ -268,20 +268,23 @@ func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>,
 // -----
 
 // CHECK-LABEL: func.func @certify
-// CHECK: condensate.certify page scores(%{{.*}} : memref<?x4x?xf32>) lens(%{{.*}} : memref<?xi32>) indices(%{{.*}} : memref<?x2x6xi32>) base(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) extra(%{{.*}} : memref<?x2xi32>) fallback(%{{.*}} : memref<?x2xi32>) stats(%{{.*}} : memref<?x4x4xf32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, tau = 1.000000e-04 : f64, window = 64 : i64, window_max = 64 : i64}
+// CHECK: condensate.certify page scores(%{{.*}} : memref<?x4x?xf32>) lens(%{{.*}} : memref<?xi32>) indices(%{{.*}} : memref<?x2x6xi32>) base(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) extra(%{{.*}} : memref<?x2xi32>) fallback(%{{.*}} : memref<?x2xi32>) stats(%{{.*}} : memref<?x4x5xf32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, tau = 1.000000e-04 : f64, window = 64 : i64, window_max = 64 : i64}
 // CHECK: condensate.certify token scores(%{{.*}} : memref<?x4x?xf32>) lens(%{{.*}} : memref<?xi32>) windows(%{{.*}} : memref<?xi32>) indices(%{{.*}} : memref<?x2x6xi32>) base({{.*}}) extra({{.*}}) fallback({{.*}}) stats({{.*}}) {anchor = 0 : i64, base_units = 6 : i64, page_size = 16 : i64, tau = 0.000000e+00 : f64, window = 8 : i64, window_max = 32 : i64}
-// GENERIC: "condensate.certify"(%arg0, %arg1, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8) <{anchor = 1 : i64, base_units = 4 : i64, granularity = #condensate<granularity page>, page_size = 16 : i64, tau = 1.000000e-04 : f64,
-// GENERIC: "condensate.certify"(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8) <{anchor = 0 : i64, base_units = 6 : i64, granularity = #condensate<granularity token>, page_size = 16 : i64, tau = 0.000000e+00 : f64,
+// CHECK: condensate.certify page {{.*}} stats(%{{.*}} : memref<?x4x5xf32>) summaries(%{{.*}} : memref<?x2x5x16xf32>) pages(%{{.*}} : memref<?x?xi32>) vbox(%{{.*}} : memref<?x2x2x16xf32>) {anchor = 1 : i64,
+// GENERIC: "condensate.certify"(%arg0, %arg1, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8) <{anchor = 1 : i64, base_units = 4 : i64, granularity = #condensate<granularity page>, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0>, page_size = 16 : i64, tau = 1.000000e-04 : f64,
+// GENERIC: "condensate.certify"(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8) <{anchor = 0 : i64, base_units = 6 : i64, granularity = #condensate<granularity token>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0>, page_size = 16 : i64, tau = 0.000000e+00 : f64,
+// GENERIC: "condensate.certify"(%arg0, %arg1, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8, %arg9, %arg10, %arg11) <{anchor = 1 : i64, base_units = 4 : i64, granularity = #condensate<granularity page>, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1>,
 func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>,
                    %w: memref<?xi32>, %idx: memref<?x2x6xi32>,
                    %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>,
                    %e: memref<?x2xi32>, %f: memref<?x2xi32>,
-                   %st: memref<?x4x4xf32>) {
+                   %st: memref<?x4x5xf32>, %s: memref<?x2x5x16xf32>,
+                   %pt: memref<?x?xi32>, %vb: memref<?x2x2x16xf32>) {
   condensate.certify page scores(%sc : memref<?x4x?xf32>)
       lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>)
       base(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>)
       extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>)
-      stats(%st : memref<?x4x4xf32>)
+      stats(%st : memref<?x4x5xf32>)
       {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64,
        page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-04 : f64}
   condensate.certify token scores(%sc : memref<?x4x?xf32>)
@@ -289,9 +292,17 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>,
       indices(%idx : memref<?x2x6xi32>)
       base(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>)
       extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>)
-      stats(%st : memref<?x4x4xf32>)
+      stats(%st : memref<?x4x5xf32>)
       {anchor = 0 : i64, window = 8 : i64, window_max = 32 : i64,
        page_size = 16 : i64, base_units = 6 : i64, tau = 0.0 : f64}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>)
+      lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>)
+      base(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>)
+      extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>)
+      stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x5x16xf32>)
+      pages(%pt : memref<?x?xi32>) vbox(%vb : memref<?x2x2x16xf32>)
+      {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64,
+       page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-04 : f64}
   return
 }
 
@@ -299,30 +310,38 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>,
 
 // CHECK-LABEL: func.func @merge
 // CHECK: condensate.merge partials(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%{{.*}} : memref<?x4x16xf32>){{$}}
-// CHECK: condensate.merge partials(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>, memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) fallback(%{{.*}} : memref<?x2xi32>) dense(%{{.*}}, %{{.*}} : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>) out(%{{.*}} : memref<?x4x16xf32>) stats(%{{.*}} : memref<?x4x4xf32>){{$}}
-// CHECK: condensate.merge partials(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%{{.*}} : memref<?x4x16xf32>) stats(%{{.*}} : memref<?x4x4xf32>) {stats_eps = 0.000000e+00 : f32}
-// CHECK: condensate.merge partials(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%{{.*}} : memref<?x4x16xf32>) stats(%{{.*}} : memref<?x4x4xf32>) {stats_eps = 0x7FC00000 : f32}
-// GENERIC: "condensate.merge"({{.*}}) <{operandSegmentSizes = array<i32: 2, 0, 0, 1, 0>}>
-// GENERIC: "condensate.merge"({{.*}}) <{operandSegmentSizes = array<i32: 4, 1, 2, 1, 1>}>
-// GENERIC: "condensate.merge"({{.*}}) <{operandSegmentSizes = array<i32: 2, 0, 0, 1, 1>, stats_eps = 0.000000e+00 : f32}>
-// GENERIC: "condensate.merge"({{.*}}) <{operandSegmentSizes = array<i32: 2, 0, 0, 1, 1>, stats_eps = 0x7FC00000 : f32}>
+// CHECK: condensate.merge partials(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>, memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) fallback(%{{.*}} : memref<?x2xi32>) dense(%{{.*}}, %{{.*}} : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>) out(%{{.*}} : memref<?x4x16xf32>) stats(%{{.*}} : memref<?x4x5xf32>){{$}}
+// CHECK: condensate.merge partials(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%{{.*}} : memref<?x4x16xf32>) stats(%{{.*}} : memref<?x4x5xf32>) {stats_eps = 0.000000e+00 : f32}
+// CHECK: condensate.merge partials(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%{{.*}} : memref<?x4x16xf32>) stats(%{{.*}} : memref<?x4x5xf32>) {stats_eps = 0x7FC00000 : f32}
+// CHECK: condensate.merge partials({{.*}}) fallback(%{{.*}} : memref<?x2xi32>) dense({{.*}}) out(%{{.*}} : memref<?x4x16xf32>) stats(%{{.*}} : memref<?x4x5xf32>) vbox(%{{.*}} : memref<?x2x2x16xf32>){{$}}
+// GENERIC: "condensate.merge"({{.*}}) <{operandSegmentSizes = array<i32: 2, 0, 0, 1, 0, 0>}>
+// GENERIC: "condensate.merge"({{.*}}) <{operandSegmentSizes = array<i32: 4, 1, 2, 1, 1, 0>}>
+// GENERIC: "condensate.merge"({{.*}}) <{operandSegmentSizes = array<i32: 2, 0, 0, 1, 1, 0>, stats_eps = 0.000000e+00 : f32}>
+// GENERIC: "condensate.merge"({{.*}}) <{operandSegmentSizes = array<i32: 2, 0, 0, 1, 1, 0>, stats_eps = 0x7FC00000 : f32}>
+// GENERIC: "condensate.merge"({{.*}}) <{operandSegmentSizes = array<i32: 4, 1, 2, 1, 1, 1>}>
 func.func @merge(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>,
                  %po2: memref<?x4x1x16xf32>, %pml2: memref<?x4x1x3xf32>,
                  %f: memref<?x2xi32>, %pod: memref<?x4x3x16xf32>,
                  %pmld: memref<?x4x3x3xf32>, %o: memref<?x4x16xf32>,
-                 %st: memref<?x4x4xf32>) {
+                 %st: memref<?x4x5xf32>, %vb: memref<?x2x2x16xf32>) {
   condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>)
       out(%o : memref<?x4x16xf32>)
   condensate.merge partials(%po, %pml, %po2, %pml2 : memref<?x4x2x16xf32>,
           memref<?x4x2x3xf32>, memref<?x4x1x16xf32>, memref<?x4x1x3xf32>)
       fallback(%f : memref<?x2xi32>)
       dense(%pod, %pmld : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>)
-      out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>)
+      out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>)
   condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>)
-      out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>)
+      out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>)
       {stats_eps = 0.0 : f32}
   condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>)
-      out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>)
+      out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>)
       {stats_eps = 0x7FC00000 : f32}
+  condensate.merge partials(%po, %pml, %po2, %pml2 : memref<?x4x2x16xf32>,
+          memref<?x4x2x3xf32>, memref<?x4x1x16xf32>, memref<?x4x1x3xf32>)
+      fallback(%f : memref<?x2xi32>)
+      dense(%pod, %pmld : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>)
+      out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>)
+      vbox(%vb : memref<?x2x2x16xf32>)
   return
 }

@@ -6,14 +6,14 @@
 // (the CPU default; each sequence's context is cut into min(S, ceil(n/256))
 // equal chunks at run time), merged with an exact (0) bound.
 // CHECK-LABEL: func.func @dense
-// CHECK-SAME: (%[[Q:.*]]: memref<?x4x16xf32>, %[[K:.*]]: memref<?x2x16x16xf32>, %[[V:.*]]: memref<?x2x16x16xf32>, %[[PT:.*]]: memref<?x?xi32>, %[[LEN:.*]]: memref<?xi32>, %[[O:.*]]: memref<?x4x16xf32>, %[[ST:.*]]: memref<?x4x4xf32>)
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x16xf32>, %[[K:.*]]: memref<?x2x16x16xf32>, %[[V:.*]]: memref<?x2x16x16xf32>, %[[PT:.*]]: memref<?x?xi32>, %[[LEN:.*]]: memref<?xi32>, %[[O:.*]]: memref<?x4x16xf32>, %[[ST:.*]]: memref<?x4x5xf32>)
 // CHECK-NOT: condensate.decode_attention
 // CHECK: %[[B:.*]] = memref.dim %[[Q]], %c0
 // CHECK-NOT: arith.ceildiv
 // CHECK: %[[PO:.*]] = memref.alloc(%[[B]]) : memref<?x4x16x16xf32>
 // CHECK-NEXT: %[[PML:.*]] = memref.alloc(%[[B]]) : memref<?x4x16x3xf32>
 // CHECK-NEXT: condensate.dense_attend q(%[[Q]] : memref<?x4x16xf32>) kv(%[[K]], %[[V]] : memref<?x2x16x16xf32>) pages(%[[PT]] : memref<?x?xi32>) lens(%[[LEN]] : memref<?xi32>) partials(%[[PO]], %[[PML]] : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
-// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) out(%[[O]] : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x4xf32>) {stats_eps = 0.000000e+00 : f32}
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) out(%[[O]] : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x5xf32>) {stats_eps = 0.000000e+00 : f32}
 // CHECK-NEXT: memref.dealloc %[[PO]]
 // CHECK-NEXT: memref.dealloc %[[PML]]
 // CHECK-NEXT: return
@@ -22,8 +22,8 @@
 // SPLITS: %[[PO:.*]] = memref.alloc(%{{.*}}) : memref<?x4x4x16xf32>
 // SPLITS-NEXT: %[[PML:.*]] = memref.alloc(%{{.*}}) : memref<?x4x4x3xf32>
 // SPLITS-NEXT: condensate.dense_attend {{.*}} partials(%[[PO]], %[[PML]] : memref<?x4x4x16xf32>, memref<?x4x4x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
-func.func @dense(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
-  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {policy = #condensate.dense, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+func.func @dense(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) {policy = #condensate.dense, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
   return
 }
 
@@ -81,15 +81,18 @@ func.func @token(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?
 // CHECK: condensate.sparse_attend page {{.*}} partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>)
 // CHECK: %[[BND:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
 // CHECK-NEXT: condensate.score_pages block_minmax {{.*}} scores(%[[BND]] : memref<?x4x?xf32>)
-// CHECK: condensate.certify page scores(%[[BND]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x2xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%{{.*}} : memref<?x2xi32>) fallback(%[[FB:.*]] : memref<?x2xi32>) stats(%arg7 : memref<?x4x4xf32>) {anchor = 1 : i64, base_units = 2 : i64, page_size = 16 : i64, tau = 1.000000e-03 : f64, window = 16 : i64, window_max = 16 : i64}
+// With stats and summaries the certificate also boxes the omitted values
+// (one [min, max] row pair per kv head) for the merge's output bound.
+// CHECK: %[[VB:.*]] = memref.alloc(%{{.*}}) : memref<?x2x2x16xf32>
+// CHECK-NEXT: condensate.certify page scores(%[[BND]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x2xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%{{.*}} : memref<?x2xi32>) fallback(%[[FB:.*]] : memref<?x2xi32>) stats(%arg7 : memref<?x4x5xf32>) summaries(%arg5 : memref<?x2x5x16xf32>) pages(%arg3 : memref<?x?xi32>) vbox(%[[VB]] : memref<?x2x2x16xf32>) {anchor = 1 : i64, base_units = 2 : i64, page_size = 16 : i64, tau = 1.000000e-03 : f64, window = 16 : i64, window_max = 16 : i64}
 // CHECK-NOT: condensate.sparse_attend
 // CHECK: condensate.dense_attend {{.*}} mask(%[[FB]] : memref<?x2xi32>)
-// The certificate wrote the bound: the merge leaves it in stats alone.
-// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) fallback(%[[FB]] : memref<?x2xi32>) dense({{.*}}) out(%arg6 : memref<?x4x16xf32>) stats(%arg7 : memref<?x4x4xf32>){{$}}
-// CHECK-COUNT-9: memref.dealloc
+// The certificate wrote eps_hat: the merge adds the output bound from it.
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) fallback(%[[FB]] : memref<?x2xi32>) dense({{.*}}) out(%arg6 : memref<?x4x16xf32>) stats(%arg7 : memref<?x4x5xf32>) vbox(%[[VB]] : memref<?x2x2x16xf32>){{$}}
+// CHECK-COUNT-10: memref.dealloc
 // CHECK-NEXT: return
-func.func @mean(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
-  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = block_mean, tau = 1.0e-3>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 1, target = cpu>}
+func.func @mean(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = block_mean, tau = 1.0e-3>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 1, target = cpu>}
   return
 }
 
@@ -101,12 +104,12 @@ func.func @mean(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x
 // CHECK: condensate.score_pages block_minmax
 // CHECK: condensate.select_topk page
 // CHECK: condensate.sparse_attend page {{.*}} partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>)
-// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%arg7 : memref<?x4x4xf32>) {stats_eps = 0x7FC00000 : f32}
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%arg7 : memref<?x4x5xf32>) {stats_eps = 0x7FC00000 : f32}
 // CHECK-NOT: condensate.certify
 // CHECK-COUNT-4: memref.dealloc
 // CHECK-NEXT: return
-func.func @plain_stats(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
-  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 32>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 1, target = cpu>}
+func.func @plain_stats(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 32>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 1, target = cpu>}
   return
 }
 
@@ -119,12 +122,12 @@ func.func @plain_stats(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: me
 // CHECK-NOT: condensate.select_topk
 // CHECK-NOT: condensate.certify
 // CHECK: condensate.sparse_attend page {{.*}} partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 0 : i64,
-// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%arg7 : memref<?x4x4xf32>) {stats_eps = 0x7FC00000 : f32}
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%arg7 : memref<?x4x5xf32>) {stats_eps = 0x7FC00000 : f32}
 // CHECK-NEXT: memref.dealloc %[[PO]]
 // CHECK-NEXT: memref.dealloc %[[PML]]
 // CHECK-NEXT: return
-func.func @window_stats(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x4xf32>) {
-  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x4xf32>) {policy = #condensate.policy<anchor = 1, window = 16>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+func.func @window_stats(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) {policy = #condensate.policy<anchor = 1, window = 16>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
   return
 }
 
@@ -140,17 +143,46 @@ func.func @window_stats(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: m
 // CHECK: condensate.sparse_attend page {{.*}} indices(%[[IDX]] : memref<?x2x12xi32>) partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 4 : i64, first = 0 : i64, include_forced = true,
 // CHECK: %[[EXTRA:.*]] = memref.alloc(%{{.*}}) : memref<?x2xi32>
 // CHECK-NEXT: %[[FB:.*]] = memref.alloc(%{{.*}}) : memref<?x2xi32>
-// CHECK-NEXT: %[[ST:.*]] = memref.alloc(%{{.*}}) : memref<?x4x4xf32>
-// CHECK-NEXT: condensate.certify page scores(%[[SC]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x12xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%[[EXTRA]] : memref<?x2xi32>) fallback(%[[FB]] : memref<?x2xi32>) stats(%[[ST]] : memref<?x4x4xf32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, tau = 1.000000e-04 : f64, window = 64 : i64, window_max = 64 : i64}
+// CHECK-NEXT: %[[ST:.*]] = memref.alloc(%{{.*}}) : memref<?x4x5xf32>
+// Without stats nobody reads an output bound: no value box.
+// CHECK-NEXT: condensate.certify page scores(%[[SC]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x12xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%[[EXTRA]] : memref<?x2xi32>) fallback(%[[FB]] : memref<?x2xi32>) stats(%[[ST]] : memref<?x4x5xf32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, tau = 1.000000e-04 : f64, window = 64 : i64, window_max = 64 : i64}
 // CHECK: condensate.sparse_attend page {{.*}} indices(%[[IDX]] : memref<?x2x12xi32>) limits(%[[EXTRA]] : memref<?x2xi32>) partials(%[[PO2:.*]], %[[PML2:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 8 : i64, first = 4 : i64, include_forced = false,
 // CHECK: condensate.dense_attend {{.*}} mask(%[[FB]] : memref<?x2xi32>) partials(%[[POD:.*]], %[[PMLD:.*]] : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
-// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]], %[[PO2]], %[[PML2]] : {{.*}}) fallback(%[[FB]] : memref<?x2xi32>) dense(%[[POD]], %[[PMLD]] : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x4xf32>){{$}}
+// CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]], %[[PO2]], %[[PML2]] : {{.*}}) fallback(%[[FB]] : memref<?x2xi32>) dense(%[[POD]], %[[PMLD]] : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x5xf32>){{$}}
 // SPLITS-LABEL: func.func @certified
 // SPLITS: condensate.dense_attend {{.*}} mask(%{{.*}} : memref<?x2xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x4x16xf32>, memref<?x4x4x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
 // CHECK-COUNT-11: memref.dealloc
 // CHECK-NEXT: return
 func.func @certified(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>) {
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<anchor = 1, window = 64, topk = 64, tau = 1.0e-4, max_extra = 8>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 4, extra_units = 8, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+// A certified exact (token) selector with stats and summaries: the value
+// box still comes from the page summaries (of the pages holding omitted
+// tokens), so certify reads them through the page table.
+// CHECK-LABEL: func.func @certified_token
+// CHECK: condensate.score_tokens
+// CHECK: %[[VB:.*]] = memref.alloc(%{{.*}}) : memref<?x2x2x16xf32>
+// CHECK-NEXT: condensate.certify token {{.*}} stats(%arg7 : memref<?x4x5xf32>) summaries(%arg5 : memref<?x2x5x16xf32>) pages(%arg3 : memref<?x?xi32>) vbox(%[[VB]] : memref<?x2x2x16xf32>) {anchor = 1 : i64, base_units = 8 : i64, page_size = 16 : i64,
+// CHECK: condensate.merge {{.*}} stats(%arg7 : memref<?x4x5xf32>) vbox(%[[VB]] : memref<?x2x2x16xf32>){{$}}
+func.func @certified_token(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 8, selector = exact, tau = 1.0e-3, max_extra = 4>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 8, extra_units = 4, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+// Without summaries (legal for the exact selector) there is nothing to box
+// the omitted values with: certify runs without a box and the merge reports
+// the output bound as NaN (not computed).
+// CHECK-LABEL: func.func @certified_token_no_summaries
+// CHECK: condensate.certify token {{.*}} stats(%arg6 : memref<?x4x5xf32>) {anchor
+// CHECK: condensate.merge {{.*}} stats(%arg6 : memref<?x4x5xf32>){{$}}
+func.func @certified_token_no_summaries(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 8, selector = exact, tau = 1.0e-3, max_extra = 4>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 8, extra_units = 4, splits = 1, target = cpu>}
   return
 }
 
@@ -164,25 +196,25 @@ func.func @certified(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memr
 // CHECK: %[[V0:.*]] = memref.subview %arg2[0, 0, 0, 0] [%{{.*}}, 1, 16, 16]
 // CHECK: %[[S0:.*]] = memref.subview %arg5[0, 0, 0, 0] [%{{.*}}, 1, 5, 16]
 // CHECK: %[[O0:.*]] = memref.subview %arg6[0, 0, 0] [%{{.*}}, 2, 16]
-// CHECK: %[[ST0:.*]] = memref.subview %arg7[0, 0, 0] [%{{.*}}, 2, 4]
+// CHECK: %[[ST0:.*]] = memref.subview %arg7[0, 0, 0] [%{{.*}}, 2, 5]
 // A plain window needs neither scores nor a certificate.
 // CHECK-NOT: condensate.score_pages
 // CHECK-NOT: condensate.select_topk
 // CHECK: condensate.sparse_attend page q(%[[Q0]] : {{.*}}) kv(%[[K0]], %[[V0]] : memref<?x1x16x16xf32, strided<[768, 256, 16, 1]>>) {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x2x1x16xf32>, memref<?x2x1x3xf32>) {anchor = 1 : i64, count = 0 : i64,
 // CHECK-NOT: condensate.certify
-// CHECK: condensate.merge {{.*}} out(%[[O0]] : memref<?x2x16xf32, strided<[96, 16, 1]>>) stats(%[[ST0]] : memref<?x2x4xf32, strided<[24, 4, 1]>>) {stats_eps = 0x7FC00000 : f32}
+// CHECK: condensate.merge {{.*}} out(%[[O0]] : memref<?x2x16xf32, strided<[96, 16, 1]>>) stats(%[[ST0]] : memref<?x2x5xf32, strided<[30, 5, 1]>>) {stats_eps = 0x7FC00000 : f32}
 // CHECK: %[[Q1:.*]] = memref.subview %arg0[0, 2, 0] [%{{.*}}, 4, 16] [1, 1, 1] : memref<?x6x16xf32> to memref<?x4x16xf32, strided<[96, 16, 1], offset: 32>>
 // CHECK: %[[K1:.*]] = memref.subview %arg1[0, 1, 0, 0] [%{{.*}}, 2, 16, 16] [1, 1, 1, 1] : memref<?x3x16x16xf32> to memref<?x2x16x16xf32, strided<[768, 256, 16, 1], offset: 256>>
 // CHECK: %[[V1:.*]] = memref.subview %arg2[0, 1, 0, 0] [%{{.*}}, 2, 16, 16]
 // CHECK: %[[O1:.*]] = memref.subview %arg6[0, 2, 0] [%{{.*}}, 4, 16]
-// CHECK: %[[ST1:.*]] = memref.subview %arg7[0, 2, 0] [%{{.*}}, 4, 4]
+// CHECK: %[[ST1:.*]] = memref.subview %arg7[0, 2, 0] [%{{.*}}, 4, 5]
 // CHECK: condensate.dense_attend q(%[[Q1]] : {{.*}}) kv(%[[K1]], %[[V1]] : {{.*}}) {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
 // CHECK-NEXT: condensate.merge {{.*}} out(%[[O1]] : {{.*}}) stats(%[[ST1]] : {{.*}}) {stats_eps = 0.000000e+00 : f32}
 // CHECK-NOT: memref.subview
 // CHECK-COUNT-4: memref.dealloc
 // CHECK-NEXT: return
-func.func @heads(%q: memref<?x6x16xf32>, %k: memref<?x3x16x16xf32>, %v: memref<?x3x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x3x5x16xf32>, %o: memref<?x6x16xf32>, %st: memref<?x6x4xf32>) {
-  condensate.decode_attention q(%q : memref<?x6x16xf32>) kv(%k, %v : memref<?x3x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x3x5x16xf32>) out(%o : memref<?x6x16xf32>) stats(%st : memref<?x6x4xf32>) {policy = #condensate.dense, head_policies = [#condensate.policy<window = 32>, #condensate.dense, #condensate.dense], scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 6, kv_heads = 3, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
+func.func @heads(%q: memref<?x6x16xf32>, %k: memref<?x3x16x16xf32>, %v: memref<?x3x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x3x5x16xf32>, %o: memref<?x6x16xf32>, %st: memref<?x6x5xf32>) {
+  condensate.decode_attention q(%q : memref<?x6x16xf32>) kv(%k, %v : memref<?x3x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x3x5x16xf32>) out(%o : memref<?x6x16xf32>) stats(%st : memref<?x6x5xf32>) {policy = #condensate.dense, head_policies = [#condensate.policy<window = 32>, #condensate.dense, #condensate.dense], scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 6, kv_heads = 3, page_size = 16, kv_type = f32, top_units = 0, extra_units = 0, splits = 1, target = cpu>}
   return
 }
 

@@ -9,9 +9,9 @@
 // CHECK: module attributes {condensate.layer_tables = {m = {adaptive = array<i64: 4>, append = @m_append, layers = [@m_layer0, @m_layer1, @m_layer0, @m_layer1, @m_layer4]}}}
 // CHECK-NOT: condensate.model
 // CHECK-LABEL: func.func @m_layer0
-// CHECK-SAME: (%[[Q:.*]]: memref<?x4x16xf32>, %[[K:.*]]: memref<?x2x16x16xf16>, %[[V:.*]]: memref<?x2x16x16xf16>, %[[PT:.*]]: memref<?x?xi32>, %[[LEN:.*]]: memref<?xi32>, %[[W:.*]]: memref<?xi32>, %[[S:.*]]: memref<?x2x5x16xf32>, %[[O:.*]]: memref<?x4x16xf32>, %[[ST:.*]]: memref<?x4x4xf32>)
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x16xf32>, %[[K:.*]]: memref<?x2x16x16xf16>, %[[V:.*]]: memref<?x2x16x16xf16>, %[[PT:.*]]: memref<?x?xi32>, %[[LEN:.*]]: memref<?xi32>, %[[W:.*]]: memref<?xi32>, %[[S:.*]]: memref<?x2x5x16xf32>, %[[O:.*]]: memref<?x4x16xf32>, %[[ST:.*]]: memref<?x4x5xf32>)
 // CHECK-SAME: attributes {llvm.emit_c_interface}
-// CHECK-NEXT: condensate.decode_attention q(%[[Q]] : memref<?x4x16xf32>) kv(%[[K]], %[[V]] : memref<?x2x16x16xf16>) pages(%[[PT]] : memref<?x?xi32>) lens(%[[LEN]] : memref<?xi32>) summaries(%[[S]] : memref<?x2x5x16xf32>) out(%[[O]] : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x4xf32>) {policy = #condensate.policy<anchor = 1, window = 64, topk = 32>, scale = 5.000000e-01 : f32}
+// CHECK-NEXT: condensate.decode_attention q(%[[Q]] : memref<?x4x16xf32>) kv(%[[K]], %[[V]] : memref<?x2x16x16xf16>) pages(%[[PT]] : memref<?x?xi32>) lens(%[[LEN]] : memref<?xi32>) summaries(%[[S]] : memref<?x2x5x16xf32>) out(%[[O]] : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x5xf32>) {policy = #condensate.policy<anchor = 1, window = 64, topk = 32>, scale = 5.000000e-01 : f32}
 // CHECK-NEXT: return
 // CHECK-LABEL: func.func @m_layer1
 // CHECK-SAME: attributes {llvm.emit_c_interface}

@@ -89,18 +89,18 @@ func.func @already(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memre
 // Every dynamic head/head_dim/page dimension is cast to the option's size;
 // page table, lens and windows keep their types.
 // CAST-LABEL: func.func @dynamic
-// CAST-SAME: (%[[Q:.*]]: memref<?x?x?xf32>, %[[K:.*]]: memref<?x?x?x?xf16>, %[[V:.*]]: memref<?x?x?x?xf16>, %[[PT:.*]]: memref<?x?xi32>, %[[LEN:.*]]: memref<?xi32>, %[[W:.*]]: memref<?xi32>, %[[S:.*]]: memref<?x?x5x?xf32>, %[[O:.*]]: memref<?x?x?xf32>, %[[ST:.*]]: memref<?x?x4xf32>)
+// CAST-SAME: (%[[Q:.*]]: memref<?x?x?xf32>, %[[K:.*]]: memref<?x?x?x?xf16>, %[[V:.*]]: memref<?x?x?x?xf16>, %[[PT:.*]]: memref<?x?xi32>, %[[LEN:.*]]: memref<?xi32>, %[[W:.*]]: memref<?xi32>, %[[S:.*]]: memref<?x?x5x?xf32>, %[[O:.*]]: memref<?x?x?xf32>, %[[ST:.*]]: memref<?x?x5xf32>)
 // CAST-DAG: %[[QC:.*]] = memref.cast %[[Q]] : memref<?x?x?xf32> to memref<?x8x64xf32>
 // CAST-DAG: %[[KC:.*]] = memref.cast %[[K]] : memref<?x?x?x?xf16> to memref<?x2x16x64xf16>
 // CAST-DAG: %[[VC:.*]] = memref.cast %[[V]] : memref<?x?x?x?xf16> to memref<?x2x16x64xf16>
 // CAST-DAG: %[[OC:.*]] = memref.cast %[[O]] : memref<?x?x?xf32> to memref<?x8x64xf32>
 // CAST-DAG: %[[SC:.*]] = memref.cast %[[S]] : memref<?x?x5x?xf32> to memref<?x2x5x64xf32>
-// CAST-DAG: %[[STC:.*]] = memref.cast %[[ST]] : memref<?x?x4xf32> to memref<?x8x4xf32>
+// CAST-DAG: %[[STC:.*]] = memref.cast %[[ST]] : memref<?x?x5xf32> to memref<?x8x5xf32>
 // CAST-NOT: memref.cast
-// CAST: condensate.decode_attention q(%[[QC]] : memref<?x8x64xf32>) kv(%[[KC]], %[[VC]] : memref<?x2x16x64xf16>) pages(%[[PT]] : memref<?x?xi32>) lens(%[[LEN]] : memref<?xi32>) windows(%[[W]] : memref<?xi32>) summaries(%[[SC]] : memref<?x2x5x64xf32>) out(%[[OC]] : memref<?x8x64xf32>) stats(%[[STC]] : memref<?x8x4xf32>)
+// CAST: condensate.decode_attention q(%[[QC]] : memref<?x8x64xf32>) kv(%[[KC]], %[[VC]] : memref<?x2x16x64xf16>) pages(%[[PT]] : memref<?x?xi32>) lens(%[[LEN]] : memref<?xi32>) windows(%[[W]] : memref<?xi32>) summaries(%[[SC]] : memref<?x2x5x64xf32>) out(%[[OC]] : memref<?x8x64xf32>) stats(%[[STC]] : memref<?x8x5xf32>)
 // CAST-SAME: spec = #condensate.spec<head_dim = 64, q_heads = 8, kv_heads = 2, page_size = 16, kv_type = f16, top_units = 2, extra_units = 4, splits = 1, target = cpu>}
-func.func @dynamic(%q: memref<?x?x?xf32>, %k: memref<?x?x?x?xf16>, %v: memref<?x?x?x?xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %w: memref<?xi32>, %s: memref<?x?x5x?xf32>, %o: memref<?x?x?xf32>, %st: memref<?x?x4xf32>) {
-  condensate.decode_attention q(%q : memref<?x?x?xf32>) kv(%k, %v : memref<?x?x?x?xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) windows(%w : memref<?xi32>) summaries(%s : memref<?x?x5x?xf32>) out(%o : memref<?x?x?xf32>) stats(%st : memref<?x?x4xf32>) {policy = #condensate.policy<anchor = 1, window = 64, window_max = 128, topk = 32, tau = 1.0e-3, max_extra = 4>, scale = 0.125 : f32}
+func.func @dynamic(%q: memref<?x?x?xf32>, %k: memref<?x?x?x?xf16>, %v: memref<?x?x?x?xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %w: memref<?xi32>, %s: memref<?x?x5x?xf32>, %o: memref<?x?x?xf32>, %st: memref<?x?x5xf32>) {
+  condensate.decode_attention q(%q : memref<?x?x?xf32>) kv(%k, %v : memref<?x?x?x?xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) windows(%w : memref<?xi32>) summaries(%s : memref<?x?x5x?xf32>) out(%o : memref<?x?x?xf32>) stats(%st : memref<?x?x5xf32>) {policy = #condensate.policy<anchor = 1, window = 64, window_max = 128, topk = 32, tau = 1.0e-3, max_extra = 4>, scale = 0.125 : f32}
   return
 }
 

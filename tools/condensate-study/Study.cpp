@@ -70,7 +70,22 @@ struct PolicyDef {
   std::string spec;   ///< JSON or MLIR given to parseSchedule
   Schedule schedule;
   int threads = 0; ///< > 0: OpenBLAS threads for this run (noise floor)
+  /// Follow greedy survival past the metric window (off for the noise
+  /// floor, which only needs its logits compared).
+  bool survival = true;
 };
+
+/// Whether every layer of `s` attends all of an n-token context: dense by
+/// construction (up to summation order), so not worth a run.
+bool coversContext(const Schedule &s, int64_t n, int64_t kvHeads) {
+  for (int64_t l = 0; l < s.numLayers; ++l)
+    for (int64_t g = 0; g < kvHeads; ++g) {
+      const Policy &p = s.policyFor(l, g);
+      if (!p.dense && (p.certified() || p.anchor + p.windowMax + p.topk < n))
+        return false;
+    }
+  return true;
+}
 
 std::string topkJSON(int64_t topk, const char *selector) {
   return "{\"anchor\": 1, \"window\": 64, \"topk\": " + std::to_string(topk) +
@@ -92,6 +107,7 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
   };
   add("dense", "dense", 0, "#condensate.dense");
   add("dense-1thread", "noise", 0, "#condensate.dense", 1);
+  defs.back().survival = false;
   add("window-97", "window", 97, "{\"anchor\": 1, \"window\": 96}");
   add("window-1025", "window", 1025, "{\"anchor\": 1, \"window\": 1024}");
   for (int64_t b : {97, 257, 513, 1025}) {
@@ -128,10 +144,12 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
   }
   // The paper schedule without its pillar: drop the rules that make a
   // layer dense, so layer 15 gets the default adaptive policy.
+  const auto paper = std::find_if(defs.begin(), defs.end(), [](auto &d) {
+    return d.name == "paper";
+  });
   for (PolicyDef &d : defs)
     if (d.name == "paper-nopillar") {
-      const PolicyDef &paper = defs[defs.size() - 2];
-      d.schedule = paper.schedule;
+      d.schedule = paper->schedule;
       auto &rules = d.schedule.rules;
       rules.erase(std::remove_if(rules.begin(), rules.end(),
                                  [](const ScheduleRule &r) {
@@ -340,6 +358,7 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
       repetitionScore(tokens.data(), len, dec_.options().repetitionSpan);
   const std::vector<float> &q = dec_.lastQueries();
   const std::vector<float> &stats = dec_.stats();
+  constexpr int64_t F = CPUDecoder::kStatFields;
   for (int64_t l = 0; l < L; ++l) {
     std::vector<Policy> kv;
     bool anySparse = false;
@@ -365,11 +384,11 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
     in.pageTable = pages.data();
     in.lens = &len;
     in.windows = &window;
-    const float *st = stats.data() + (l * batch + b) * Hq * 4;
+    const float *st = stats.data() + (l * batch + b) * Hq * F;
     std::vector<reference::Decision> decisions(static_cast<size_t>(Hkv));
     for (int64_t g = 0; g < Hkv; ++g) {
-      decisions[size_t(g)].extra = int64_t(st[g * G * 4 + 2]);
-      decisions[size_t(g)].fallback = st[g * G * 4 + 3] != 0.0f;
+      decisions[size_t(g)].extra = int64_t(st[g * G * F + 2]);
+      decisions[size_t(g)].fallback = st[g * G * F + 3] != 0.0f;
     }
     reference::Output out = reference::attend(in, kv, &decisions);
     for (int64_t h = 0; h < Hq; ++h) {
@@ -380,9 +399,9 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
       for (Acc *a : accs) {
         a->epsTrue.push_back(eps);
         a->epsAboveUlp += eps > 5.9604644775390625e-08;
-        if (p.certified() && !std::isnan(st[h * 4])) {
+        if (p.certified() && !std::isnan(st[h * F])) {
           ++a->epsChecked;
-          const double hat = st[h * 4];
+          const double hat = st[h * F];
           a->epsViolations += eps > hat;
           if (hat > 0)
             a->worstEpsRatio = std::max(a->worstEpsRatio, eps / hat);
@@ -500,13 +519,14 @@ Status GroupRunner::run(const PolicyDef &policy,
 
     // Attention statistics of the real rows only.
     const std::vector<float> &st = dec_.stats();
-    statsLive.resize(size_t(L * int64_t(real) * Hq * 4));
+    constexpr int64_t F = CPUDecoder::kStatFields;
+    statsLive.resize(size_t(L * int64_t(real) * Hq * F));
     lensLive.resize(real);
     for (int64_t l = 0; l < L; ++l)
       for (size_t i = 0; i < real; ++i)
-        std::memcpy(statsLive.data() + (l * int64_t(real) + int64_t(i)) * Hq * 4,
-                    st.data() + (l * B + int64_t(i)) * Hq * 4,
-                    size_t(Hq) * 4 * sizeof(float));
+        std::memcpy(statsLive.data() + (l * int64_t(real) + int64_t(i)) * Hq * F,
+                    st.data() + (l * B + int64_t(i)) * Hq * F,
+                    size_t(Hq * F) * sizeof(float));
     for (size_t i = 0; i < real; ++i)
       lensLive[i] = dec_.lastLens()[i];
     for (Acc *a : accs)
@@ -543,7 +563,7 @@ Status GroupRunner::run(const PolicyDef &policy,
           for (Acc *a : accs) {
             ++a->tfSteps;
             a->tfAgree += pred == expected;
-            a->identical += std::memcmp(d, lg, size_t(V_) * 4) == 0;
+            a->identical += std::memcmp(d, lg, size_t(V_) * sizeof(float)) == 0;
             a->kl.push_back(klDivergence(d, lg, V_));
           }
         }
@@ -572,7 +592,8 @@ Status GroupRunner::run(const PolicyDef &policy,
         }
         ++r.step;
         r.done = r.step + 1 >= int64_t(ref.gen.size()) ||
-                 (!answer && r.diverged && r.step >= o_.metricSteps);
+                 (!answer && (r.diverged || !policy.survival) &&
+                  r.step >= o_.metricSteps);
         break;
       }
       case RowKind::Real: {
@@ -697,12 +718,18 @@ json accJSON(const Acc &a, const Acc *denseAcc, int64_t naturalTokens) {
     j["ppl"] = std::exp(nllSum / double(nllN));
     j["ppl_tokens"] = nllN;
     if (denseAcc) {
+      // Dense on the same prompts (a policy skipped at some contexts
+      // pools fewer prompts than dense does).
+      std::map<std::string, const CaseRecord *> dense;
+      for (const CaseRecord &c : denseAcc->cases)
+        dense[c.prompt] = &c;
       double dn = 0.0;
       int64_t dc = 0;
-      for (const CaseRecord &c : denseAcc->cases) {
-        dn += c.nll;
-        dc += c.nllTokens;
-      }
+      for (const CaseRecord &c : a.cases)
+        if (c.nllTokens && dense.count(c.prompt)) {
+          dn += dense[c.prompt]->nll;
+          dc += dense[c.prompt]->nllTokens;
+        }
       if (dc)
         j["ppl_change"] = std::exp(nllSum / double(nllN)) /
                               std::exp(dn / double(dc)) -
@@ -836,9 +863,9 @@ Result<bool> checkBatchInvariance(CPUDecoder &dec,
   auto row = [&](const std::vector<float> &v, int64_t r) {
     return v.data() + r * V;
   };
-  return std::memcmp(row(*big, 5), row(*small, 0), size_t(V) * 4) == 0 &&
-         std::memcmp(row(*big, 2), row(*small, 1), size_t(V) * 4) == 0 &&
-         std::memcmp(row(*big, 0), row(*small, 2), size_t(V) * 4) == 0;
+  return std::memcmp(row(*big, 5), row(*small, 0), size_t(V) * sizeof(float)) == 0 &&
+         std::memcmp(row(*big, 2), row(*small, 1), size_t(V) * sizeof(float)) == 0 &&
+         std::memcmp(row(*big, 0), row(*small, 2), size_t(V) * sizeof(float)) == 0;
 }
 
 } // namespace
@@ -925,7 +952,7 @@ Status runStudy(const StudyOptions &o) {
   meta["contexts"] = contexts;
 
   Schedule denseSchedule = Schedule::uniform(cfg.numLayers, Policy::makeDense());
-  std::vector<json> prefillTimes;
+  std::vector<json> prefillTimes, skipped;
   bool invarianceChecked = false;
 
   auto writeResults = [&](bool final) -> Status {
@@ -937,6 +964,7 @@ Status runStudy(const StudyOptions &o) {
     m["total_seconds"] = since(t0);
     m["blas"] = blasDescription();
     m["prefill"] = prefillTimes;
+    m["skipped_covering_context"] = skipped;
     root["meta"] = m;
     json pol = json::array();
     for (const PolicyDef &d : policies)
@@ -1080,6 +1108,14 @@ Status runStudy(const StudyOptions &o) {
           " tokens) in " + std::to_string(since(pt)) + " s");
       for (size_t pi = 0; pi < policies.size(); ++pi) {
         const PolicyDef &d = policies[pi];
+        if (pi > 0 && d.threads == 0 &&
+            coversContext(d.schedule, ctx, cfg.kvHeads)) {
+          if (&group == &groups.front()) {
+            skipped.push_back({{"policy", d.name}, {"context", ctx}});
+            log("  " + d.name + ": skipped (its budget covers the context)");
+          }
+          continue;
+        }
         Result<std::shared_ptr<const CPUProgram>> prog =
             (*dec)->compile(d.schedule);
         if (!prog)

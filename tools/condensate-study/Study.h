@@ -29,7 +29,7 @@ struct StudyOptions {
   std::vector<int64_t> contexts;     ///< empty: every context of the prompts
   std::vector<std::string> policies; ///< empty: all (or the quick set)
   int64_t naturalTokens = 256; ///< dense greedy continuation of natural text
-  int64_t metricSteps = 64;    ///< teacher-forced KL/top-1 window (natural)
+  int64_t metricSteps = 32;    ///< teacher-forced KL/top-1 window (natural)
   int64_t answerTokens = 24;   ///< longest QA answer
   int64_t poolTokens = 140000; ///< KV tokens held at once (~7.4 GB)
 };

@@ -50,10 +50,11 @@ const char *kUsage =
     "                      reports/fidelity/quick with --quick)\n"
     "  --quick             contexts <= 1024, passkey at 0/50/100%, one prompt\n"
     "                      per other task, 11 policies, 64-token continuations\n"
+    "                      (a few minutes)\n"
     "  --contexts LIST     comma-separated context lengths to run\n"
     "  --policies LIST     comma-separated policy names (dense is always run)\n"
     "  --natural-tokens N  dense greedy continuation of natural text (256)\n"
-    "  --metric-steps N    teacher-forced KL/top-1 window on natural text (64)\n"
+    "  --metric-steps N    teacher-forced KL/top-1 window on natural text (32)\n"
     "  --threads N         OpenBLAS threads (default 2)\n"
     "  --pool-tokens N     KV tokens held at once (default 140000, ~7.4 GB)\n";
 
@@ -214,7 +215,7 @@ int runStudyCommand(int argc, char **argv) {
     if (!naturalSet)
       o.naturalTokens = 64;
     if (!metricSet)
-      o.metricSteps = 32;
+      o.metricSteps = 16;
   }
   if (o.naturalTokens < 2 || o.metricSteps < 1 || o.threads < 1)
     fail("--natural-tokens must be >= 2, --metric-steps and --threads >= 1");

@@ -679,7 +679,9 @@ TEST_F(DecoderRealModel, FullWindowPolicyEqualsDense) {
   const int64_t Hq = weights()->config().qHeads, L = layers();
   for (int64_t i = 0; i < T - k; ++i)
     for (int64_t j = 0; j < L * Hq; ++j)
-      ASSERT_EQ(stats[size_t((i * L * Hq + j) * 4 + 1)], float(k + i + 1));
+      ASSERT_EQ(stats[size_t((i * L * Hq + j) * kAttentionStatsWidth +
+                             kStatAttended)],
+                float(k + i + 1));
 }
 
 // A genuinely sparse schedule with certified layers: it reads fewer keys,
@@ -708,7 +710,7 @@ TEST_F(DecoderRealModel, CertifiedSparsePolicyReportsStatistics) {
   ASSERT_TRUE(sparse->teacherForce(b, ids.data() + k, T - k, ls, &stats).ok());
   const ModelShape &shape = sparse->shape();
   AttentionStatsAccumulator acc(policy, layers(), shape.qHeads, shape.kvHeads);
-  const int64_t per = layers() * shape.qHeads * 4;
+  const int64_t per = layers() * shape.qHeads * kAttentionStatsWidth;
   double kl = 0;
   int agree = 0;
   for (int64_t i = 0; i < T - k; ++i) {

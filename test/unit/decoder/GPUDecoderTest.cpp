@@ -133,7 +133,7 @@ TEST(GPUDecoder, SparseScheduleRuns) {
       ASSERT_TRUE(std::isfinite(x));
     // Every head reports either a bound within tau or a dense fallback.
     const std::vector<float> &st = (*gpu)->stats();
-    for (size_t h = 0; h < st.size(); h += 4) {
+    for (size_t h = 0; h < st.size(); h += kAttentionStatsWidth) {
       if (st[h + 3] == 0.0f) {
         EXPECT_LE(st[h], 1e-2 * (1 + 1e-3));
       }

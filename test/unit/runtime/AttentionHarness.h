@@ -4,7 +4,10 @@
 // layer's decode attention with poisoned outputs, and compares outputs and
 // stats with reference::attend evaluated on the same stored keys and values
 // (and, for certified policies, on the kernel's own extra/fallback
-// decisions). Shared by the CPU and GPU test suites through `Executor`.
+// decisions). For certified heads it also checks the output-error bound
+// (stats column 4) against the reference's and against the true error of
+// the kernel's output. Shared by the CPU and GPU test suites through
+// `Executor`.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_TEST_ATTENTIONHARNESS_H
@@ -53,7 +56,14 @@ private:
   std::shared_ptr<const CPUProgram> program;
 };
 
-enum class Values { Discrete, Continuous };
+/// How keys and queries are drawn: quarter steps in [-1, 1] (exact scores,
+/// many ties), N(0, 1), or clustered: one N(0, 16) key per page (exact
+/// ties inside a page, so no near-ties that float32 scoring could break
+/// differently) and queries per GQA group (a N(0, 1) group query plus
+/// N(0, 0.1^2) per head), so page bounds are tight, a few pages carry most
+/// of the softmax mass for the whole group, and certificates pass with
+/// pages left out. Values are N(0, 1) throughout.
+enum class Values { Discrete, Continuous, Clustered };
 
 /// A random paged cache for a batch of sequences.
 struct CacheCase {
@@ -97,6 +107,30 @@ inline float drawValue(std::mt19937 &rng, Values mode) {
   return std::normal_distribution<float>(0.0f, 1.0f)(rng);
 }
 
+inline bool expectSummariesMatch(const ModelShape &s, const CacheCase &c,
+                                 const std::vector<int32_t> &lensNow,
+                                 int64_t pos);
+
+/// The append arguments for one step of `positions.size()` new tokens
+/// (their page-table rows in `table`) into the cache `c`.
+inline AppendArgs appendArgs(CacheCase &c, const std::vector<int32_t> &table,
+                             const std::vector<int32_t> &positions,
+                             const std::vector<float> &kNew,
+                             const std::vector<float> &vNew) {
+  AppendArgs a;
+  a.batch = static_cast<int64_t>(positions.size());
+  a.maxPages = c.maxPages;
+  a.numPages = c.numPages;
+  a.kNew = kNew.data();
+  a.vNew = vNew.data();
+  a.kCache = c.kRaw.data();
+  a.vCache = c.vRaw.data();
+  a.pageTable = table.data();
+  a.positions = positions.data();
+  a.summaries = c.summaries.data();
+  return a;
+}
+
 /// Fills a cache of `lens` through the executor's append kernel and checks
 /// the stored values and summaries it maintains.
 inline CacheCase buildCache(Executor &exec, const std::vector<int32_t> &lens,
@@ -124,7 +158,9 @@ inline CacheCase buildCache(Executor &exec, const std::vector<int32_t> &lens,
   c.summaries.assign(c.numPages * hkv * 5 * d,
                      std::numeric_limits<float>::quiet_NaN());
   // Append position by position for the sequences still growing.
-  std::vector<float> firstKey(hkv * d);
+  std::vector<float> firstKey(hkv * d), centre(c.batch * hkv * d);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  bool summariesOk = true; // report the first mismatch only
   for (int64_t pos = 0; pos < longest; ++pos) {
     std::vector<int32_t> table, positions;
     std::vector<float> kNew, vNew;
@@ -136,6 +172,12 @@ inline CacheCase buildCache(Executor &exec, const std::vector<int32_t> &lens,
       positions.push_back(static_cast<int32_t>(pos));
       for (int64_t i = 0; i < hkv * d; ++i) {
         float kv = drawValue(rng, mode);
+        if (mode == Values::Clustered) {
+          float &at = centre[b * hkv * d + i];
+          if (pos % s.pageSize == 0)
+            at = 4.0f * normal(rng);
+          kv = at;
+        }
         if (duplicateKeysEvery > 0 && pos > 0 &&
             pos % duplicateKeysEvery == 0)
           kv = firstKey[i];
@@ -145,17 +187,7 @@ inline CacheCase buildCache(Executor &exec, const std::vector<int32_t> &lens,
         vNew.push_back(std::normal_distribution<float>(0.0f, 1.0f)(rng));
       }
     }
-    AppendArgs a;
-    a.batch = static_cast<int64_t>(positions.size());
-    a.maxPages = c.maxPages;
-    a.numPages = c.numPages;
-    a.kNew = kNew.data();
-    a.vNew = vNew.data();
-    a.kCache = c.kRaw.data();
-    a.vCache = c.vRaw.data();
-    a.pageTable = table.data();
-    a.positions = positions.data();
-    a.summaries = c.summaries.data();
+    AppendArgs a = appendArgs(c, table, positions, kNew, vNew);
     Status st = exec.append(a);
     EXPECT_TRUE(st.ok()) << st.message();
     // The stored values are the rounded inputs.
@@ -175,10 +207,29 @@ inline CacheCase buildCache(Executor &exec, const std::vector<int32_t> &lens,
           }
         }
     }
+    // The summaries stay exact under appends: after every few appends (and
+    // the last), they equal the summaries recomputed from the whole cache.
+    if (summariesOk && ((pos < 400 && pos % 13 == 0) || pos % 1021 == 0 ||
+                        pos + 1 == longest)) {
+      std::vector<int32_t> lensNow(c.batch);
+      for (int64_t b = 0; b < c.batch; ++b)
+        lensNow[b] = std::min<int32_t>(lens[b], static_cast<int32_t>(pos + 1));
+      summariesOk = expectSummariesMatch(s, c, lensNow, pos);
+    }
   }
   c.q.resize(c.batch * s.qHeads * d);
   for (float &x : c.q)
     x = drawValue(rng, mode);
+  if (mode == Values::Clustered) {
+    int64_t group = s.group();
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t h = 0; h < s.qHeads; ++h)
+        for (int64_t ch = 0; ch < d; ++ch) {
+          int64_t lead = (b * s.qHeads + h / group * group) * d + ch;
+          float &x = c.q[(b * s.qHeads + h) * d + ch];
+          x = (h % group == 0 ? x : c.q[lead]) + 0.1f * normal(rng);
+        }
+  }
   return c;
 }
 
@@ -204,6 +255,43 @@ inline reference::Inputs referenceInputs(const ModelShape &s,
   return in;
 }
 
+/// Expects the appended summaries of `c` (sequences at `lensNow`) to equal
+/// reference::summaries of the stored cache: key and value min/max exactly,
+/// key sums to float32 rounding.
+inline bool expectSummariesMatch(const ModelShape &s, const CacheCase &c,
+                                 const std::vector<int32_t> &lensNow,
+                                 int64_t pos) {
+  std::vector<float> kf = toFloats(s.kvType, c.kRaw);
+  std::vector<float> vf = toFloats(s.kvType, c.vRaw);
+  CacheCase now = c;
+  now.lens = lensNow;
+  reference::Inputs in = referenceInputs(s, now, kf, vf, nullptr);
+  std::vector<float> want = reference::summaries(in, c.numPages);
+  int64_t d = s.headDim;
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t j = 0; j * s.pageSize < lensNow[b]; ++j) {
+      int64_t page = c.pageTable[b * c.maxPages + j];
+      for (int64_t g = 0; g < s.kvHeads; ++g)
+        for (int64_t e = 0; e < 5; ++e)
+          for (int64_t ch = 0; ch < d; ++ch) {
+            int64_t at = ((page * s.kvHeads + g) * 5 + e) * d + ch;
+            float got = c.summaries[at], ref = want[at];
+            bool ok = e == 2 ? std::fabs(got - ref) <=
+                                   1e-5f * (1.0f + std::fabs(ref)) * s.pageSize
+                             : got == ref;
+            if (!ok) {
+              ADD_FAILURE() << "summary entry " << e << " of page " << j
+                            << " (sequence " << b << ", head " << g
+                            << ", channel " << ch << ") is " << got
+                            << ", recomputed " << ref << " after appending "
+                            << "position " << pos;
+              return false;
+            }
+          }
+    }
+  return true;
+}
+
 /// Summary of one comparison.
 struct CheckReport {
   int64_t heads = 0;
@@ -211,6 +299,27 @@ struct CheckReport {
   double worstRelError = 0.0;
   double worstEpsRatio = 0.0; ///< max epsTrue / eps_hat over checked heads
   int64_t withExtra = 0, fallbacks = 0, certified = 0;
+  /// Certified, non-fallback heads whose output error was checked against
+  /// the bound, and those among them with an error over 100 times the float
+  /// rounding allowance (where the check has something to hold).
+  int64_t boundChecked = 0, boundNontrivial = 0;
+  /// max ||o_dense - o_kernel|| / bound over the nontrivial checked heads.
+  double worstBoundRatio = 0.0;
+  /// max |bound_kernel - eps_hat_kernel * distance_reference| / that.
+  double worstBoundRelDiff = 0.0;
+
+  void add(const CheckReport &r) {
+    heads += r.heads;
+    certified += r.certified;
+    withExtra += r.withExtra;
+    fallbacks += r.fallbacks;
+    boundChecked += r.boundChecked;
+    boundNontrivial += r.boundNontrivial;
+    worstRelError = std::max(worstRelError, r.worstRelError);
+    worstEpsRatio = std::max(worstEpsRatio, r.worstEpsRatio);
+    worstBoundRatio = std::max(worstBoundRatio, r.worstBoundRatio);
+    worstBoundRelDiff = std::max(worstBoundRelDiff, r.worstBoundRelDiff);
+  }
 };
 
 /// Runs layer `layer` on `c` and compares with the reference.
@@ -234,7 +343,8 @@ inline CheckReport checkLayer(Executor &exec, int64_t layer,
   }
   std::vector<float> out(c.batch * hq * d,
                          std::numeric_limits<float>::quiet_NaN());
-  std::vector<float> stats(c.batch * hq * 4,
+  const int64_t W = kAttentionStatsWidth;
+  std::vector<float> stats(c.batch * hq * W,
                            std::numeric_limits<float>::quiet_NaN());
   AttentionArgs a;
   a.batch = c.batch;
@@ -261,9 +371,10 @@ inline CheckReport checkLayer(Executor &exec, int64_t layer,
   std::vector<reference::Decision> decisions(c.batch * s.kvHeads);
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t g = 0; g < s.kvHeads; ++g) {
-      const float *st0 = stats.data() + (b * hq + g * group) * 4;
-      decisions[b * s.kvHeads + g].extra = static_cast<int64_t>(st0[2]);
-      decisions[b * s.kvHeads + g].fallback = st0[3] != 0.0f;
+      const float *st0 = stats.data() + (b * hq + g * group) * W;
+      decisions[b * s.kvHeads + g].extra =
+          static_cast<int64_t>(st0[kStatExtra]);
+      decisions[b * s.kvHeads + g].fallback = st0[kStatFallback] != 0.0f;
     }
   reference::Output ref = reference::attend(in, kvPolicies, &decisions);
 
@@ -297,15 +408,17 @@ inline CheckReport checkLayer(Executor &exec, int64_t layer,
       double rel = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
       report.worstRelError = std::max(report.worstRelError, rel);
       EXPECT_LE(rel, tolerance) << where.str();
-      const float *st0 = stats.data() + (b * hq + h) * 4;
+      const float *st0 = stats.data() + (b * hq + h) * W;
       const reference::HeadResult &hr = ref.heads[b * hq + h];
       EXPECT_EQ(static_cast<int64_t>(st0[1]), hr.attended) << where.str();
       if (p.dense) {
         EXPECT_EQ(st0[0], 0.0f) << where.str();
+        EXPECT_EQ(st0[kStatOutputBound], 0.0f) << where.str();
         continue;
       }
       if (std::isnan(hr.epsHat)) {
         EXPECT_TRUE(std::isnan(st0[0])) << where.str();
+        EXPECT_TRUE(std::isnan(st0[kStatOutputBound])) << where.str();
         continue;
       }
       // The certificate bounds the true omitted mass of the attended set.
@@ -328,6 +441,59 @@ inline CheckReport checkLayer(Executor &exec, int64_t layer,
       }
       if (p.certified() && st0[3] == 0.0f) {
         EXPECT_LE(st0[0], p.tau * (1 + 1e-3) + 1e-12) << where.str();
+      }
+      if (st0[kStatFallback] != 0.0f) {
+        EXPECT_EQ(st0[kStatOutputBound], 0.0f) << where.str();
+        continue;
+      }
+      // The output-error bound: the kernel's eps_hat times the distance from
+      // its output to the far corner of the omitted-value box. (a) It agrees
+      // with the reference's distance (exact o_S, same boxes) times the
+      // kernel's eps_hat, which carries the certificate's safety margin
+      // (checked against the reference's eps_hat above).
+      double bound = st0[kStatOutputBound];
+      if (std::isnan(bound)) {
+        ADD_FAILURE() << where.str() << ": output bound not written";
+        continue;
+      }
+      double want = static_cast<double>(st0[0]) * hr.boxDistance;
+      double boundDiff = std::fabs(bound - want);
+      EXPECT_LE(boundDiff, 1e-3 * want + 1e-9)
+          << where.str() << " kernel bound " << bound << " reference " << want
+          << " (eps_hat " << st0[0] << ", distance " << hr.boxDistance
+          << ", reference bound " << hr.outBound << ")";
+      if (want > 0)
+        report.worstBoundRelDiff =
+            std::max(report.worstBoundRelDiff, boundDiff / want);
+      EXPECT_LE(std::fabs(bound - hr.outBound), 0.02 * hr.outBound + 1e-7)
+          << where.str() << " kernel bound " << bound << " reference "
+          << hr.outBound;
+      // The bound of exact arithmetic holds for the exact outputs.
+      EXPECT_LE(hr.outErrTrue, hr.outBound * (1 + 1e-9) + 1e-12)
+          << where.str() << " reference bound " << hr.outBound;
+      // (b) It bounds the true error of the kernel's output, up to float
+      // rounding of that output.
+      const double *od = ref.denseOut.data() + (b * hq + h) * d;
+      double err2 = 0.0, dense2 = 0.0;
+      for (int64_t ch = 0; ch < d; ++ch) {
+        err2 += (od[ch] - o[ch]) * (od[ch] - o[ch]);
+        dense2 += od[ch] * od[ch];
+      }
+      // The bound holds for the exact output over the attended set; the
+      // kernel's output differs from it by its float32 rounding (checked
+      // against `tolerance` above), which the bound's distance term sees
+      // at most (1 + eps_hat) times.
+      double err = std::sqrt(err2);
+      double rounding =
+          1e-6 * std::sqrt(dense2) + (1.0 + st0[0]) * std::sqrt(num);
+      ++report.boundChecked;
+      EXPECT_LE(err, bound * (1 + 1e-4) + rounding)
+          << where.str() << ": ||o_dense - o|| = " << err << " above the bound "
+          << bound << " (eps_hat " << st0[0] << ", true eps " << hr.epsTrue
+          << ", float32 rounding of o " << std::sqrt(num) << ")";
+      if (err > 100 * rounding) {
+        ++report.boundNontrivial;
+        report.worstBoundRatio = std::max(report.worstBoundRatio, err / bound);
       }
     }
   return report;

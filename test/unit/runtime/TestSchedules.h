@@ -2,7 +2,9 @@
 //
 // One layer per policy kind (dense, window, exact top-k, block min/max,
 // block mean, certified with extras, strict certificate, adaptive window,
-// certified block mean) plus a layer with per-head overrides.
+// certified block mean, loose token and page certificates) plus a layer
+// with per-head overrides. The loose certificates pass with positions left
+// out, so their output-error bounds hold against real errors.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_TEST_TESTSCHEDULES_H
@@ -63,6 +65,14 @@ inline Schedule testSchedule(const Config &c, std::vector<std::vector<Policy>> &
   certMean.tau = 1e-2;
   certMean.maxExtra = 2;
   kinds.push_back(certMean);
+  Policy looseExact = policy(1, 8, 2 * P, Selector::Exact, P);
+  looseExact.tau = 0.5;
+  looseExact.maxExtra = 4;
+  kinds.push_back(looseExact);
+  Policy loosePage = policy(1, 8, 2 * P, Selector::BlockMinMax, P);
+  loosePage.tau = 0.5;
+  loosePage.maxExtra = 2;
+  kinds.push_back(loosePage);
 
   Schedule s;
   s.numLayers = static_cast<int64_t>(kinds.size()) + 1;

@@ -69,8 +69,11 @@ def ConvertCondensateToGPU
     - select_topk: one 512-thread block per (kv head, sequence): 8-bit radix
       search (4 shared-memory histogram passes) for the base-th largest key,
       block scans writing the set in unit order, argmax passes for extras.
-    - certify: one block per (kv head, sequence), omitted mass in f64.
-    - merge: one warp per (sequence, query head), lanes over head_dim.
+    - certify: one block per (kv head, sequence), omitted mass in f64;
+      the omitted-value box with threads over (page rows, channels),
+      combined through shared memory.
+    - merge: one warp per (sequence, query head), lanes over head_dim; the
+      output-error bound by a warp sum.
     - append_kv: one block per sequence.
 
     Before:

@@ -33,7 +33,18 @@ constexpr int64_t kSummarySlots = 5;
 /// Summary slot indices.
 enum SummarySlot : int64_t { KMin = 0, KMax = 1, KSum = 2, VMin = 3, VMax = 4 };
 /// Entries per query head in a stats buffer.
-constexpr int64_t kStatsWidth = 4;
+constexpr int64_t kStatsWidth = 5;
+/// Stats entries: the omitted-mass bound eps_hat, positions attended, extra
+/// units added, the dense-fallback flag and the output-error bound.
+enum StatsEntry : int64_t {
+  StatEpsHat = 0,
+  StatAttended = 1,
+  StatExtra = 2,
+  StatFallback = 3,
+  StatOutputBound = 4
+};
+/// Rows of a value box (certify's `vbox`): per-channel min, then max.
+constexpr int64_t kValueBoxRows = 2;
 /// Entries per split in a partial (m, l, c) buffer.
 constexpr int64_t kPartialMLWidth = 3;
 

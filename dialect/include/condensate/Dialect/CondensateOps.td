@@ -12,7 +12,9 @@
 //   lens         memref<B x i32>                  context length incl. query
 //   windows      memref<B x i32>                  per-sequence window
 //   summaries    memref<NP x Hkv x 5 x D x f32>   kmin,kmax,ksum,vmin,vmax
-//   stats        memref<B x Hq x 4 x f32>         eps_hat, keys, extra, dense
+//   stats        memref<B x Hq x 5 x f32>         eps_hat, keys, extra, dense,
+//                                                 output-error bound
+//   vbox         memref<B x Hkv x 2 x D x f32>    min, max of omitted values
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_OPS_TD
@@ -94,15 +96,22 @@ def Condensate_DecodeAttentionOp : Condensate_Op<"decode_attention",
     window of adaptive policies (clamped to [window, window_max]).
     `summaries` is required by the block selectors and the certificate.
     `stats`, when present, receives per query head: the certificate bound
-    eps_hat (NaN when not computed), positions attended, extra units added,
-    and 1 when the step fell back to dense attention.
+    eps_hat on the omitted softmax mass, positions attended, extra units
+    added, 1 when the step fell back to dense attention, and the bound
+    ||o_dense - o||_2 <= eps_hat * sqrt(sum_c max(Vmax_c - o_c, o_c -
+    Vmin_c, 0)^2) on the error of the written output o, with [Vmin, Vmax]
+    the per-channel box of the omitted values (from the page summaries;
+    see `condensate.certify` and `condensate.merge`). Both bounds are 0 for
+    dense attention and after a dense fallback and NaN when not computed
+    (uncertified sparse policies; the output bound also without
+    `summaries`).
 
     ```mlir
     condensate.decode_attention
         q(%q : memref<?x9x64xf32>) kv(%k, %v : memref<?x3x16x64xf16>)
         pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>)
         windows(%w : memref<?xi32>) summaries(%s : memref<?x3x5x64xf32>)
-        out(%o : memref<?x9x64xf32>) stats(%st : memref<?x9x4xf32>)
+        out(%o : memref<?x9x64xf32>) stats(%st : memref<?x9x5xf32>)
         {policy = #condensate.policy<window = 64, topk = 32>, scale = 0.125 : f32}
     ```
   }];
@@ -403,7 +412,8 @@ def Condensate_DenseAttendOp : Condensate_Op<"dense_attend",
   let hasVerifier = 1;
 }
 
-def Condensate_CertifyOp : Condensate_Op<"certify"> {
+def Condensate_CertifyOp : Condensate_Op<"certify",
+    [AttrSizedOperandSegments]> {
   let summary = "Bounds the omitted softmax mass; picks extra units or dense";
   let description = [{
     For each (b, query head h): merges the base partials into m and Z_S,
@@ -421,12 +431,25 @@ def Condensate_CertifyOp : Condensate_Op<"certify"> {
     stats[b, h, 0] (0 after a fallback), e to stats[b, h, 2] and the flag to
     stats[b, h, 3].
 
+    With `summaries`, `pages` and `vbox`, it also writes the per-channel box
+    of the values the final set leaves out, for `condensate.merge` to bound
+    the output error: vbox[b, g, 0, c] / vbox[b, g, 1, c] = min / max over
+    the page summaries' value min / max (slots 3 and 4) of every page of
+    sequence b holding an omitted position (a candidate position, neither
+    anchor nor window, of a unit outside the base set and the e extras).
+    For `token` granularity that is the page containing each omitted token,
+    a superset of the omitted values. Without omitted positions the box is
+    empty: min = +inf, max = -inf. `page_size` is the cache page size for
+    both granularities.
+
     ```mlir
     condensate.certify page scores(%sc : memref<?x9x?xf32>)
         lens(%len : memref<?xi32>) indices(%idx : memref<?x3x6xi32>)
         base(%po, %pml : memref<?x9x2x64xf32>, memref<?x9x2x3xf32>)
         extra(%e : memref<?x3xi32>) fallback(%f : memref<?x3xi32>)
-        stats(%st : memref<?x9x4xf32>)
+        stats(%st : memref<?x9x5xf32>)
+        summaries(%s : memref<?x3x5x64xf32>) pages(%pt : memref<?x?xi32>)
+        vbox(%vb : memref<?x3x2x64xf32>)
         {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64,
          page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-04 : f64}
     ```
@@ -442,6 +465,9 @@ def Condensate_CertifyOp : Condensate_Op<"certify"> {
     Condensate_I32Buffer:$extra,
     Condensate_I32Buffer:$fallback,
     Condensate_F32Buffer:$stats,
+    Optional<Condensate_F32Buffer>:$summaries,
+    Optional<Condensate_I32Buffer>:$page_table,
+    Optional<Condensate_F32Buffer>:$vbox,
     I64Attr:$anchor,
     I64Attr:$window,
     I64Attr:$window_max,
@@ -458,7 +484,10 @@ def Condensate_CertifyOp : Condensate_Op<"certify"> {
     type($partial_ml) `)`
     `extra` `(` $extra `:` type($extra) `)`
     `fallback` `(` $fallback `:` type($fallback) `)`
-    `stats` `(` $stats `:` type($stats) `)` attr-dict
+    `stats` `(` $stats `:` type($stats) `)`
+    (`summaries` `(` $summaries^ `:` type($summaries) `)`)?
+    (`pages` `(` $page_table^ `:` type($page_table) `)`)?
+    (`vbox` `(` $vbox^ `:` type($vbox) `)`)? attr-dict
   }];
   let hasVerifier = 1;
 }
@@ -472,13 +501,27 @@ def Condensate_MergeOp : Condensate_Op<"merge", [AttrSizedOperandSegments]> {
     fallback[b, g] != 0 take the dense partials instead. A row whose total
     weight is zero (no position attended) is written as zeros. With `stats`,
     stats[b, h, 1] receives the number of positions attended; when
-    `stats_eps` is given (no certificate ran), stats[b, h, 0] receives it
-    (0 for exact dense attention, NaN for an uncertified sparse set) and
-    stats[b, h, 2] and stats[b, h, 3] receive 0.
+    `stats_eps` is given (no certificate ran), stats[b, h, 0] and
+    stats[b, h, 4] receive it (0 for exact dense attention, NaN for an
+    uncertified sparse set) and stats[b, h, 2] and stats[b, h, 3] receive 0.
+
+    With `vbox` (written by `condensate.certify`, which also wrote
+    eps_hat = stats[b, h, 0]), stats[b, h, 4] receives the bound on the
+    output error of query head h (kv head g = h / (Hq / Hkv)):
+    eps_hat * sqrt(sum_c max(vbox[b, g, 1, c] - o_c, o_c - vbox[b, g, 0, c],
+    0)^2) with o = out[b, h], the output over the attended set, rounded up;
+    0 when the group fell back to dense attention. It holds because
+    o_dense - o = eps (mu_omitted - o), where eps <= eps_hat is the omitted
+    softmax mass and mu_omitted, a convex combination of the omitted
+    values, lies in the box. With neither `vbox` nor `stats_eps`,
+    stats[b, h, 4] receives NaN.
 
     ```mlir
     condensate.merge partials(%po, %pml : memref<?x9x2x64xf32>, memref<?x9x2x3xf32>)
-        out(%o : memref<?x9x64xf32>)
+        fallback(%f : memref<?x3xi32>)
+        dense(%pod, %pmld : memref<?x9x4x64xf32>, memref<?x9x4x3xf32>)
+        out(%o : memref<?x9x64xf32>) stats(%st : memref<?x9x5xf32>)
+        vbox(%vb : memref<?x3x2x64xf32>)
     ```
   }];
   let arguments = (ins
@@ -487,6 +530,7 @@ def Condensate_MergeOp : Condensate_Op<"merge", [AttrSizedOperandSegments]> {
     Variadic<Condensate_F32Buffer>:$dense,
     Condensate_F32Buffer:$out,
     Optional<Condensate_F32Buffer>:$stats,
+    Optional<Condensate_F32Buffer>:$vbox,
     OptionalAttr<F32Attr>:$stats_eps
   );
   let assemblyFormat = [{
@@ -494,7 +538,8 @@ def Condensate_MergeOp : Condensate_Op<"merge", [AttrSizedOperandSegments]> {
     (`fallback` `(` $fallback^ `:` type($fallback) `)`)?
     (`dense` `(` $dense^ `:` type($dense) `)`)?
     `out` `(` $out `:` type($out) `)`
-    (`stats` `(` $stats^ `:` type($stats) `)`)? attr-dict
+    (`stats` `(` $stats^ `:` type($stats) `)`)?
+    (`vbox` `(` $vbox^ `:` type($vbox) `)`)? attr-dict
   }];
   let hasVerifier = 1;
 }

@@ -113,9 +113,11 @@ def CondensateDecompose
     Rewrites every specialised `condensate.decode_attention` into stages on
     scratch buffers it allocates: page or token scoring, top-k selection,
     sparse attention into split partials, the certificate (with extra units
-    and dense fallback when tau > 0), dense attention for pillar heads, and
-    the merge. Key/value heads with different policies are handled as
-    separate runs of heads on subviews of the operands.
+    and dense fallback when tau > 0, and, given summaries and stats, the box
+    of omitted values the merge turns into the output-error bound), dense
+    attention for pillar heads, and the merge. Key/value heads with
+    different policies are handled as separate runs of heads on subviews of
+    the operands.
 
     Before:
 

@@ -85,8 +85,9 @@ class CPUDecoder {
 public:
   using SeqId = int64_t;
   /// Entries per (layer, sequence, query head) in stats(): eps_hat,
-  /// positions attended, extra units, dense fallback (see Engine.h).
-  static constexpr int64_t kStatFields = 4;
+  /// positions attended, extra units, dense fallback, output-error bound
+  /// (see AttentionStat in Engine.h).
+  static constexpr int64_t kStatFields = kAttentionStatsWidth;
 
   /// Compiles `schedule` for the model's attention shape and allocates the
   /// KV pool.

@@ -9,6 +9,7 @@
 #ifndef CONDENSATE_DECODER_FIDELITY_H
 #define CONDENSATE_DECODER_FIDELITY_H
 
+#include "condensate/Runtime/Engine.h"
 #include "condensate/Runtime/Policy.h"
 
 #include <cstdint>
@@ -49,8 +50,8 @@ class AttentionStatsAccumulator {
 public:
   AttentionStatsAccumulator(const Schedule &schedule, int64_t numLayers,
                             int64_t qHeads, int64_t kvHeads);
-  /// stats [numLayers, batch, qHeads, 4]; lens [batch] the context length
-  /// of each sequence at that step.
+  /// stats [numLayers, batch, qHeads, kAttentionStatsWidth]; lens [batch]
+  /// the context length of each sequence at that step.
   void add(const float *stats, const int32_t *lens, int64_t batch);
   AttentionSummary summary() const;
 

@@ -18,14 +18,34 @@
 
 namespace condensate {
 
+/// Entries per (sequence, query head) of AttentionArgs::stats.
+constexpr int64_t kAttentionStatsWidth = 5;
+/// What each stats entry holds. Both bounds are 0 for dense attention and
+/// after a dense fallback, NaN where no certificate ran (uncertified sparse
+/// policies).
+enum AttentionStat : int64_t {
+  /// eps_hat: bound on the softmax mass the attended set leaves out.
+  kStatEpsHat = 0,
+  /// Positions attended.
+  kStatAttended = 1,
+  /// Extra units the certificate added.
+  kStatExtra = 2,
+  /// 1 when the head's group fell back to dense attention.
+  kStatFallback = 3,
+  /// Bound on ||o_dense - o||_2 of the output:
+  /// eps_hat * sqrt(sum_c max(Vmax_c - o_c, o_c - Vmin_c, 0)^2) over the
+  /// per-channel box [Vmin, Vmax] of the omitted values.
+  kStatOutputBound = 4,
+};
+
 /// Buffers of one decode-attention call. Shapes (B = batch, MP = maxPages,
 /// NP = numPages): q, out [B, Hq, D] f32; k/vCache [NP, Hkv, P, D] of the
 /// model's KV type; pageTable [B, MP] i32; lens [B] i32 (context length
 /// including the query's own, already appended position); windows [B] i32
 /// (per-sequence window of adaptive layers; may be null otherwise);
-/// summaries [NP, Hkv, 5, D] f32; stats [B, Hq, 4] f32 (eps_hat, positions
-/// attended, extra units, dense fallback). Host pointers on the CPU,
-/// device pointers on the GPU.
+/// summaries [NP, Hkv, 5, D] f32; stats [B, Hq, kAttentionStatsWidth = 5]
+/// f32 (see AttentionStat). Host pointers on the CPU, device pointers on
+/// the GPU.
 struct AttentionArgs {
   int64_t batch = 0;
   int64_t maxPages = 0;

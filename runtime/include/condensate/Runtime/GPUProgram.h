@@ -48,6 +48,12 @@ Result<GPULibrary> compileGPULibrary(const std::string &text,
                                      const std::string &bufferName,
                                      const std::string &chip = "sm_90");
 
+/// The CUDA libdevice the GPU compiler links into every kernel library
+/// ($CUDA_ROOT, $CUDA_HOME, $CUDA_PATH, else /usr/local/cuda), or "" when
+/// there is none; compiling kernels that call its math functions then fails
+/// with an error naming it.
+std::string libdevicePath();
+
 /// Lowers the gpu.module(s) of MLIR `text` (gpu dialect kernels) to PTX
 /// through the same NVVM lowering as the condensate kernels.
 Result<std::string> compileGPUModulesToPTX(const std::string &text,

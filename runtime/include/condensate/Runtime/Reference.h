@@ -2,9 +2,10 @@
 //
 // A direct, loop-by-loop float64 implementation of decode attention under a
 // policy: the condensate set (anchor, window, top-k units by each selector,
-// GQA group max), the certificate with extra units and dense fallback, and
-// the true omitted softmax mass. Tests compare the generated kernels with it;
-// the fidelity study uses its true omitted mass.
+// GQA group max), the certificate with extra units and dense fallback, its
+// output-error bound, the true omitted softmax mass and the true output
+// error. Tests compare the generated kernels with it; the fidelity study
+// uses its true omitted mass.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_RUNTIME_REFERENCE_H
@@ -46,10 +47,21 @@ struct HeadResult {
   int64_t attended = 0; ///< positions in the attended set
   int64_t extra = 0;
   bool fallback = false;
+  /// sqrt(sum_c max(Vmax_c - o_c, o_c - Vmin_c, 0)^2) for the exact output
+  /// o over the attended set and the per-channel box [Vmin, Vmax] of the
+  /// values of every page holding an omitted position (the box the kernels
+  /// build from the page summaries); 0 when nothing is omitted.
+  double boxDistance = 0.0;
+  /// The output-error bound epsHat * boxDistance (stats column 4): 0 for
+  /// dense heads and after a fallback, NaN where epsHat is.
+  double outBound = 0.0;
+  /// The true ||o_dense - o||_2 of the exact outputs.
+  double outErrTrue = 0.0;
 };
 
 struct Output {
   std::vector<double> out;          ///< [B, Hq, D]
+  std::vector<double> denseOut;     ///< [B, Hq, D] over every position
   std::vector<HeadResult> heads;    ///< [B, Hq]
   std::vector<std::vector<int64_t>> baseUnits; ///< [B * Hkv], increasing
   std::vector<std::vector<int64_t>> extraUnits; ///< [B * Hkv], ranked

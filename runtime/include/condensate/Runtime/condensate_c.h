@@ -38,7 +38,9 @@ int condensate_gpu_reserve(condensate_gpu_program *program, int64_t max_batch,
                            int64_t max_pages, int64_t num_pages, char *error,
                            size_t error_size);
 
-/* Device pointers; layouts as in condensate/Runtime/Engine.h. `stream` is a
+/* Device pointers; layouts as in condensate/Runtime/Engine.h. `stats` is
+ * [batch, q_heads, 5] f32 per query head: eps_hat, positions attended,
+ * extra units, dense fallback, output-error bound. `stream` is a
  * CUstream / cudaStream_t (NULL = legacy default stream). */
 int condensate_gpu_attend(condensate_gpu_program *program, int64_t layer,
                           int64_t batch, int64_t max_pages, int64_t num_pages,
