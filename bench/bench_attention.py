@@ -11,8 +11,10 @@ peer, in SDPA's [B, Hkv, n, D]; queries are shared. Timed:
     sparse attention + merge), and its certified variant;
 all as medians of CUDA-event timings over many replays of a CUDA graph
 (eager ctypes launches are also reported, they include Python overhead).
-Per-stage kernel times come from event-bracketed launches; bytes per stage
-are counted analytically and set against the measured copy bandwidth.
+Per-stage kernel times come from CUPTI (torch.profiler: device time of each
+kernel, no launch overhead); event-bracketed launches are kept for
+comparison. Bytes per stage are counted analytically and set against the
+measured copy bandwidth.
 Correctness is checked in the same run: our dense output against SDPA's,
 and the condensate output against the dense one.
 
@@ -118,6 +120,31 @@ def graph_median(fn, iters, replays_per_timing=20):
     return statistics.median(times)
 
 
+def stage_name(kernel):
+    """`<function>_<n>_<stage>` -> `<stage>` (the runtime's kernel names)."""
+    return kernel.split("_", 2)[-1]
+
+
+def kernel_times(fn, iters):
+    """Median device time (ms) per launch of each kernel `fn` launches, as
+    CUPTI records it through torch.profiler: the kernels' own time, without
+    the launch and event overhead that bracketing each launch adds."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    times = {}
+    for ev in prof.events():
+        if not str(ev.device_type).endswith("CUDA"):
+            continue
+        times.setdefault(stage_name(ev.name), []).append(
+            ev.time_range.elapsed_us() / 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def copy_bandwidth():
     x = torch.empty(2 * 1024**3 // 2, dtype=torch.bfloat16, device="cuda")
     x.uniform_()
@@ -199,6 +226,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--configs",
+                    help="comma-separated BATCHxCONTEXT list, e.g. 32x32768")
     args = ap.parse_args()
 
     lib = load_lib(args.lib)
@@ -223,6 +252,9 @@ def main():
                (32, 4096), (8, 16384)]
     if args.quick:
         configs = [(1, 131072), (32, 32768)]
+    if args.configs:
+        configs = [tuple(int(x) for x in c.split("x"))
+                   for c in args.configs.split(",")]
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1234)
     results = []
@@ -308,23 +340,41 @@ def main():
                 ctypes.byref(count), err, 4096), err)
             kernel_names = names.raw.split(b"\0")[:count.value]
             row[name + "_stages"] = {
-                k.decode().split("_", 2)[-1]: ms[i]
+                stage_name(k.decode()): ms[i]
                 for i, k in enumerate(kernel_names)}
+        # Kernel device times (CUPTI) of all three paths.
+        for name in LAYERS:
+            try:
+                kt = kernel_times(ours(LAYERS[name]), args.iters)
+                row[name + "_kernels"] = kt
+                row[name + "_kernel_sum_ms"] = sum(kt.values())
+            except Exception as e:  # no CUPTI: event timings only
+                row[name + "_kernels_error"] = str(e).splitlines()[0][:200]
         # Bytes per stage (analytic) against the copy bandwidth.
         pages = batch * case["max_pages"]
         budget = 1 + 64 + BUDGET_TOPK
         bytes_score = pages * HKV * 2 * D * 4 + batch * HQ * case["max_pages"] * 4
         bytes_attend = batch * HKV * budget * D * 2 * 2
         bytes_dense = batch * HKV * n * D * 2 * 2
-        st = row["condensate_stages"]
-        score_ms = next((v for k, v in st.items() if "score" in k), None)
+        # Kernel times from CUPTI where present, else the event-bracketed
+        # ones (which carry launch overhead).
+        def stage_ms(layer, stage):
+            for key in (layer + "_kernels", layer + "_stages"):
+                v = next((t for k, t in row.get(key, {}).items()
+                          if stage in k), None)
+                if v:
+                    return v
+            return None
+        score_ms = stage_ms("condensate", "score")
         if score_ms:
             row["score_pages_bytes"] = bytes_score
             row["score_pages_bw_fraction"] = bytes_score / (score_ms * 1e-3) / bw
         row["attend_bytes"] = bytes_attend
-        dense_attend_ms = next(
-            (v for k, v in row["dense_stages"].items() if "dense_attend" in k),
-            None)
+        attend_ms = stage_ms("condensate", "sparse_attend")
+        if attend_ms:
+            row["sparse_attend_bw_fraction"] = bytes_attend / (
+                attend_ms * 1e-3) / bw
+        dense_attend_ms = stage_ms("dense", "dense_attend")
         if dense_attend_ms:
             row["dense_attend_bw_fraction"] = bytes_dense / (
                 dense_attend_ms * 1e-3) / bw

@@ -28,7 +28,7 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         --gtest_filter='-GPUAttentionLarge.*' ;;
     certificate) step certificate 120 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='GPUCertificate.*' ;;
-    large) step large 200 $BIN/GPUAttentionTest --gtest_brief=1 \
+    large) step large 300 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='GPUAttentionLarge.*' ;;
     full) CONDENSATE_GPU_FULL=1 step full 400 $BIN/GPUAttentionTest \
         --gtest_brief=1 --gtest_filter='GPUAttentionLarge.*' ;;
@@ -36,6 +36,15 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         --lib .carry/run/lib/libCondensateRuntime.so --json "$OUT/bench.json" ;;
     quick) step quick 150 python3 bench/bench_attention.py --quick \
         --lib .carry/run/lib/libCondensateRuntime.so --json "$OUT/quick.json" ;;
+    ncu) # hardware counters of the scoring, attention and certificate
+        # kernels at batch 32 / 32K (one launch each after warm-up)
+        step ncu 240 ncu --target-processes all \
+          --kernel-name regex:'score_pages|sparse_attend|certify|dense_attend|select_topk' \
+          --launch-skip 0 --launch-count 12 \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis \
+          --section Occupancy --section LaunchStats --section WarpStateStats \
+          python3 bench/bench_attention.py --configs 32x32768 --iters 2 \
+          --lib .carry/run/lib/libCondensateRuntime.so ;;
     memcheck) step memcheck 150 compute-sanitizer --tool memcheck \
         --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='*d64_kv3_g3_p16_f32*:GPUAppend.*' ;;

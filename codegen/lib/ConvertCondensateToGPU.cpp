@@ -29,6 +29,7 @@
 #include "Emitter.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -198,6 +199,18 @@ public:
     return fn;
   }
 
+  /// Launch bounds for ptxas: at most `threads` threads per block and at
+  /// least `minBlocks` resident blocks per SM, which caps the registers a
+  /// thread may use (65536 / (threads * minBlocks)).
+  static void launchBounds(gpu::GPUFuncOp fn, int64_t threads,
+                           int64_t minBlocks) {
+    Builder b(fn.getContext());
+    fn->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
+    fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                b.getI32IntegerAttr(static_cast<int32_t>(minBlocks)));
+  }
+
   static MemRefType workgroupType(MLIRContext *ctx, ArrayRef<int64_t> shape,
                                   Type elt) {
     auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
@@ -316,35 +329,70 @@ void emitAttentionBody(
     init.push_back(e.splat(e.f32(0.0), E));
   // Warp-uniform rounds: every lane runs the same trip count so the group
   // shuffles stay converged; out-of-range or masked slots read a safe row
-  // and leave the state unchanged. Each round a group takes kUnroll slots,
-  // issuing all their loads before the arithmetic so several rows are in
-  // flight per lane.
+  // and leave the state unchanged. Each round a group takes kUnroll slots.
+  // The loop is software-pipelined: a round issues the loads of the next
+  // round's rows before its own arithmetic, so a lane keeps 2 * kUnroll
+  // K/V rows in flight across the exp/shuffle latency.
   constexpr int64_t kUnroll = 2;
   int64_t perRound = s.groups * kUnroll;
   Value count = e.maxs(e.sub(v1, v0), e.idx(0));
   Value rounds = e.ceilDiv(count, e.idx(perRound));
+  // (valid[kUnroll], k rows[kUnroll], v rows[kUnroll]) of round r; only
+  // called with r < rounds + 1 and rounds > 0, so v0 is a slot in range.
+  auto loadRound = [&](GPUEmitter &e, Value r) {
+    SmallVector<Value> valid, kr, vr;
+    for (int64_t u = 0; u < kUnroll; ++u) {
+      Value slot = e.add(e.add(v0, e.mul(r, e.idx(perRound))),
+                         e.add(e.idx(u * s.groups), gid));
+      Value inRange = e.lt(slot, v1);
+      auto [t, posValid] = position(e, e.select(inRange, slot, v0));
+      Value ok = e.band(inRange, posValid);
+      Value tSafe = e.select(ok, t, e.idx(0));
+      Value page = e.loadIndex(pageTable, {b, e.divs(tSafe, e.idx(s.p))});
+      Value off = e.rems(tSafe, e.idx(s.p));
+      valid.push_back(ok);
+      kr.push_back(e.vecLoad(k, {page, g, off, col}, E, align));
+      vr.push_back(e.vecLoad(v, {page, g, off, col}, E, align));
+    }
+    SmallVector<Value> out(valid);
+    out.append(kr.begin(), kr.end());
+    out.append(vr.begin(), vr.end());
+    return out;
+  };
+  // The first round's rows (none when the split is empty).
+  SmallVector<Type> rowTypes(kUnroll, e.builder().getI1Type());
+  for (int64_t u = 0; u < 2 * kUnroll; ++u)
+    rowTypes.push_back(VectorType::get({E}, elementType(k)));
+  SmallVector<Value> first = e.ifElse(
+      e.gt(rounds, e.idx(0)), rowTypes,
+      [&](Emitter &ee) -> SmallVector<Value> {
+        return loadRound(static_cast<GPUEmitter &>(ee), ee.idx(0));
+      },
+      [&](Emitter &ee) -> SmallVector<Value> {
+        SmallVector<Value> none(kUnroll, ee.i1(false));
+        for (int64_t u = 0; u < 2 * kUnroll; ++u)
+          none.push_back(arith::ConstantOp::create(
+              ee.builder(), ee.location(),
+              DenseElementsAttr::get(cast<ShapedType>(rowTypes[kUnroll + u]),
+                                     ee.builder().getZeroAttr(
+                                         elementType(k)))));
+        return none;
+      });
+  int64_t stateSize = init.size();
+  init.append(first.begin(), first.end());
   auto state = e.forLoop(
       e.idx(0), rounds, e.idx(1), init,
       [&](Emitter &ee, Value r, ValueRange st) -> SmallVector<Value> {
         GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-        SmallVector<Value> valid, kr, vr;
-        for (int64_t u = 0; u < kUnroll; ++u) {
-          Value slot = e.add(
-              e.add(v0, e.mul(r, e.idx(perRound))),
-              e.add(e.idx(u * s.groups), gid));
-          Value inRange = e.lt(slot, v1);
-          auto [t, posValid] = position(e, e.select(inRange, slot, v0));
-          Value ok = e.band(inRange, posValid);
-          Value tSafe = e.select(ok, t, e.idx(0));
-          Value page = e.loadIndex(pageTable, {b, e.divs(tSafe, e.idx(s.p))});
-          Value off = e.rems(tSafe, e.idx(s.p));
-          valid.push_back(ok);
-          kr.push_back(e.vecLoad(k, {page, g, off, col}, E, align));
-          vr.push_back(e.vecLoad(v, {page, g, off, col}, E, align));
-        }
+        // Prefetch round r + 1 (its slots past v1 read the safe row).
+        SmallVector<Value> next = loadRound(e, e.add(r, e.idx(1)));
+        ValueRange rows = st.drop_front(stateSize);
+        ValueRange valid = rows.take_front(kUnroll);
+        ValueRange kr = rows.slice(kUnroll, kUnroll);
+        ValueRange vr = rows.slice(2 * kUnroll, kUnroll);
         // One online-softmax update per round for all its slots: a single
         // rescale of the accumulators instead of one per key.
-        SmallVector<Value> out(st.begin(), st.end());
+        SmallVector<Value> out(st.begin(), st.begin() + stateSize);
         SmallVector<Value> kf, vf;
         Value any = valid[0];
         for (int64_t u = 0; u < kUnroll; ++u) {
@@ -380,6 +428,7 @@ void emitAttentionBody(
         for (int64_t u = 0; u < kUnroll; ++u)
           out[2 * G] =
               e.select(valid[u], e.fadd(out[2 * G], e.f32(1.0)), out[2 * G]);
+        out.append(next.begin(), next.end());
         return out;
       });
   // Combine lane groups through shared memory: sm_m[groups][G],
@@ -653,6 +702,7 @@ void lowerScorePages(ScorePagesOp op, KernelBuilder &kb, StringRef name) {
           }
         }
       });
+  KernelBuilder::launchBounds(fn, threads, 4);
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   Value mp = memref::DimOp::create(b, loc, op.getScores(), 2);
   Value blocks = arith::CeilDivSIOp::create(
@@ -1105,12 +1155,12 @@ void lowerCertify(CertifyOp op, KernelBuilder &kb, StringRef name) {
   if (op.getWindows())
     operands.push_back(op.getWindows());
   bool hasWindows = static_cast<bool>(op.getWindows());
-  // The value box: threads over (page rows, channels). `boxLanes` channels
-  // per row, `boxRows` rows combined through shared memory, `boxPer`
-  // channels per thread.
+  // The value box: one warp per page row (lanes over channels, `boxPer`
+  // channels each), `boxRows` rows in flight, combined through shared
+  // memory.
   bool hasBox = static_cast<bool>(op.getVbox());
   int64_t d = hasBox ? staticDim(op.getVbox(), 3) : 0;
-  int64_t boxLanes = std::min<int64_t>(std::max<int64_t>(d, 1), threads);
+  int64_t boxLanes = std::min<int64_t>(std::max<int64_t>(d, 1), kWarp);
   int64_t boxRows = threads / boxLanes;
   int64_t boxPer = (d + boxLanes - 1) / boxLanes;
   int64_t boxIdx = operands.size();
@@ -1383,8 +1433,11 @@ void lowerCertify(CertifyOp op, KernelBuilder &kb, StringRef name) {
             for (int64_t k = 0; k < boxPer; ++k)
               init.append({e.f32(std::numeric_limits<double>::infinity()),
                            e.negInf()});
+            // After a fallback nothing is omitted: the box stays empty.
+            Value boxPages =
+                e.select(fallback, e.idx(0), e.ceilDiv(n, pageV));
             auto box = e.forLoop(
-                r, e.ceilDiv(n, pageV), e.idx(boxRows), init,
+                r, boxPages, e.idx(boxRows), init,
                 [&](Emitter &ee, Value j, ValueRange acc)
                     -> SmallVector<Value> {
                   GPUEmitter &e = static_cast<GPUEmitter &>(ee);

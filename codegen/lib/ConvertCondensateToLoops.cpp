@@ -563,9 +563,10 @@ std::pair<Value, Value> mergeML(Emitter &e, Value pml, Value b, Value h) {
 
 /// Writes vbox[b, g] of a certify op: the per-channel min and max over the
 /// value summaries of every page of sequence b with an omitted position.
-/// `marks` flags the units of the final set (pages or tokens).
+/// `marks` flags the units of the final set (pages or tokens). After a
+/// fallback nothing is omitted: the box is empty.
 void emitValueBox(Emitter &e, CertifyOp op, Value marks, Value b, Value g,
-                  Value n, Value w) {
+                  Value n, Value w, Value fallback) {
   int64_t p = op.getPageSize();
   int64_t d = staticDim(op.getVbox(), 3);
   bool tokens = op.getGranularity() == Granularity::token;
@@ -577,8 +578,9 @@ void emitValueBox(Emitter &e, CertifyOp op, Value marks, Value b, Value g,
     init.push_back(row.splat(e.f32(std::numeric_limits<double>::infinity())));
   for (int64_t c = 0; c < row.chunks(); ++c)
     init.push_back(row.splat(e.negInf()));
+  Value pages = e.select(fallback, e.idx(0), e.ceilDiv(n, page));
   auto box = e.forLoop(
-      e.idx(0), e.ceilDiv(n, page), e.idx(1), init,
+      e.idx(0), pages, e.idx(1), init,
       [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
         // Candidate positions of page j against those the final set holds.
         Value cand = unitCandidateCount(e, j, page, anchor, n, w);
@@ -766,7 +768,7 @@ struct LowerCertify : OpRewritePattern<CertifyOp> {
         }
         // The marks now hold the final set: box the values it leaves out.
         if (op.getVbox())
-          emitValueBox(e, op, marks, b, g, n, w);
+          emitValueBox(e, op, marks, b, g, n, w, fallback);
         if (tau > 0.0)
           markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), zero8);
         markUnits(e, b, g, e.idx(0), e.idx(base), zero8);

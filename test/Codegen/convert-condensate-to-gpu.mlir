@@ -13,7 +13,9 @@
 // Page bounds: a lane group of 16 lanes x 4 floats per page row (16-byte
 // loads), 16 groups x 4 pages = 64 pages per block of 256 threads; grid
 // (page blocks, Hkv, B). The group's dot product is summed with xor
-// shuffles 8, 4, 2, 1.
+// shuffles 8, 4, 2, 1. Launch bounds ask ptxas for 4 resident blocks per
+// SM (at most 64 registers a thread): the kernel is latency-bound, and
+// occupancy is what hides the latency.
 // CHECK-LABEL: func.func @score_pages(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
 // CHECK: %[[MP:.*]] = memref.dim %arg4, %c2 : memref<?x4x?xf32>
@@ -21,7 +23,7 @@
 // CHECK: gpu.launch_func @condensate_kernels::@score_pages_score_pages blocks in (%[[NB]], %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x5x64xf32>, %arg2 : memref<?x?xi32>, %arg3 : memref<?xi32>, %arg4 : memref<?x4x?xf32>)
 // CHECK-NEXT: return
 // CHECK: gpu.module @condensate_kernels {
-// CHECK: gpu.func @score_pages_score_pages(%{{.*}}: memref<?x4x64xf32>, %{{.*}}: memref<?x2x5x64xf32>, %{{.*}}: memref<?x?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?x4x?xf32>) kernel {
+// CHECK: gpu.func @score_pages_score_pages(%{{.*}}: memref<?x4x64xf32>, %{{.*}}: memref<?x2x5x64xf32>, %{{.*}}: memref<?x?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?x4x?xf32>) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 4 : i32} {
 // CHECK: gpu.thread_id x
 // CHECK: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<4xf32>
 // CHECK: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x5x64xf32>, vector<4xf32>
@@ -90,7 +92,9 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 // Sparse attention: one block per (split, kv head, sequence). A lane group
 // of 8 lanes reads a bf16 key and value row with one 16-byte load each
 // (8 x bf16), serves both query heads of the GQA group (two xor-shuffle
-// reductions per row) and keeps online-softmax state in registers; 16 groups
+// reductions per row) and keeps online-softmax state in registers. The loop
+// is software-pipelined: the first round's rows are loaded before it, and
+// each round loads the next round's rows before its arithmetic. 16 groups
 // of 8 lanes combine through 16-byte aligned shared memory. 1 + 64 + 4 x 16
 // = 129 slots in 3 splits of 43.
 // CHECK-LABEL: func.func @sparse_attend(
@@ -103,7 +107,9 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 // CHECK: %[[LANE:.*]] = arith.remsi %[[TID]], %c8{{.*}} : index
 // CHECK: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<8xf32>
 // CHECK: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<8xf32>
-// CHECK: scf.for {{.*}} -> (f32, f32, f32, f32, f32, vector<8xf32>, vector<8xf32>) {
+// CHECK: %[[FIRST:.*]]:6 = scf.if %{{.*}} -> (i1, i1, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>) {
+// CHECK: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// CHECK: scf.for {{.*}} iter_args({{.*}}%[[FIRST]]#5) -> (f32, f32, f32, f32, f32, vector<8xf32>, vector<8xf32>, i1, i1, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>) {
 // CHECK: memref.load %arg7[{{.*}}] : memref<?x2x6xi32>
 // CHECK: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
 // CHECK-NEXT: vector.load %arg2[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
@@ -210,28 +216,30 @@ func.func @merge(%po: memref<?x4x2x64xf32>, %pml: memref<?x4x2x3xf32>, %o: memre
 
 // -----
 
-// The value box: after the extra/fallback decision, threads split into 4
-// rows of 64 channels (head_dim 64, 256 threads); row r walks pages r, r+4,
-// ... and folds the value min/max summaries of pages with an omitted
-// position into registers; the rows meet in shared memory behind a barrier
-// and the channel's min/max over rows goes to vbox[b, g].
+// The value box: after the extra/fallback decision, one warp per page row
+// (8 rows of 32 lanes, 2 channels per lane at head_dim 64); row r walks
+// pages r, r+8, ... (none after a fallback: the box stays empty) and folds
+// the value min/max summaries of pages with an omitted position into
+// registers; the rows meet in shared memory behind a barrier and the
+// channel's min/max over rows goes to vbox[b, g].
 // CHECK-LABEL: func.func @certify_box(
 // CHECK: gpu.launch_func @condensate_kernels::@certify_box_certify blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args({{.*}}, %arg7 : memref<?x4x5xf32>, %arg8 : memref<?x2x5x64xf32>, %arg9 : memref<?x?xi32>, %arg10 : memref<?x2x2x64xf32>)
-// CHECK: gpu.func @certify_box_certify({{.*}}, %[[S:.*]]: memref<?x2x5x64xf32>, %[[PT:.*]]: memref<?x?xi32>, %[[VB:.*]]: memref<?x2x2x64xf32>) workgroup({{.*}}, %[[SMB:.*]] : memref<4x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
-// CHECK: %[[ROW:.*]] = arith.divsi %{{.*}}, %c64{{(_[0-9]+)?}} : index
-// CHECK: %[[CH:.*]] = arith.remsi %{{.*}}, %c64{{(_[0-9]+)?}} : index
+// CHECK: gpu.func @certify_box_certify({{.*}}, %[[S:.*]]: memref<?x2x5x64xf32>, %[[PT:.*]]: memref<?x?xi32>, %[[VB:.*]]: memref<?x2x2x64xf32>) workgroup({{.*}}, %[[SMB:.*]] : memref<8x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: %[[ROW:.*]] = arith.divsi %{{.*}}, %c32{{(_[0-9]+)?}} : index
+// CHECK: %[[CH:.*]] = arith.remsi %{{.*}}, %c32{{(_[0-9]+)?}} : index
 // CHECK: scf.if
 // CHECK: %[[NP:.*]] = arith.ceildivsi %{{.*}}, %c16{{(_[0-9]+)?}} : index
-// CHECK: scf.for %[[J:.*]] = %[[ROW]] to %[[NP]] step %c4{{(_[0-9]+)?}} iter_args({{.*}}) -> (f32, f32) {
+// CHECK: %[[UB:.*]] = arith.select %{{.*}}, %c0{{(_[0-9]+)?}}, %[[NP]] : index
+// CHECK: scf.for %[[J:.*]] = %[[ROW]] to %[[UB]] step %c8{{(_[0-9]+)?}} iter_args({{.*}}) -> (f32, f32, f32, f32) {
 // CHECK: memref.load %[[PT]][%{{.*}}, %[[J]]] : memref<?x?xi32>
 // CHECK: memref.load %[[S]][%{{.*}}, %{{.*}}, %c3{{(_[0-9]+)?}}, %{{.*}}] : memref<?x2x5x64xf32>
 // CHECK: memref.load %[[S]][%{{.*}}, %{{.*}}, %c4{{(_[0-9]+)?}}, %{{.*}}] : memref<?x2x5x64xf32>
 // CHECK: arith.minimumf
 // CHECK: arith.maximumf
-// CHECK: memref.store %{{.*}}, %[[SMB]][%[[ROW]], %c0{{(_[0-9]+)?}}, %{{.*}}] : memref<4x2x64xf32, #gpu.address_space<workgroup>>
-// CHECK: memref.store %{{.*}}, %[[SMB]][%[[ROW]], %c1{{(_[0-9]+)?}}, %{{.*}}] : memref<4x2x64xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %{{.*}}, %[[SMB]][%[[ROW]], %c0{{(_[0-9]+)?}}, %{{.*}}] : memref<8x2x64xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %{{.*}}, %[[SMB]][%[[ROW]], %c1{{(_[0-9]+)?}}, %{{.*}}] : memref<8x2x64xf32, #gpu.address_space<workgroup>>
 // CHECK: gpu.barrier
-// CHECK: memref.load %[[SMB]][%c3{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %{{.*}}] : memref<4x2x64xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.load %[[SMB]][%c7{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %{{.*}}] : memref<8x2x64xf32, #gpu.address_space<workgroup>>
 // CHECK: memref.store %{{.*}}, %[[VB]][%{{.*}}, %{{.*}}, %c0{{(_[0-9]+)?}}, %{{.*}}] : memref<?x2x2x64xf32>
 // CHECK: memref.store %{{.*}}, %[[VB]][%{{.*}}, %{{.*}}, %c1{{(_[0-9]+)?}}, %{{.*}}] : memref<?x2x2x64xf32>
 // CHECK: gpu.return

@@ -307,7 +307,8 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
 // The value box of a token-level certificate: per page of the context, the
 // candidate positions against the marked (selected) tokens in the page; a
 // page with an omitted token folds its value min/max summaries (slots 3
-// and 4, read through the page table) into the box, which starts empty.
+// and 4, read through the page table) into the box, which starts empty
+// (and stays empty after a fallback: no pages are walked).
 // CHECK-LABEL: func.func @certify_box
 // CHECK-DAG: %[[INF:.*]] = arith.constant 0x7F800000 : f32
 // CHECK-DAG: %[[NINF:.*]] = arith.constant 0xFF800000 : f32
@@ -315,7 +316,8 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
 // CHECK: %[[LO0:.*]] = vector.broadcast %[[INF]] : f32 to vector<8xf32>
 // CHECK: %[[HI0:.*]] = vector.broadcast %[[NINF]] : f32 to vector<8xf32>
 // CHECK: %[[NP:.*]] = arith.ceildivsi %{{.*}}, %c16 : index
-// CHECK: %[[BOX:.*]]:4 = scf.for %[[J:.*]] = %c0 to %[[NP]] step %c1 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// CHECK: %[[UB:.*]] = arith.select %{{.*}}, %c0, %[[NP]] : index
+// CHECK: %[[BOX:.*]]:4 = scf.for %[[J:.*]] = %c0 to %[[UB]] step %c1 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
 // CHECK: %[[SEL:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %c0) -> (index) {
 // CHECK: memref.load %[[MARKS]]
 // CHECK: %[[OMIT:.*]] = arith.cmpi sgt, %{{.*}}, %[[SEL]] : index

@@ -207,10 +207,12 @@ inline CacheCase buildCache(Executor &exec, const std::vector<int32_t> &lens,
           }
         }
     }
-    // The summaries stay exact under appends: after every few appends (and
-    // the last), they equal the summaries recomputed from the whole cache.
-    if (summariesOk && ((pos < 400 && pos % 13 == 0) || pos % 1021 == 0 ||
-                        pos + 1 == longest)) {
+    // The summaries stay exact under appends: after every few appends
+    // early on, then at positions 2^k - 1 (a recomputation costs the whole
+    // cache, so the checks cost O(n) in all), and after the last, they equal
+    // the summaries recomputed from the whole cache.
+    if (summariesOk && ((pos < 400 && pos % 13 == 0) ||
+                        (pos & (pos + 1)) == 0 || pos + 1 == longest)) {
       std::vector<int32_t> lensNow(c.batch);
       for (int64_t b = 0; b < c.batch; ++b)
         lensNow[b] = std::min<int32_t>(lens[b], static_cast<int32_t>(pos + 1));

@@ -63,15 +63,18 @@ def ConvertCondensateToGPU
       16-byte vector loads (L = head_dim * bytes / 16, at most 32), serve all
       G query heads of the GQA group from registers, keep online-softmax
       state per head, and combine through shared memory into the split's
-      partial (m, l, count, o).
+      partial (m, l, count, o). The loop over rows is software-pipelined:
+      each round loads the next round's rows before its arithmetic.
     - score_pages / score_tokens: a lane group per page (or token) and kv
-      head, 256 threads per block; grid (blocks, Hkv, B).
+      head, 256 threads per block; grid (blocks, Hkv, B). score_pages
+      carries launch bounds for 4 resident blocks per SM.
     - select_topk: one 512-thread block per (kv head, sequence): 8-bit radix
       search (4 shared-memory histogram passes) for the base-th largest key,
       block scans writing the set in unit order, argmax passes for extras.
     - certify: one block per (kv head, sequence), omitted mass in f64;
-      the omitted-value box with threads over (page rows, channels),
-      combined through shared memory.
+      the omitted-value box (only for groups that certify) with one warp
+      per page row, lanes over channels, rows combined through shared
+      memory.
     - merge: one warp per (sequence, query head), lanes over head_dim; the
       output-error bound by a warp sum.
     - append_kv: one block per sequence.

@@ -438,8 +438,8 @@ def Condensate_CertifyOp : Condensate_Op<"certify",
     sequence b holding an omitted position (a candidate position, neither
     anchor nor window, of a unit outside the base set and the e extras).
     For `token` granularity that is the page containing each omitted token,
-    a superset of the omitted values. Without omitted positions the box is
-    empty: min = +inf, max = -inf. `page_size` is the cache page size for
+    a superset of the omitted values. Without omitted positions, and after a
+    fallback, the box is empty: min = +inf, max = -inf. `page_size` is the cache page size for
     both granularities.
 
     ```mlir
