@@ -369,6 +369,7 @@ TEST(GPUAttentionLarge, LongContextsAndLargeBatches) {
                   "%.2e\n",
                   lens.size(), *std::max_element(lens.begin(), lens.end()),
                   (long long)l, r.worstRelError);
+      std::fflush(stdout); // visible even if a time limit stops the run
     }
   }
   (void)c;
