@@ -702,7 +702,14 @@ void lowerScorePages(ScorePagesOp op, KernelBuilder &kb, StringRef name) {
           }
         }
       });
-  KernelBuilder::launchBounds(fn, threads, 4);
+  // The kernel is latency-bound: ask ptxas for more resident blocks where
+  // the registers the loads and queries hold (G query slices, kPages x 2
+  // bound rows of E floats) leave room, and none where that would spill.
+  int64_t held = G * E + 2 * kPages * E;
+  if (held <= 48)
+    KernelBuilder::launchBounds(fn, threads, 4);
+  else if (held <= 64)
+    KernelBuilder::launchBounds(fn, threads, 3);
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   Value mp = memref::DimOp::create(b, loc, op.getScores(), 2);
   Value blocks = arith::CeilDivSIOp::create(

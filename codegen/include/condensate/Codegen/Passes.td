@@ -67,7 +67,8 @@ def ConvertCondensateToGPU
       each round loads the next round's rows before its arithmetic.
     - score_pages / score_tokens: a lane group per page (or token) and kv
       head, 256 threads per block; grid (blocks, Hkv, B). score_pages
-      carries launch bounds for 4 resident blocks per SM.
+      carries launch bounds for 4 (or 3) resident blocks per SM where the
+      registers its loads hold leave room.
     - select_topk: one 512-thread block per (kv head, sequence): 8-bit radix
       search (4 shared-memory histogram passes) for the base-th largest key,
       block scans writing the set in unit order, argmax passes for extras.
