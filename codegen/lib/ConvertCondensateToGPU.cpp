@@ -1232,30 +1232,36 @@ void lowerCertify(CertifyOp op, KernelBuilder &kb, StringRef name) {
         SmallVector<Value> ms;
         for (int64_t i = 0; i < G; ++i)
           ms.push_back(e.load(smM, {e.idx(i)}));
-        // Membership in the base set (ascending, -1 padded at the end).
-        auto inBase = [&](GPUEmitter &e, Value u) -> Value {
+        // Base units (ascending, -1 padded at the end) below x, by binary
+        // search: a lower bound into the base set.
+        auto baseBelow = [&](GPUEmitter &e, Value x) -> Value {
           if (base == 0)
-            return e.i1(false);
-          Value u32 = e.toI32(u);
-          auto r = e.forLoop(
+            return e.idx(0);
+          Value x32 = e.toI32(x);
+          return e.forLoop(
               e.idx(0), e.idx(64 - __builtin_clzll(base)), e.idx(1),
               {e.idx(0), e.idx(base)},
               [&](Emitter &e, Value, ValueRange acc) -> SmallVector<Value> {
                 Value mid = e.divs(e.add(acc[0], acc[1]), e.idx(2));
                 Value mc = e.mins(mid, e.idx(base - 1));
-                Value x = e.load(indices, {bb, g, mc});
-                Value xk = e.select(e.cmp(arith::CmpIPredicate::slt, x,
-                                          e.i32(0)),
-                                    e.i32(std::numeric_limits<int32_t>::max()),
-                                    x);
-                Value goRight = e.cmp(arith::CmpIPredicate::slt, xk, u32);
+                Value u = e.load(indices, {bb, g, mc});
+                Value uk = e.select(
+                    e.cmp(arith::CmpIPredicate::slt, u, e.i32(0)),
+                    e.i32(std::numeric_limits<int32_t>::max()), u);
+                Value goRight = e.cmp(arith::CmpIPredicate::slt, uk, x32);
                 Value active = e.lt(acc[0], acc[1]);
-                return {e.select(e.band(active, goRight), e.add(mid, e.idx(1)),
-                                 acc[0]),
-                        e.select(e.band(active, e.bnot(goRight)), mid, acc[1])};
-              });
-          Value pos = e.mins(r[0], e.idx(base - 1));
-          return e.eq(e.load(indices, {bb, g, pos}), u32);
+                return {e.select(e.band(active, goRight),
+                                 e.add(mid, e.idx(1)), acc[0]),
+                        e.select(e.band(active, e.bnot(goRight)), mid,
+                                 acc[1])};
+              })[0];
+        };
+        // Membership in the base set.
+        auto inBase = [&](GPUEmitter &e, Value u) -> Value {
+          if (base == 0)
+            return e.i1(false);
+          Value pos = e.mins(baseBelow(e, u), e.idx(base - 1));
+          return e.eq(e.load(indices, {bb, g, pos}), e.toI32(u));
         };
         auto inExtras = [&](GPUEmitter &e, Value u, Value count) -> Value {
           return e.forLoop(
@@ -1385,29 +1391,6 @@ void lowerCertify(CertifyOp op, KernelBuilder &kb, StringRef name) {
           Value summaries = a[boxIdx], pageTable = a[boxIdx + 1];
           Value vbox = a[boxIdx + 2], smBox = sm[4];
           Value pageV = e.idx(op.getPageSize());
-          // Base units (ascending, -1 padded) below x: a lower bound.
-          auto baseBelow = [&](GPUEmitter &e, Value x) -> Value {
-            if (base == 0)
-              return e.idx(0);
-            Value x32 = e.toI32(x);
-            return e.forLoop(
-                e.idx(0), e.idx(64 - __builtin_clzll(base)), e.idx(1),
-                {e.idx(0), e.idx(base)},
-                [&](Emitter &e, Value, ValueRange acc) -> SmallVector<Value> {
-                  Value mid = e.divs(e.add(acc[0], acc[1]), e.idx(2));
-                  Value mc = e.mins(mid, e.idx(base - 1));
-                  Value u = e.load(indices, {bb, g, mc});
-                  Value uk = e.select(
-                      e.cmp(arith::CmpIPredicate::slt, u, e.i32(0)),
-                      e.i32(std::numeric_limits<int32_t>::max()), u);
-                  Value goRight = e.cmp(arith::CmpIPredicate::slt, uk, x32);
-                  Value active = e.lt(acc[0], acc[1]);
-                  return {e.select(e.band(active, goRight),
-                                   e.add(mid, e.idx(1)), acc[0]),
-                          e.select(e.band(active, e.bnot(goRight)), mid,
-                                   acc[1])};
-                })[0];
-          };
           // Whether page j holds a position the final set leaves out.
           auto pageOmitted = [&](GPUEmitter &e, Value j) -> Value {
             Value cand = unitCandidateCount(e, j, pageV, anchor, n, w);
