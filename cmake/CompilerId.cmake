@@ -7,8 +7,8 @@ file(GLOB_RECURSE sources
   "${SRC}/dialect/*.td" "${SRC}/dialect/*.cpp" "${SRC}/dialect/*.h"
   "${SRC}/passes/*.td" "${SRC}/passes/*.cpp" "${SRC}/passes/*.h"
   "${SRC}/codegen/*.td" "${SRC}/codegen/*.cpp" "${SRC}/codegen/*.h"
-  "${SRC}/runtime/lib/GPUCompiler.cpp" "${SRC}/runtime/lib/LaunchPlan.cpp"
-  "${SRC}/runtime/lib/Policy.cpp")
+  "${SRC}/runtime/compiler/*.cpp" "${SRC}/runtime/compiler/*.h"
+  "${SRC}/runtime/core/Policy*.cpp")
 list(SORT sources)
 set(all "")
 foreach(f IN LISTS sources)

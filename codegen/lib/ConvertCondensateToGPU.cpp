@@ -1749,7 +1749,7 @@ void lowerAppendKV(AppendKVOp op, KernelBuilder &kb, StringRef name) {
 //===----------------------------------------------------------------------===//
 
 struct ConvertCondensateToGPUPass
-    : public condensate::impl::ConvertCondensateToGPUBase<
+    : public mlir::condensate::impl::ConvertCondensateToGPUBase<
           ConvertCondensateToGPUPass> {
   using Base::Base;
 

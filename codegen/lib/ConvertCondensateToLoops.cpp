@@ -962,7 +962,7 @@ struct LowerAppendKV : OpRewritePattern<AppendKVOp> {
 };
 
 struct ConvertCondensateToLoopsPass
-    : public condensate::impl::ConvertCondensateToLoopsBase<
+    : public mlir::condensate::impl::ConvertCondensateToLoopsBase<
           ConvertCondensateToLoopsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());

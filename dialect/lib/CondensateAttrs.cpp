@@ -32,8 +32,7 @@ void CondensateDialect::registerAttributes() {
       >();
 }
 
-/// The strict certificate tolerance: one float32 ulp of 1 (2^-24).
-static constexpr double kStrictTau = 5.9604644775390625e-08;
+using ::condensate::abi::kStrictTau;
 
 //===----------------------------------------------------------------------===//
 // Helpers

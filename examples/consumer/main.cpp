@@ -2,7 +2,8 @@
 // compile a policy for the CPU in-process, fill a paged KV cache with the
 // generated append kernel, run one decode-attention step and compare it
 // with the float64 reference. Prints one line and exits 0 on success.
-#include "condensate/Runtime/Engine.h"
+#include "condensate/Compiler/CPUProgram.h"
+#include "condensate/Compiler/Compiler.h"
 #include "condensate/Runtime/Reference.h"
 
 #include <cmath>

@@ -264,7 +264,7 @@ private:
   SmallVector<Value> scratch;
 };
 
-struct DecomposePass : public condensate::impl::CondensateDecomposeBase<DecomposePass> {
+struct DecomposePass : public mlir::condensate::impl::CondensateDecomposeBase<DecomposePass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -18,32 +18,46 @@ namespace mlir::condensate {
 
 using namespace mlir;
 using namespace mlir::condensate;
+namespace abi = ::condensate::abi;
 
 namespace {
 
-/// The memref types of the fixed attention and append ABI of one model.
+static_assert(::condensate::abi::kDynamic == ShapedType::kDynamic,
+              "the ABI's dynamic dimension is MLIR's");
+
+/// The memref types of the attention and append functions of one model, in
+/// argument order, as AttentionABI.h defines them.
 struct ModelTypes {
-  MemRefType q, kv, pageTable, vec, summaries, stats, newKV;
+  SmallVector<Type> attend, append;
 
   explicit ModelTypes(ModelOp model) {
     MLIRContext *ctx = model.getContext();
-    int64_t dyn = ShapedType::kDynamic;
-    int64_t hq = model.getNumQHeads(), hkv = model.getNumKvHeads();
-    int64_t d = model.getHeadDim(), p = model.getPageSize();
-    auto f32 = Float32Type::get(ctx);
-    auto i32 = IntegerType::get(ctx, 32);
-    q = MemRefType::get({dyn, hq, d}, f32);
-    kv = MemRefType::get({dyn, hkv, p, d}, model.getKvType());
-    pageTable = MemRefType::get({dyn, dyn}, i32);
-    vec = MemRefType::get({dyn}, i32);
-    summaries = MemRefType::get({dyn, hkv, kSummarySlots, d}, f32);
-    stats = MemRefType::get({dyn, hq, kStatsWidth}, f32);
-    newKV = MemRefType::get({dyn, hkv, d}, f32);
+    abi::ModelDims dims{model.getNumQHeads(), model.getNumKvHeads(),
+                        model.getHeadDim(), model.getPageSize()};
+    auto element = [&](abi::Element e) -> Type {
+      switch (e) {
+      case abi::Element::KV:
+        return model.getKvType();
+      case abi::Element::I32:
+        return IntegerType::get(ctx, 32);
+      case abi::Element::F32:
+        break;
+      }
+      return Float32Type::get(ctx);
+    };
+    auto attendShapes = abi::attendShapes(dims, abi::CallDims());
+    for (int i = 0; i < abi::kAttendArgs; ++i)
+      attend.push_back(
+          MemRefType::get(attendShapes[i], element(abi::attendElement(i))));
+    auto appendShapes = abi::appendShapes(dims, abi::CallDims());
+    for (int i = 0; i < abi::kAppendArgs; ++i)
+      append.push_back(
+          MemRefType::get(appendShapes[i], element(abi::appendElement(i))));
   }
 };
 
 struct ExpandSchedulePass
-    : public condensate::impl::CondensateExpandScheduleBase<ExpandSchedulePass> {
+    : public mlir::condensate::impl::CondensateExpandScheduleBase<ExpandSchedulePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<ModelOp> models(module.getOps<ModelOp>());
@@ -89,9 +103,7 @@ struct ExpandSchedulePass
       if (symbols.lookup(fnName))
         return model.emitOpError()
                << "cannot expand: symbol @" << fnName << " already exists";
-      auto fnType = b.getFunctionType({t.q, t.kv, t.kv, t.pageTable, t.vec,
-                                       t.vec, t.summaries, t.q, t.stats},
-                                      {});
+      auto fnType = b.getFunctionType(t.attend, {});
       auto fn = func::FuncOp::create(b, loc, fnName, fnType);
       fn->setAttr("llvm.emit_c_interface", emitC);
       OpBuilder body = OpBuilder::atBlockBegin(fn.addEntryBlock());
@@ -99,8 +111,12 @@ struct ExpandSchedulePass
       bool uniform = llvm::all_equal(heads);
       bool needsWindows = isAdaptive;
       auto op = DecodeAttentionOp::create(
-          body, loc, args[0], args[1], args[2], args[3], args[4],
-          needsWindows ? args[5] : Value(), args[6], args[7], args[8],
+          body, loc, args[abi::AttendQ], args[abi::AttendK],
+          args[abi::AttendV], args[abi::AttendPageTable],
+          args[abi::AttendLens],
+          needsWindows ? args[abi::AttendWindows] : Value(),
+          args[abi::AttendSummaries], args[abi::AttendOut],
+          args[abi::AttendStats],
           heads.front(), uniform ? ArrayAttr() : key, scale,
           /*spec=*/SpecAttr());
       (void)op;
@@ -115,14 +131,16 @@ struct ExpandSchedulePass
     if (symbols.lookup(appendName))
       return model.emitOpError()
              << "cannot expand: symbol @" << appendName << " already exists";
-    auto appendType = b.getFunctionType(
-        {t.newKV, t.newKV, t.kv, t.kv, t.pageTable, t.vec, t.summaries}, {});
+    auto appendType = b.getFunctionType(t.append, {});
     auto appendFn = func::FuncOp::create(b, loc, appendName, appendType);
     appendFn->setAttr("llvm.emit_c_interface", emitC);
     {
       OpBuilder body = OpBuilder::atBlockBegin(appendFn.addEntryBlock());
       auto a = appendFn.getArguments();
-      AppendKVOp::create(body, loc, a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
+      AppendKVOp::create(body, loc, a[abi::AppendKNew], a[abi::AppendVNew],
+                         a[abi::AppendK], a[abi::AppendV],
+                         a[abi::AppendPageTable], a[abi::AppendPositions],
+                         a[abi::AppendSummaries]);
       func::ReturnOp::create(body, loc);
     }
 

@@ -58,7 +58,7 @@ FailureOr<int64_t> resolveDim(Operation *op, StringRef what,
 }
 
 struct SpecializePass
-    : public condensate::impl::CondensateSpecializeBase<SpecializePass> {
+    : public mlir::condensate::impl::CondensateSpecializeBase<SpecializePass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -10,6 +10,7 @@
 #include "condensate/Cuda/Blas.h"
 #include "condensate/Cuda/Driver.h"
 #include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Compiler/Compiler.h"
 #include "condensate/Runtime/GPUProgram.h"
 
 #include <algorithm>

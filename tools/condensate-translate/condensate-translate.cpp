@@ -6,10 +6,9 @@
 // header embedding both for engines that want a single include.
 //
 //===----------------------------------------------------------------------===//
-#include "condensate/Runtime/Engine.h"
+#include "condensate/Compiler/Compiler.h"
+#include "condensate/Runtime/Files.h"
 #include "condensate/Runtime/GPUProgram.h"
-
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -36,16 +35,6 @@ int error(const std::string &message) {
   return 1;
 }
 
-bool readFile(const std::string &path, std::string &out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  std::ostringstream os;
-  os << in.rdbuf();
-  out = os.str();
-  return true;
-}
-
 Status writeFile(const std::string &path, const std::string &data) {
   if (path == "-") {
     std::cout << data;
@@ -55,43 +44,6 @@ Status writeFile(const std::string &path, const std::string &data) {
   if (!out || !(out << data))
     return Status::error("cannot write " + path);
   return Status::success();
-}
-
-/// The model op text of a JSON spec.
-Result<std::string> modelFromJSON(const std::string &text,
-                                  const std::string &name) {
-  using nlohmann::json;
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return Status::error(name + ": invalid JSON");
-  if (!j.contains("model") || !j.contains("schedule"))
-    return Status::error(name + ": a spec needs 'model' and 'schedule'");
-  ModelShape s;
-  try {
-    const json &m = j.at("model");
-    s.numLayers = m.at("layers").get<int64_t>();
-    s.qHeads = m.at("q_heads").get<int64_t>();
-    s.kvHeads = m.at("kv_heads").get<int64_t>();
-    s.headDim = m.at("head_dim").get<int64_t>();
-    s.pageSize = m.value("page_size", int64_t(16));
-    std::string t = m.value("kv_type", std::string("f32"));
-    if (t == "f32")
-      s.kvType = KVType::F32;
-    else if (t == "f16")
-      s.kvType = KVType::F16;
-    else if (t == "bf16")
-      s.kvType = KVType::BF16;
-    else
-      return Status::error(name + ": model.kv_type must be f32, f16 or bf16");
-    s.scale = m.value("scale", 0.0f);
-  } catch (const json::exception &e) {
-    return Status::error(name + ": model: " + e.what());
-  }
-  CONDENSATE_RETURN_IF_ERROR(s.validate().withContext(name));
-  auto schedule = parseScheduleJSON(j["schedule"].dump(), s.numLayers);
-  if (!schedule.ok())
-    return schedule.status().withContext(name);
-  return modelToMLIR("model", s, *schedule);
 }
 
 /// A C string literal of `data`, split into lines.
@@ -165,9 +117,9 @@ int main(int argc, char **argv) {
     return error("--emit must be ptx, cubin, manifest, header or all");
   if (chip != "sm_90" && chip != "sm_80")
     return error("--chip must be sm_90 or sm_80, got '" + chip + "'");
-  std::string text;
-  if (!readFile(input, text))
-    return error("cannot read '" + input + "'");
+  auto text = readFile(input);
+  if (!text.ok())
+    return error(text.message());
   if (prefix.empty()) {
     prefix = input;
     size_t dot = prefix.rfind('.');
@@ -175,13 +127,15 @@ int main(int argc, char **argv) {
       prefix = prefix.substr(0, dot);
   }
   bool isJSON = input.size() > 5 && input.substr(input.size() - 5) == ".json";
+  Result<GPULibrary> lib = Status::error("no input");
   if (isJSON) {
-    auto model = modelFromJSON(text, input);
-    if (!model.ok())
-      return error(model.message());
-    text = *model;
+    auto spec = parseModelSpecJSON(*text, input);
+    if (!spec.ok())
+      return error(spec.message());
+    lib = compileGPULibrary(spec->shape, spec->schedule, chip);
+  } else {
+    lib = compileGPULibrary(*text, input, chip);
   }
-  auto lib = compileGPULibrary(text, input, chip);
   if (!lib.ok())
     return error(lib.message());
 

@@ -15,7 +15,8 @@
 
 #include "Half.h"
 
-#include "condensate/Runtime/Engine.h"
+#include "condensate/Compiler/CPUProgram.h"
+#include "condensate/Compiler/Compiler.h"
 #include "condensate/Runtime/Reference.h"
 
 #include <gtest/gtest.h>

@@ -48,7 +48,7 @@ using namespace condensate::test;
 
 namespace {
 
-constexpr double kStrictTau = 5.9604644775390625e-08; // 2^-24
+using condensate::abi::kStrictTau; // 2^-24
 constexpr int kMaxReportedFailures = 20;
 /// Entries per (sequence, query head) of AttentionArgs::stats (Engine.h).
 constexpr int64_t kStatFields = kAttentionStatsWidth;

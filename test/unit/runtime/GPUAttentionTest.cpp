@@ -11,6 +11,7 @@
 #include "AttentionHarness.h"
 #include "TestSchedules.h"
 
+#include "condensate/Compiler/Compiler.h"
 #include "condensate/Runtime/GPUProgram.h"
 
 #include <cstdlib>

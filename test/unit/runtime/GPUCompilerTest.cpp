@@ -5,6 +5,7 @@
 // caches of getGPULibrary.
 //
 //===----------------------------------------------------------------------===//
+#include "condensate/Compiler/Compiler.h"
 #include "condensate/Runtime/GPUProgram.h"
 
 #include <gtest/gtest.h>
@@ -120,6 +121,24 @@ TEST(GPUCompiler, BadManifestsAreRejected) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("not a condensate launch plan"),
             std::string::npos);
+}
+
+// The runtime builds models from its structures; the result is what the
+// text of the same model compiles to, byte for byte.
+TEST(GPUCompiler, StructuresAndTextCompileToTheSamePTX) {
+  SKIP_WITHOUT_LIBDEVICE();
+  Schedule s = benchSchedule();
+  s.defaultPolicy.tau = 1e-3;
+  s.defaultPolicy.maxExtra = 2;
+  auto fromStructs = compileGPULibrary(benchShape(), s);
+  ASSERT_TRUE(fromStructs.ok()) << fromStructs.message();
+  auto fromText = compileGPULibrary(modelToMLIR("model", benchShape(), s),
+                                    "<text>");
+  ASSERT_TRUE(fromText.ok()) << fromText.message();
+  EXPECT_TRUE(fromStructs->ptx == fromText->ptx);
+  EXPECT_EQ(fromStructs->plan.toJSON(), fromText->plan.toJSON());
+  EXPECT_EQ(fromStructs->specs, fromText->specs);
+  EXPECT_EQ(fromStructs->modelText, fromText->modelText);
 }
 
 TEST(GPURuntime, ReportsMissingDriverCleanly) {

@@ -1,5 +1,6 @@
 //===- PolicyTest.cpp - policies, schedules, JSON and MLIR parsing --------===//
-#include "condensate/Runtime/Engine.h"
+#include "condensate/Compiler/CPUProgram.h"
+#include "condensate/Compiler/Compiler.h"
 #include "condensate/Runtime/Policy.h"
 
 #include <gtest/gtest.h>
@@ -118,6 +119,74 @@ TEST(Policy, AdaptiveWindowFollowsRepetitionScore) {
   double r = repetitionScore(noise.data(), noise.size());
   EXPECT_GT(r, 0.5);
   EXPECT_EQ(repetitionScore(noise.data(), 2), 0.0);
+}
+
+
+TEST(Policy, JSONRoundTripsSchedulesAndShapes) {
+  const char *json = R"({"default": {"anchor": 2, "window": 64,
+      "window_max": 256, "topk": 32, "selector": "exact"},
+    "rules": [{"layers": ["0-7", 9], "policy": {"window": 1024}},
+              {"layers": [15], "policy": "dense"},
+              {"layers": [3, 4, 5, 6], "kv_heads": [1, 2],
+               "policy": {"window": 16, "topk": 64, "tau": "strict",
+                          "max_extra": 4, "selector": "block_mean",
+                          "page_size": 64}},
+              {"layers": [11], "policy": {"window": 8, "topk": 16,
+                          "tau": 0.123456789012345}}]})";
+  auto s = parseScheduleJSON(json, 16);
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::string printed = scheduleToJSON(*s);
+  auto back = parseScheduleJSON(printed, 16);
+  ASSERT_TRUE(back.ok()) << back.message() << "\n" << printed;
+  for (int64_t l = 0; l < 16; ++l)
+    for (int64_t h = 0; h < 4; ++h)
+      EXPECT_EQ(s->policyFor(l, h), back->policyFor(l, h))
+          << "layer " << l << " head " << h << ": " << printed;
+  // Exact doubles survive (the MLIR text rounds to ten digits).
+  EXPECT_EQ(back->policyFor(11, 0).tau, 0.123456789012345);
+  EXPECT_EQ(back->policyFor(4, 1).tau, condensate::abi::kStrictTau);
+  EXPECT_NE(printed.find("\"0-7\""), std::string::npos) << printed;
+  // The schedule knows its layer count.
+  EXPECT_FALSE(parseScheduleJSON(printed, 17).ok());
+
+  ModelShape shape{28, 28, 4, 128, 64, KVType::BF16, 0.0f};
+  auto shapeBack = parseModelShapeJSON(modelShapeToJSON(shape));
+  ASSERT_TRUE(shapeBack.ok()) << shapeBack.message();
+  EXPECT_EQ(shapeBack->numLayers, 28);
+  EXPECT_EQ(shapeBack->kvHeads, 4);
+  EXPECT_EQ(shapeBack->kvType, KVType::BF16);
+  EXPECT_EQ(shapeBack->effectiveScale(), shape.effectiveScale());
+}
+
+TEST(Policy, ModelSpecErrorsAreOneLine) {
+  auto bad = [](const std::string &text, const std::string &expect) {
+    auto r = parseModelSpecJSON(text, "spec.json");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.message().find(expect), std::string::npos) << r.message();
+    EXPECT_EQ(r.message().find('\n'), std::string::npos) << r.message();
+    EXPECT_EQ(r.message().rfind("spec.json", 0), 0u) << r.message();
+  };
+  const std::string schedule = R"("schedule": "dense")";
+  bad("[", "invalid JSON");
+  bad(R"({"model": {}})", "needs 'model' and 'schedule'");
+  bad(R"({"model": {"layers": 2}, )" + schedule + "}", "needs 'q_heads'");
+  bad(R"({"model": {"layers": 2, "q_heads": 4, "kv_heads": 2,
+          "head_dim": 64, "kv_type": "f64"}, )" + schedule + "}",
+      "kv_type must be f32, f16 or bf16");
+  bad(R"({"model": {"layers": 2, "q_heads": 4, "kv_heads": 2,
+          "head_dim": 64, "colour": 1}, )" + schedule + "}",
+      "unknown field 'colour'");
+  bad(R"({"model": {"layers": "2", "q_heads": 4, "kv_heads": 2,
+          "head_dim": 64}, )" + schedule + "}",
+      "'layers' must be an integer");
+  bad(R"({"model": {"layers": 2, "q_heads": 6, "kv_heads": 4,
+          "head_dim": 64}, )" + schedule + "}", "GQA ratio");
+  auto ok = parseModelSpecJSON(R"({"model": {"layers": 2, "q_heads": 4,
+      "kv_heads": 2, "head_dim": 64}, )" + schedule + "}", "spec.json");
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(ok->shape.pageSize, 16);
+  EXPECT_EQ(ok->shape.kvType, KVType::F32);
+  EXPECT_TRUE(ok->schedule.policyFor(1, 1).dense);
 }
 
 } // namespace

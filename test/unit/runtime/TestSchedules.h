@@ -55,7 +55,7 @@ inline Schedule testSchedule(const Config &c, std::vector<std::vector<Policy>> &
   cert.maxExtra = 3;
   kinds.push_back(cert);
   Policy strict = policy(1, 4, 8, Selector::Exact, P);
-  strict.tau = 5.9604644775390625e-08;
+  strict.tau = condensate::abi::kStrictTau;
   strict.maxExtra = 16;
   kinds.push_back(strict);
   Policy adaptive = policy(1, 8, 8, Selector::Exact, P);

@@ -113,4 +113,40 @@ def ConvertCondensateToGPU
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Test passes
+//===----------------------------------------------------------------------===//
+
+def CondensateTestLaunchPlan : Pass<"condensate-test-launch-plan", "ModuleOp"> {
+  let summary = "Prints the launch plan of every lowered model (tests only)";
+  let description = [{
+    Runs `extractLaunchPlan` (condensate/Codegen/LaunchPlan.h) on every
+    model of the module's `condensate.layer_tables` and prints each plan
+    to standard output, one line per function, launch and kernel parameter
+    (or, with `json=true`, as the manifest's JSON): the scratch buffers,
+    kernel launches, grids and memref views of every host function, written
+    as expressions over argument dimensions. This is what the runtime's manifest carries; the
+    test pass lets lit check the extraction without the runtime. The
+    module must have been lowered by convert-condensate-to-gpu (or the
+    whole condensate-to-ptx pipeline) first. The IR is unchanged.
+
+    ```
+    condensate-opt --condensate-to-ptx --condensate-test-launch-plan m.mlir
+    // launch plan of @m for sm_90
+    layers: @m_layer0 @m_layer1
+    ...
+    func @m_layer0 args 9
+      scratch 0 f32 [arg0.dim0, 4, arg3.dim1]
+      launch m_layer0_score_pages grid (ceildiv(arg3.dim1, 64), 2, arg0.dim0) block (256, 1, 1)
+        arg 0 f32 offset 0 sizes [arg0.dim0, 4, 64] strides [256, 64, 1]
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"sm_90\"",
+           "Target recorded in the plan">,
+    Option<"json", "json", "bool", /*default=*/"false",
+           "Print the manifest's JSON instead of one line per item">
+  ];
+}
+
 #endif // CONDENSATE_CODEGEN_PASSES_TD

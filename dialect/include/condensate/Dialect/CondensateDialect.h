@@ -6,6 +6,8 @@
 #ifndef CONDENSATE_DIALECT_CONDENSATEDIALECT_H
 #define CONDENSATE_DIALECT_CONDENSATEDIALECT_H
 
+#include "condensate/ABI/AttentionABI.h"
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,21 +30,22 @@
 
 namespace mlir::condensate {
 
-/// Number of summary vectors kept per page and key/value head.
-constexpr int64_t kSummarySlots = 5;
-/// Summary slot indices.
-enum SummarySlot : int64_t { KMin = 0, KMax = 1, KSum = 2, VMin = 3, VMax = 4 };
-/// Entries per query head in a stats buffer.
-constexpr int64_t kStatsWidth = 5;
-/// Stats entries: the omitted-mass bound eps_hat, positions attended, extra
-/// units added, the dense-fallback flag and the output-error bound.
-enum StatsEntry : int64_t {
-  StatEpsHat = 0,
-  StatAttended = 1,
-  StatExtra = 2,
-  StatFallback = 3,
-  StatOutputBound = 4
-};
+// The calling convention of the generated functions (summary slots, stats
+// columns, argument order) is defined once, in plain C++, by AttentionABI.h.
+using ::condensate::abi::kStatsWidth;
+using ::condensate::abi::kSummarySlots;
+using ::condensate::abi::StatsEntry;
+using ::condensate::abi::SummarySlot;
+using ::condensate::abi::KMax;
+using ::condensate::abi::KMin;
+using ::condensate::abi::KSum;
+using ::condensate::abi::VMax;
+using ::condensate::abi::VMin;
+using ::condensate::abi::StatAttended;
+using ::condensate::abi::StatEpsHat;
+using ::condensate::abi::StatExtra;
+using ::condensate::abi::StatFallback;
+using ::condensate::abi::StatOutputBound;
 /// Rows of a value box (certify's `vbox`): per-channel min, then max.
 constexpr int64_t kValueBoxRows = 2;
 /// Entries per split in a partial (m, l, c) buffer.

@@ -1,19 +1,20 @@
-//===- GPUProgram.h - generated GPU kernels: compile, cache, launch -*- C++ -*-===//
+//===- GPUProgram.h - load and launch generated GPU kernels ---*- C++ -*-===//
 //
-// A model's attention compiled for an NVIDIA GPU: the condensate-to-ptx
-// pipeline turns the schedule into PTX kernels and a launch plan (a
-// GPULibrary, which is also what condensate-translate writes as an AOT
-// library), and a GPUProgram loads the PTX through the CUDA driver API and
-// launches the plan on device buffers. Compiling in-process on first use is
-// cached in memory and on disk.
+// A model's attention compiled for an NVIDIA GPU is a GPULibrary: PTX
+// kernels and a launch plan, with what they were specialised for. The
+// compiler library builds one in-process (condensate/Compiler/Compiler.h);
+// condensate-translate writes one to disk as an AOT library (PTX + JSON
+// manifest), which this runtime reads without the compiler. A GPUProgram
+// loads the PTX through the CUDA driver API and launches the plan on device
+// buffers.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_RUNTIME_GPUPROGRAM_H
 #define CONDENSATE_RUNTIME_GPUPROGRAM_H
 
 #include "condensate/Cuda/Driver.h"
-#include "condensate/Runtime/Engine.h"
-#include "condensate/Runtime/LaunchPlan.h"
+#include "condensate/Runtime/Attention.h"
+#include "condensate/ABI/LaunchPlan.h"
 #include "condensate/Runtime/Policy.h"
 
 #include <map>
@@ -38,51 +39,14 @@ struct GPULibrary {
   /// The JSON manifest: the launch plan plus model, schedule, target and
   /// per-kernel parameter lists and specialisation keys.
   std::string manifestJSON() const;
-  /// Reads a library written as PTX + manifest (condensate-translate).
+  /// Reads a library written as PTX + manifest (condensate-translate),
+  /// checking that the manifest's plan matches its model and the PTX.
   static Result<GPULibrary> fromManifest(const std::string &manifestJSON,
                                          std::string ptx);
+  /// Reads `prefix`.json and `prefix`.ptx (or the two paths given).
+  static Result<GPULibrary> load(const std::string &ptxPath,
+                                 const std::string &manifestPath);
 };
-
-/// Compiles the first condensate.model op of `text` for `chip`.
-Result<GPULibrary> compileGPULibrary(const std::string &text,
-                                     const std::string &bufferName,
-                                     const std::string &chip = "sm_90");
-
-/// The CUDA libdevice the GPU compiler links into every kernel library
-/// ($CUDA_ROOT, $CUDA_HOME, $CUDA_PATH, else /usr/local/cuda), or "" when
-/// there is none; compiling kernels that call its math functions then fails
-/// with an error naming it.
-std::string libdevicePath();
-
-/// Lowers the gpu.module(s) of MLIR `text` (gpu dialect kernels) to PTX
-/// through the same NVVM lowering as the condensate kernels.
-Result<std::string> compileGPUModulesToPTX(const std::string &text,
-                                           const std::string &bufferName,
-                                           const std::string &chip = "sm_90");
-
-/// Where compiled libraries are cached on disk: $CONDENSATE_CACHE_DIR, else
-/// $XDG_CACHE_HOME/condensate, else ~/.cache/condensate.
-std::string defaultCacheDirectory();
-
-struct GPUCompileOptions {
-  std::string chip = "sm_90";
-  std::string cacheDir = defaultCacheDirectory(); ///< "" disables the disk cache
-};
-
-/// How a library was obtained.
-struct GPUCompileReport {
-  enum class Source { Compiled, MemoryCache, DiskCache } source =
-      Source::Compiled;
-  double seconds = 0.0; ///< time spent (compile or load)
-  std::string cacheKey;
-};
-
-/// Returns the library of `shape` under `schedule`: from the in-memory
-/// cache, else the disk cache, else compiled in-process (and stored).
-Result<std::shared_ptr<const GPULibrary>>
-getGPULibrary(const ModelShape &shape, const Schedule &schedule,
-              const GPUCompileOptions &options = {},
-              GPUCompileReport *report = nullptr);
 
 /// A library loaded on one device. Launches go to the caller's stream and are
 /// capturable in a CUDA graph once the workspace is reserved. One program

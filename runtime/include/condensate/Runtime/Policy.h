@@ -2,14 +2,16 @@
 //
 // Plain C++ descriptions of a condensate policy, a layer schedule and a
 // model's attention shape, mirroring the dialect's #condensate.policy and
-// #condensate.schedule. They are read from JSON or from MLIR attribute text
-// (the latter through the compiler, see Engine.h) and rendered back to MLIR.
+// #condensate.schedule. The runtime reads and writes them as JSON (one form,
+// PolicyJSON.cpp) and renders them as MLIR attribute text; reading MLIR text
+// needs the compiler (condensate/Compiler/Compiler.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_RUNTIME_POLICY_H
 #define CONDENSATE_RUNTIME_POLICY_H
 
-#include "condensate/Runtime/Status.h"
+#include "condensate/ABI/AttentionABI.h"
+#include "condensate/Support/Status.h"
 
 #include <cstdint>
 #include <string>
@@ -108,6 +110,30 @@ std::string modelToMLIR(const std::string &name, const ModelShape &shape,
 /// "tau" (number or "strict"), "max_extra"}. `numLayers` sizes the schedule.
 Result<Schedule> parseScheduleJSON(const std::string &text,
                                    int64_t numLayers);
+
+/// The JSON form of `schedule` ({"layers", "default", "rules"}), which
+/// parseScheduleJSON reads back to an equal schedule.
+std::string scheduleToJSON(const Schedule &schedule);
+
+/// {"layers", "q_heads", "kv_heads", "head_dim", "page_size", "kv_type",
+/// "scale"}: the JSON form of a model shape (scale written as the effective
+/// scale).
+std::string modelShapeToJSON(const ModelShape &shape);
+/// Reads a model shape object; page_size defaults to 16, kv_type to f32,
+/// scale to 1/sqrt(head_dim). Unknown fields are errors.
+Result<ModelShape> parseModelShapeJSON(const std::string &text);
+/// "f32", "f16", "bf16".
+Result<KVType> parseKVType(const std::string &name);
+
+/// A model's attention shape with its schedule.
+struct ModelSpec {
+  ModelShape shape;
+  Schedule schedule;
+};
+/// Reads {"model": shape, "schedule": policy or schedule}; errors name
+/// `bufferName`.
+Result<ModelSpec> parseModelSpecJSON(const std::string &text,
+                                     const std::string &bufferName);
 
 /// Local repetition score in [0, 1] of the last `span` tokens: the fraction
 /// of those positions whose bigram (previous token, token) already occurred

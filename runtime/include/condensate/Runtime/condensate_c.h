@@ -3,7 +3,10 @@
  * A C interface over the GPU programs, for engines and scripts (the
  * benchmark drives it from Python through ctypes, next to torch on the same
  * CUDA context and stream). Every function returns 0 on success and
- * otherwise a non-zero code with a one-line message in `error`.
+ * otherwise a non-zero code with a one-line message in `error`. These live
+ * in the MLIR-free runtime (libCondensateRuntime); compiling a program
+ * in-process is condensate_gpu_compile in condensate/Compiler/
+ * condensate_compiler_c.h (libCondensateCompiler).
  *
  *===----------------------------------------------------------------------===*/
 #ifndef CONDENSATE_RUNTIME_CONDENSATE_C_H
@@ -18,15 +21,6 @@ extern "C" {
 
 typedef struct condensate_gpu_program condensate_gpu_program;
 
-/* Compiles (or loads from the memory/disk cache) the condensate.model op in
- * `model_mlir` for `chip` ("sm_90") and loads it on device 0. `seconds`
- * receives the compile or load time; `source` 0 = compiled, 1 = memory
- * cache, 2 = disk cache. `cache_dir` NULL uses the default, "" disables. */
-int condensate_gpu_compile(const char *model_mlir, const char *chip,
-                           const char *cache_dir,
-                           condensate_gpu_program **program, double *seconds,
-                           int *source, char *error, size_t error_size);
-
 /* Loads an AOT library written by condensate-translate. */
 int condensate_gpu_load(const char *ptx_path, const char *manifest_path,
                         condensate_gpu_program **program, char *error,
@@ -38,7 +32,7 @@ int condensate_gpu_reserve(condensate_gpu_program *program, int64_t max_batch,
                            int64_t max_pages, int64_t num_pages, char *error,
                            size_t error_size);
 
-/* Device pointers; layouts as in condensate/Runtime/Engine.h. `stats` is
+/* Device pointers; layouts as in condensate/ABI/AttentionABI.h. `stats` is
  * [batch, q_heads, 5] f32 per query head: eps_hat, positions attended,
  * extra units, dense fallback, output-error bound. `stream` is a
  * CUstream / cudaStream_t (NULL = legacy default stream). */

@@ -1,164 +1,13 @@
-//===- GPUProgram.cpp - load and launch generated GPU kernels -------------===//
+//===- Program.cpp - load and launch generated GPU kernels ----------------===//
 //
-// The JIT cache (memory, then disk, then the compiler) and the executor of
-// launch plans on the CUDA driver API.
+// The executor of launch plans on the CUDA driver API: loads a library's
+// PTX, sizes the scratch workspace from the plan's expressions and launches
+// each function's kernels on the caller's stream.
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Runtime/GPUProgram.h"
-#include "CompilerId.inc"
-
-#include <chrono>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace condensate {
-
-//===----------------------------------------------------------------------===//
-// Caches
-//===----------------------------------------------------------------------===//
-
-std::string defaultCacheDirectory() {
-  if (const char *dir = std::getenv("CONDENSATE_CACHE_DIR"))
-    return dir;
-  if (const char *xdg = std::getenv("XDG_CACHE_HOME"))
-    return std::string(xdg) + "/condensate";
-  if (const char *home = std::getenv("HOME"))
-    return std::string(home) + "/.cache/condensate";
-  return "";
-}
-
-namespace {
-
-/// FNV-1a: a stable hash of the model text (std::hash is not stable across
-/// processes, which a disk cache needs).
-uint64_t stableHash(const std::string &s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-bool readFile(const std::string &path, std::string &out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  std::ostringstream os;
-  os << in.rdbuf();
-  out = os.str();
-  return static_cast<bool>(in) || in.eof();
-}
-
-Status makeDirectories(const std::string &path) {
-  std::string partial;
-  std::istringstream parts(path);
-  if (!path.empty() && path[0] == '/')
-    partial = "/";
-  for (std::string part; std::getline(parts, part, '/');) {
-    if (part.empty())
-      continue;
-    partial += part + "/";
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
-      return Status::error("cannot create cache directory " + partial);
-  }
-  return Status::success();
-}
-
-/// Writes atomically (temp file + rename) so concurrent processes never see
-/// half a cache entry.
-Status writeFileAtomic(const std::string &path, const std::string &data) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out)
-      return Status::error("cannot write " + tmp);
-    out << data;
-    if (!out)
-      return Status::error("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return Status::error("cannot rename " + tmp + " to " + path);
-  return Status::success();
-}
-
-/// The process-wide in-memory cache of compiled libraries.
-struct LibraryCache {
-  std::mutex mutex;
-  std::map<std::string, std::shared_ptr<const GPULibrary>> libraries;
-  static LibraryCache &get() {
-    static LibraryCache cache;
-    return cache;
-  }
-};
-
-} // namespace
-
-Result<std::shared_ptr<const GPULibrary>>
-getGPULibrary(const ModelShape &shape, const Schedule &schedule,
-              const GPUCompileOptions &options, GPUCompileReport *report) {
-  CONDENSATE_RETURN_IF_ERROR(shape.validate());
-  CONDENSATE_RETURN_IF_ERROR(schedule.validate());
-  auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                         start)
-        .count();
-  };
-  std::string text = modelToMLIR("model", shape, schedule);
-  // The compiler's identity keeps kernels of an older build out.
-  std::string key = std::string(CONDENSATE_COMPILER_ID) + "\n" +
-                    options.chip + "\n" + text;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(stableHash(key)));
-  GPUCompileReport local;
-  GPUCompileReport &r = report ? *report : local;
-  r.cacheKey = hex;
-  LibraryCache &cache = LibraryCache::get();
-  {
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    auto it = cache.libraries.find(key);
-    if (it != cache.libraries.end()) {
-      r.source = GPUCompileReport::Source::MemoryCache;
-      r.seconds = elapsed();
-      return it->second;
-    }
-  }
-  std::shared_ptr<const GPULibrary> lib;
-  std::string base =
-      options.cacheDir.empty() ? "" : options.cacheDir + "/" + hex;
-  if (!base.empty()) {
-    std::string manifest, ptx;
-    if (readFile(base + ".json", manifest) && readFile(base + ".ptx", ptx)) {
-      auto loaded = GPULibrary::fromManifest(manifest, ptx);
-      // A stale or damaged entry is ignored and rebuilt.
-      if (loaded.ok() && loaded->modelText == text) {
-        lib = std::make_shared<const GPULibrary>(loaded.take());
-        r.source = GPUCompileReport::Source::DiskCache;
-      }
-    }
-  }
-  if (!lib) {
-    auto compiled = compileGPULibrary(text, "<model>", options.chip);
-    if (!compiled.ok())
-      return compiled.status();
-    lib = std::make_shared<const GPULibrary>(compiled.take());
-    r.source = GPUCompileReport::Source::Compiled;
-    if (!base.empty() && makeDirectories(options.cacheDir).ok()) {
-      // The disk cache is best effort: a failed write only costs a compile.
-      (void)writeFileAtomic(base + ".ptx", lib->ptx);
-      (void)writeFileAtomic(base + ".json", lib->manifestJSON());
-    }
-  }
-  r.seconds = elapsed();
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  cache.libraries.emplace(key, lib);
-  return lib;
-}
 
 //===----------------------------------------------------------------------===//
 // GPUProgram
@@ -207,27 +56,24 @@ std::vector<std::vector<int64_t>> attentionShapes(const ModelShape &s,
                                                   int64_t batch,
                                                   int64_t maxPages,
                                                   int64_t numPages) {
-  return {{batch, s.qHeads, s.headDim},
-          {numPages, s.kvHeads, s.pageSize, s.headDim},
-          {numPages, s.kvHeads, s.pageSize, s.headDim},
-          {batch, maxPages},
-          {batch},
-          {batch},
-          {numPages, s.kvHeads, 5, s.headDim},
-          {batch, s.qHeads, s.headDim},
-          {batch, s.qHeads, kAttentionStatsWidth}};
+  return abi::attendShapes(modelDims(s), {batch, maxPages, numPages});
 }
 
 std::vector<std::vector<int64_t>> appendShapes(const ModelShape &s,
                                                int64_t batch, int64_t maxPages,
                                                int64_t numPages) {
-  return {{batch, s.kvHeads, s.headDim},
-          {batch, s.kvHeads, s.headDim},
-          {numPages, s.kvHeads, s.pageSize, s.headDim},
-          {numPages, s.kvHeads, s.pageSize, s.headDim},
-          {batch, maxPages},
-          {batch},
-          {numPages, s.kvHeads, 5, s.headDim}};
+  return abi::appendShapes(modelDims(s), {batch, maxPages, numPages});
+}
+
+cuda::DevicePtr devicePtr(const void *p) {
+  return static_cast<cuda::DevicePtr>(reinterpret_cast<uintptr_t>(p));
+}
+
+std::vector<cuda::DevicePtr> devicePtrs(const std::vector<const void *> &ps) {
+  std::vector<cuda::DevicePtr> out;
+  for (const void *p : ps)
+    out.push_back(devicePtr(p));
+  return out;
 }
 } // namespace
 
@@ -380,35 +226,19 @@ Status GPUProgram::attend(int64_t layer, const AttentionArgs &a,
     return Status::error("attend: layer " + std::to_string(layer) +
                          " out of range [0, " +
                          std::to_string(plan.layers.size()) + ")");
-  if (a.batch <= 0 || a.maxPages <= 0 || a.numPages <= 0)
-    return Status::error("attend: batch, maxPages and numPages must be > 0");
-  if (isAdaptive(layer) && !a.windows)
-    return Status::error("attend: layer " + std::to_string(layer) +
-                         " has an adaptive window and needs 'windows'");
-  auto ptr = [](const void *p) {
-    return static_cast<cuda::DevicePtr>(reinterpret_cast<uintptr_t>(p));
-  };
-  std::vector<cuda::DevicePtr> args = {
-      ptr(a.q),    ptr(a.kCache),    ptr(a.vCache), ptr(a.pageTable),
-      ptr(a.lens), ptr(a.windows),   ptr(a.summaries), ptr(a.out),
-      ptr(a.stats)};
-  return run(plan.functions.at(plan.layers[layer]), args,
-             attentionShapes(shape(), a.batch, a.maxPages, a.numPages), stream,
-             profile);
+  CONDENSATE_RETURN_IF_ERROR(
+      checkAttentionArgs(shape(), a, isAdaptive(layer), /*hostTables=*/false)
+          .withContext("layer " + std::to_string(layer)));
+  return run(plan.functions.at(plan.layers[layer]), devicePtrs(a.pointers()),
+             shapesOf(shape(), a), stream, profile);
 }
 
 Status GPUProgram::append(const AppendArgs &a, const cuda::Stream &stream) {
-  if (a.batch <= 0 || a.maxPages <= 0 || a.numPages <= 0)
-    return Status::error("append: batch, maxPages and numPages must be > 0");
-  auto ptr = [](const void *p) {
-    return static_cast<cuda::DevicePtr>(reinterpret_cast<uintptr_t>(p));
-  };
-  std::vector<cuda::DevicePtr> args = {
-      ptr(a.kNew),      ptr(a.vNew),      ptr(a.kCache),   ptr(a.vCache),
-      ptr(a.pageTable), ptr(a.positions), ptr(a.summaries)};
+  CONDENSATE_RETURN_IF_ERROR(
+      checkAppendArgs(shape(), a, /*hostTables=*/false));
   const LaunchPlan &plan = library_->plan;
-  return run(plan.functions.at(plan.append), args,
-             appendShapes(shape(), a.batch, a.maxPages, a.numPages), stream);
+  return run(plan.functions.at(plan.append), devicePtrs(a.pointers()),
+             shapesOf(shape(), a), stream);
 }
 
 } // namespace condensate

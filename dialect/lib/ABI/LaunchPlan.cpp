@@ -3,7 +3,7 @@
 // Expression evaluation and the (nlohmann) JSON form of a launch plan.
 //
 //===----------------------------------------------------------------------===//
-#include "condensate/Runtime/LaunchPlan.h"
+#include "condensate/ABI/LaunchPlan.h"
 
 #include <nlohmann/json.hpp>
 

@@ -12,10 +12,10 @@
 // 64-bit addresses, the rest as int64), MLIR's memref descriptor.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CONDENSATE_RUNTIME_LAUNCHPLAN_H
-#define CONDENSATE_RUNTIME_LAUNCHPLAN_H
+#ifndef CONDENSATE_ABI_LAUNCHPLAN_H
+#define CONDENSATE_ABI_LAUNCHPLAN_H
 
-#include "condensate/Runtime/Status.h"
+#include "condensate/Support/Status.h"
 
 #include <array>
 #include <cstdint>
@@ -111,4 +111,4 @@ struct LaunchPlan {
 
 } // namespace condensate
 
-#endif // CONDENSATE_RUNTIME_LAUNCHPLAN_H
+#endif // CONDENSATE_ABI_LAUNCHPLAN_H

@@ -1,55 +1,45 @@
-//===- GPUCompiler.cpp - schedules to PTX and launch plans ----------------===//
+//===- ExtractLaunchPlan.cpp - host functions to launch plans -------------===//
 //
-// Runs condensate-to-ptx in-process and reads the result back: the PTX of
-// the gpu.binary, and a launch plan extracted from the host functions (their
-// scratch allocations, subviews and gpu.launch_func ops, with every index
-// written as an expression over argument dimensions).
+// Implements extractLaunchPlan and the test pass that prints it: after
+// convert-condensate-to-gpu, each host function is a sequence of scratch
+// allocations, subviews and gpu.launch_func ops whose sizes are arithmetic
+// on argument dimensions. The plan writes each as an expression, so the
+// MLIR-free runtime (or any engine) can launch the kernels from the
+// manifest alone.
 //
 //===----------------------------------------------------------------------===//
-#include "condensate/Runtime/GPUProgram.h"
-
-#include "CompilerSupport.h"
-
+#include "condensate/Codegen/LaunchPlan.h"
 #include "condensate/Codegen/Passes.h"
-#include "condensate/Passes/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Pass/PassManager.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
 
-#include <nlohmann/json.hpp>
+namespace mlir::condensate {
+#define GEN_PASS_DEF_CONDENSATETESTLAUNCHPLAN
+#include "condensate/Codegen/Passes.h.inc"
+} // namespace mlir::condensate
 
-#include <chrono>
-
-namespace mc = mlir::condensate;
-using mlir::Value;
-
-namespace condensate {
+using namespace mlir;
+using ::condensate::BufferRef;
+using ::condensate::Expr;
+using ::condensate::FunctionPlan;
+using ::condensate::KernelLaunch;
+using ::condensate::LaunchPlan;
+using ::condensate::MemRefParam;
+using ::condensate::Result;
+using ::condensate::ScratchBuffer;
+using ::condensate::Status;
 
 namespace {
 
-/// Fails when the PTX still calls libdevice functions it does not define
-/// (no libdevice was found to link): ptxas would reject it much later.
-Status checkPTXResolved(const std::string &ptx, const std::string &what) {
-  size_t at = ptx.find(".extern .func");
-  while (at != std::string::npos) {
-    size_t nv = ptx.find("__nv_", at);
-    size_t eol = ptx.find('\n', at);
-    if (nv != std::string::npos && nv < eol) {
-      size_t end = ptx.find_first_of(" (;", nv);
-      return Status::error(
-          what + ": the PTX calls " + ptx.substr(nv, end - nv) +
-          " from CUDA's libdevice, which was not found to link; set "
-          "CUDA_HOME to a CUDA toolkit (with nvvm/libdevice/libdevice.10.bc)");
-    }
-    at = ptx.find(".extern .func", at + 1);
-  }
-  return Status::success();
-}
-
 /// Reads a host function after convert-condensate-to-gpu as a plan.
-class PlanExtractor {
+class FunctionPlanExtractor {
 public:
-  explicit PlanExtractor(mlir::func::FuncOp fn) : fn(fn) {}
+  explicit FunctionPlanExtractor(mlir::func::FuncOp fn) : fn(fn) {}
 
   Result<FunctionPlan> run() {
     FunctionPlan plan;
@@ -309,193 +299,106 @@ private:
 
 } // namespace
 
-Result<GPULibrary> compileGPULibrary(const std::string &text,
-                                     const std::string &bufferName,
-                                     const std::string &chip) {
-  auto start = std::chrono::steady_clock::now();
-  auto ctx = detail::makeContext();
-  auto parsed = detail::parseModule(ctx.get(), text, bufferName);
-  if (!parsed.ok())
-    return parsed.status();
-  mlir::OwningOpRef<mlir::ModuleOp> module = std::move(*parsed);
-  auto models = module->getOps<mc::ModelOp>();
-  if (models.empty())
-    return Status::error(bufferName + ": no condensate.model op");
-  mc::ModelOp model = *models.begin();
-  std::string name = model.getSymName().str();
-  GPULibrary lib;
-  lib.chip = chip;
-  lib.modelText = text;
-  auto shape = detail::shapeFromModel(model);
-  auto schedule = detail::scheduleFromAttr(model.getSchedule());
-  if (!shape.ok() || !schedule.ok())
-    return Status::error(bufferName + ": invalid model");
-  lib.shape = *shape;
-  lib.schedule = *schedule;
-
-  detail::DiagnosticCollector diags(ctx.get());
-  // Stage 1: expand and specialise, to record each function's spec.
-  mlir::PassManager front(ctx.get());
-  front.addPass(mc::createCondensateExpandSchedule());
-  mc::CondensateSpecializeOptions specialize;
-  specialize.target = chip;
-  front.addPass(mc::createCondensateSpecialize(specialize));
-  if (mlir::failed(front.run(*module)))
-    return diags.error(bufferName + ": specialisation for " + chip +
-                       " failed");
-  module->walk([&](mc::DecodeAttentionOp op) {
-    auto fn = op->getParentOfType<mlir::func::FuncOp>();
-    std::string spec;
-    llvm::raw_string_ostream os(spec);
-    mlir::Attribute(op.getSpecAttr()).print(os);
-    lib.specs[fn.getSymName().str()] = spec;
-  });
-  // Stage 2: the rest of condensate-to-ptx (expansion and specialisation
-  // are no-ops on the already expanded module).
-  mlir::PassManager back(ctx.get());
-  mc::PTXPipelineOptions options;
-  options.chip = chip;
-  mc::buildCondensateToPTXPipeline(back, options);
-  if (mlir::failed(back.run(*module)))
-    return diags.error(bufferName + ": lowering to PTX for " + chip +
-                       " failed");
-
-  // The PTX.
-  for (auto binary : module->getOps<mlir::gpu::BinaryOp>())
-    for (mlir::Attribute a : binary.getObjects())
-      if (auto object = mlir::dyn_cast<mlir::gpu::ObjectAttr>(a))
-        lib.ptx = object.getObject().getValue().str();
-  if (lib.ptx.empty())
-    return Status::error(bufferName + ": the pipeline produced no PTX");
-  CONDENSATE_RETURN_IF_ERROR(checkPTXResolved(lib.ptx, bufferName));
-
-  // The launch plan.
-  lib.plan.target = chip;
-  auto tables = (*module)->getAttrOfType<mlir::DictionaryAttr>(
-      mc::kLayerTablesAttrName);
-  auto table = tables ? tables.getAs<mlir::DictionaryAttr>(name)
-                      : mlir::DictionaryAttr();
+FailureOr<LaunchPlan> mlir::condensate::extractLaunchPlan(ModuleOp module,
+                                                         StringRef model,
+                                                         StringRef target) {
+  LaunchPlan plan;
+  plan.target = target.str();
+  auto tables = module->getAttrOfType<DictionaryAttr>(kLayerTablesAttrName);
+  auto table = tables ? tables.getAs<DictionaryAttr>(model) : DictionaryAttr();
   if (!table)
-    return Status::error(bufferName + ": no layer table for @" + name);
-  for (mlir::Attribute a : table.getAs<mlir::ArrayAttr>("layers"))
-    lib.plan.layers.push_back(
-        mlir::cast<mlir::FlatSymbolRefAttr>(a).getValue().str());
-  lib.plan.append =
-      table.getAs<mlir::FlatSymbolRefAttr>("append").getValue().str();
-  for (int64_t l : table.getAs<mlir::DenseI64ArrayAttr>("adaptive").asArrayRef())
-    lib.plan.adaptive.push_back(l);
-  for (auto fn : module->getOps<mlir::func::FuncOp>()) {
-    PlanExtractor extractor(fn);
-    auto plan = extractor.run();
-    if (!plan.ok())
-      return plan.status().withContext(bufferName);
-    lib.plan.functions[plan->name] = *plan;
+    return module.emitError() << "no layer table for @" << model;
+  auto layers = table.getAs<ArrayAttr>("layers");
+  auto append = table.getAs<FlatSymbolRefAttr>("append");
+  auto adaptive = table.getAs<DenseI64ArrayAttr>("adaptive");
+  if (!layers || !append || !adaptive)
+    return module.emitError() << "malformed layer table for @" << model;
+  for (Attribute a : layers)
+    plan.layers.push_back(cast<FlatSymbolRefAttr>(a).getValue().str());
+  plan.append = append.getValue().str();
+  for (int64_t l : adaptive.asArrayRef())
+    plan.adaptive.push_back(l);
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    FunctionPlanExtractor extractor(fn);
+    auto extracted = extractor.run();
+    if (!extracted.ok())
+      return fn.emitError() << extracted.message();
+    plan.functions[extracted->name] = *extracted;
   }
-  lib.compileSeconds = std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - start)
-                           .count();
-  return lib;
+  for (const std::string &name : plan.layers)
+    if (!plan.functions.count(name))
+      return module.emitError() << "layer function @" << name
+                                << " has no host function";
+  if (!plan.functions.count(plan.append))
+    return module.emitError() << "append function @" << plan.append
+                              << " has no host function";
+  return plan;
 }
 
-std::string libdevicePath() { return mlir::condensate::findLibdevice(); }
+namespace {
 
-Result<std::string> compileGPUModulesToPTX(const std::string &text,
-                                           const std::string &bufferName,
-                                           const std::string &chip) {
-  auto ctx = detail::makeContext();
-  auto parsed = detail::parseModule(ctx.get(), text, bufferName);
-  if (!parsed.ok())
-    return parsed.status();
-  mlir::OwningOpRef<mlir::ModuleOp> module = std::move(*parsed);
-  detail::DiagnosticCollector diags(ctx.get());
-  mlir::PassManager pm(ctx.get());
-  mc::PTXPipelineOptions options;
-  options.chip = chip;
-  mc::buildGPUModulesToPTXPipeline(pm, options);
-  if (mlir::failed(pm.run(*module)))
-    return diags.error(bufferName + ": lowering to PTX failed");
-  std::string ptx;
-  for (auto binary : module->getOps<mlir::gpu::BinaryOp>())
-    for (mlir::Attribute a : binary.getObjects())
-      if (auto object = mlir::dyn_cast<mlir::gpu::ObjectAttr>(a))
-        ptx = object.getObject().getValue().str();
-  if (ptx.empty())
-    return Status::error(bufferName + ": no gpu.module to lower");
-  CONDENSATE_RETURN_IF_ERROR(checkPTXResolved(ptx, bufferName));
-  return ptx;
+std::string exprList(const std::vector<Expr> &es) {
+  std::string out = "[";
+  for (size_t i = 0; i < es.size(); ++i)
+    out += (i ? ", " : "") + es[i].toString();
+  return out + "]";
 }
 
-std::string GPULibrary::manifestJSON() const {
-  using nlohmann::json;
-  json j = json::parse(plan.toJSON());
-  j["model"] = {{"layers", shape.numLayers},   {"q_heads", shape.qHeads},
-                {"kv_heads", shape.kvHeads},   {"head_dim", shape.headDim},
-                {"page_size", shape.pageSize}, {"kv_type", kvTypeName(shape.kvType)},
-                {"scale", shape.effectiveScale()}};
-  j["schedule"] = schedule.toMLIR();
-  j["model_mlir"] = modelText;
-  j["specs"] = specs;
-  // Per kernel: the parameter list an engine must pass, in order.
-  json kernels = json::array();
-  for (const auto &[fname, fn] : plan.functions)
+/// One line per function, launch and parameter: what lit checks.
+void printPlan(llvm::raw_ostream &os, StringRef model, const LaunchPlan &plan) {
+  os << "// launch plan of @" << model << " for " << plan.target << "\n";
+  os << "layers:";
+  for (const std::string &l : plan.layers)
+    os << " @" << l;
+  os << "\nappend: @" << plan.append << "\nadaptive:";
+  for (int64_t l : plan.adaptive)
+    os << " " << l;
+  os << "\n";
+  for (const auto &[name, fn] : plan.functions) {
+    os << "func @" << name << " args " << fn.numArgs << "\n";
+    for (size_t i = 0; i < fn.scratch.size(); ++i)
+      os << "  scratch " << i << " " << fn.scratch[i].elementType << " "
+         << exprList(fn.scratch[i].shape) << "\n";
     for (const KernelLaunch &l : fn.launches) {
-      json params = json::array();
-      for (const MemRefParam &p : l.params) {
-        int64_t rank = static_cast<int64_t>(p.sizes.size());
-        params.push_back({{"memref", p.elementType},
-                          {"rank", rank},
-                          {"expands_to", "ptr, ptr, i64 offset, " +
-                                             std::to_string(rank) +
-                                             " x i64 sizes, " +
-                                             std::to_string(rank) +
-                                             " x i64 strides"}});
-      }
-      kernels.push_back({{"name", l.kernel},
-                         {"function", fname},
-                         {"block", l.block},
-                         {"shared_bytes", l.sharedBytes},
-                         {"params", params}});
+      os << "  launch " << l.kernel << " grid ("
+         << l.grid[0].toString() << ", " << l.grid[1].toString() << ", "
+         << l.grid[2].toString() << ") block (" << l.block[0] << ", "
+         << l.block[1] << ", " << l.block[2] << ")\n";
+      for (const MemRefParam &p : l.params)
+        os << "    "
+           << (p.buffer.kind == BufferRef::Kind::Argument ? "arg " : "scratch ")
+           << p.buffer.index << " " << p.elementType << " offset "
+           << p.offset.toString() << " sizes " << exprList(p.sizes)
+           << " strides " << exprList(p.strides) << "\n";
     }
-  j["kernels"] = kernels;
-  return j.dump(1);
-}
-
-Result<GPULibrary> GPULibrary::fromManifest(const std::string &manifest,
-                                            std::string ptx) {
-  using nlohmann::json;
-  auto plan = LaunchPlan::fromJSON(manifest);
-  if (!plan.ok())
-    return plan.status();
-  json j = json::parse(manifest, nullptr, false);
-  GPULibrary lib;
-  lib.plan = *plan;
-  lib.chip = plan->target;
-  lib.ptx = std::move(ptx);
-  try {
-    const json &m = j.at("model");
-    lib.shape.numLayers = m.at("layers").get<int64_t>();
-    lib.shape.qHeads = m.at("q_heads").get<int64_t>();
-    lib.shape.kvHeads = m.at("kv_heads").get<int64_t>();
-    lib.shape.headDim = m.at("head_dim").get<int64_t>();
-    lib.shape.pageSize = m.at("page_size").get<int64_t>();
-    std::string t = m.at("kv_type").get<std::string>();
-    lib.shape.kvType = t == "f16"    ? KVType::F16
-                       : t == "bf16" ? KVType::BF16
-                                     : KVType::F32;
-    lib.shape.scale = m.at("scale").get<float>();
-    lib.modelText = j.value("model_mlir", std::string());
-    lib.specs = j.value("specs", std::map<std::string, std::string>());
-  } catch (const json::exception &e) {
-    return Status::error(std::string("manifest: ") + e.what());
   }
-  auto schedule = parseSchedule(j.value("schedule", std::string()),
-                                lib.shape.numLayers, "manifest schedule");
-  if (!schedule.ok())
-    return schedule.status();
-  lib.schedule = *schedule;
-  if (lib.ptx.find(".entry") == std::string::npos)
-    return Status::error("PTX has no kernel entry points");
-  return lib;
 }
 
-} // namespace condensate
+/// Prints the launch plan of every model in the module's layer tables, as
+/// lines or as the manifest's JSON (for lit tests of the extraction).
+struct TestLaunchPlanPass
+    : public mlir::condensate::impl::CondensateTestLaunchPlanBase<
+          TestLaunchPlanPass> {
+  using CondensateTestLaunchPlanBase::CondensateTestLaunchPlanBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto tables = module->getAttrOfType<DictionaryAttr>(
+        mlir::condensate::kLayerTablesAttrName);
+    if (!tables) {
+      module.emitError() << "no layer tables: run the GPU lowering first";
+      return signalPassFailure();
+    }
+    for (NamedAttribute entry : tables) {
+      StringRef model = entry.getName().getValue();
+      auto plan = mlir::condensate::extractLaunchPlan(module, model, target);
+      if (failed(plan))
+        return signalPassFailure();
+      if (json)
+        llvm::outs() << plan->toJSON() << "\n";
+      else
+        printPlan(llvm::outs(), model, *plan);
+    }
+  }
+};
+
+} // namespace

@@ -1,15 +1,18 @@
-//===- CompilerSupport.cpp - MLIR plumbing for the runtime ----------------===//
+//===- Support.cpp - MLIR plumbing of the compiler library ----------------===//
 //
-// Context setup, diagnostic capture and attribute conversions.
+// Context setup, diagnostic capture, attribute conversions both ways, and
+// reading policies and models from MLIR text.
 //
 //===----------------------------------------------------------------------===//
-#include "CompilerSupport.h"
+#include "Support.h"
 
 #include "condensate/Codegen/InitCondensate.h"
-#include "condensate/Runtime/Engine.h"
+#include "condensate/Compiler/Compiler.h"
 
 #include "mlir/AsmParser/AsmParser.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -115,11 +118,92 @@ Result<ModelShape> shapeFromModel(mc::ModelOp model) {
   shape.headDim = model.getHeadDim();
   shape.pageSize = model.getPageSize();
   Type t = model.getKvType();
-  shape.kvType = t.isF16()    ? KVType::F16
-                 : t.isBF16() ? KVType::BF16
-                              : KVType::F32;
+  if (t.isF16())
+    shape.kvType = KVType::F16;
+  else if (t.isBF16())
+    shape.kvType = KVType::BF16;
+  else if (t.isF32())
+    shape.kvType = KVType::F32;
+  else
+    return Status::error("@" + model.getSymName().str() +
+                         ": kv_type must be f32, f16 or bf16");
   shape.scale = model.getScaleOrDefault();
   return shape;
+}
+
+Result<Attribute> policyToAttr(MLIRContext *ctx, const Policy &p) {
+  if (p.dense)
+    return Attribute(mc::DenseAttr::get(ctx));
+  DiagnosticCollector diags(ctx);
+  mc::Selector selector = p.selector == ::condensate::Selector::Exact
+                              ? mc::Selector::exact
+                          : p.selector == ::condensate::Selector::BlockMean
+                              ? mc::Selector::block_mean
+                              : mc::Selector::block_minmax;
+  auto attr = mc::PolicyAttr::getChecked(
+      [&] { return emitError(UnknownLoc::get(ctx)); }, ctx, p.anchor,
+      p.window, p.windowMax, p.topk, selector, p.pageSize,
+      llvm::APFloat(p.tau), p.maxExtra);
+  if (!attr)
+    return diags.error("invalid policy " + p.toMLIR());
+  return Attribute(attr);
+}
+
+Result<mc::ScheduleAttr> scheduleToAttr(MLIRContext *ctx,
+                                        const Schedule &s) {
+  auto def = policyToAttr(ctx, s.defaultPolicy);
+  if (!def.ok())
+    return def.status();
+  SmallVector<mc::RuleAttr> rules;
+  DiagnosticCollector diags(ctx);
+  for (const ScheduleRule &r : s.rules) {
+    auto policy = policyToAttr(ctx, r.policy);
+    if (!policy.ok())
+      return policy.status();
+    auto rule = mc::RuleAttr::getChecked(
+        [&] { return emitError(UnknownLoc::get(ctx)); }, ctx,
+        llvm::ArrayRef<int64_t>(r.layers), llvm::ArrayRef<int64_t>(r.kvHeads),
+        *policy);
+    if (!rule)
+      return diags.error("invalid schedule rule");
+    rules.push_back(rule);
+  }
+  auto attr = mc::ScheduleAttr::getChecked(
+      [&] { return emitError(UnknownLoc::get(ctx)); }, ctx, s.numLayers, *def,
+      llvm::ArrayRef<mc::RuleAttr>(rules));
+  if (!attr)
+    return diags.error("invalid schedule");
+  return attr;
+}
+
+Result<OwningOpRef<ModuleOp>> buildModelModule(MLIRContext *ctx,
+                                               const std::string &name,
+                                               const ModelShape &shape,
+                                               const Schedule &schedule) {
+  auto scheduleAttr = scheduleToAttr(ctx, schedule);
+  if (!scheduleAttr.ok())
+    return scheduleAttr.status();
+  Location loc = UnknownLoc::get(ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder b = OpBuilder::atBlockEnd(module->getBody());
+  Type kvType = shape.kvType == KVType::F16    ? Type(b.getF16Type())
+                : shape.kvType == KVType::BF16 ? Type(b.getBF16Type())
+                                               : Type(b.getF32Type());
+  mc::ModelOp::create(b, loc, name, shape.numLayers, shape.qHeads,
+                      shape.kvHeads, shape.headDim, shape.pageSize, kvType,
+                      b.getF32FloatAttr(shape.effectiveScale()),
+                      *scheduleAttr);
+  DiagnosticCollector diags(ctx);
+  if (failed(verify(*module)))
+    return diags.error("invalid model @" + name);
+  return module;
+}
+
+Result<mc::ModelOp> firstModel(ModuleOp module, const std::string &bufferName) {
+  auto models = module.getOps<mc::ModelOp>();
+  if (models.empty())
+    return Status::error(bufferName + ": no condensate.model op");
+  return *models.begin();
 }
 
 Result<OwningOpRef<ModuleOp>> parseModule(MLIRContext *ctx,
@@ -145,12 +229,11 @@ parseModel(const std::string &text, const std::string &bufferName) {
   auto module = detail::parseModule(ctx.get(), text, bufferName);
   if (!module.ok())
     return module.status();
-  auto models = (*module)->getOps<mc::ModelOp>();
-  if (models.empty())
-    return Status::error(bufferName + ": no condensate.model op");
-  mc::ModelOp model = *models.begin();
-  auto shape = detail::shapeFromModel(model);
-  auto schedule = detail::scheduleFromAttr(model.getSchedule());
+  auto model = detail::firstModel(**module, bufferName);
+  if (!model.ok())
+    return model.status();
+  auto shape = detail::shapeFromModel(*model);
+  auto schedule = detail::scheduleFromAttr(model->getSchedule());
   if (!shape.ok())
     return shape.status();
   if (!schedule.ok())
@@ -175,10 +258,10 @@ Result<Schedule> parseSchedule(const std::string &text, int64_t numLayers,
     auto module = detail::parseModule(ctx.get(), text, bufferName);
     if (!module.ok())
       return module.status();
-    auto models = (*module)->getOps<mc::ModelOp>();
-    if (models.empty())
-      return Status::error(bufferName + ": no condensate.model op");
-    scheduleAttr = (*models.begin()).getSchedule();
+    auto model = detail::firstModel(**module, bufferName);
+    if (!model.ok())
+      return model.status();
+    scheduleAttr = model->getSchedule();
   } else {
     // Comments and blank lines around an attribute are allowed.
     std::string body;

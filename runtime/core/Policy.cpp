@@ -1,30 +1,28 @@
 //===- Policy.cpp - policies and schedules for the runtime API ------------===//
 //
-// Validation, MLIR rendering and JSON parsing of policies and schedules, and
-// the repetition score that drives adaptive windows.
+// Validation and MLIR rendering of policies and schedules, and the
+// repetition score that drives adaptive windows (JSON: PolicyJSON.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Runtime/Policy.h"
 
-#include <nlohmann/json.hpp>
+#include "condensate/ABI/AttentionABI.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <set>
 #include <sstream>
 #include <unordered_set>
 
 namespace condensate {
 
 namespace {
-constexpr double kStrictTau = 5.9604644775390625e-08; // 2^-24
-
 bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 std::string formatDouble(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9e", v);
+  // Text that reads back as the same double.
+  std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
 }
 } // namespace
@@ -73,7 +71,7 @@ std::string Policy::toMLIR() const {
   os << ", topk = " << topk << ", selector = " << selectorName(selector)
      << ", page_size = " << pageSize;
   if (tau > 0.0)
-    os << ", tau = " << (tau == kStrictTau ? "strict" : formatDouble(tau));
+    os << ", tau = " << (tau == abi::kStrictTau ? "strict" : formatDouble(tau));
   if (maxExtra > 0)
     os << ", max_extra = " << maxExtra;
   os << ">";
@@ -218,182 +216,6 @@ std::string modelToMLIR(const std::string &name, const ModelShape &shape,
      << ", scale = " << formatDouble(shape.effectiveScale())
      << ", schedule = " << schedule.toMLIR() << "\n";
   return os.str();
-}
-
-//===----------------------------------------------------------------------===//
-// JSON
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-using nlohmann::json;
-
-Result<int64_t> getInt(const json &obj, const char *key, int64_t def,
-                       const std::string &where) {
-  auto it = obj.find(key);
-  if (it == obj.end())
-    return def;
-  if (!it->is_number_integer())
-    return Status::error(where + ": '" + key + "' must be an integer, got " +
-                         it->dump());
-  return it->get<int64_t>();
-}
-
-Result<Policy> policyFromJSON(const json &j, const std::string &where) {
-  if (j.is_string()) {
-    if (j.get<std::string>() == "dense")
-      return Policy::makeDense();
-    return Status::error(where + ": a policy string must be \"dense\", got " +
-                         j.dump());
-  }
-  if (!j.is_object())
-    return Status::error(where + ": a policy must be an object or \"dense\"");
-  static const std::set<std::string> known = {
-      "anchor",    "window", "window_max", "topk", "selector",
-      "page_size", "tau",    "max_extra",  "dense"};
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (!known.count(it.key()))
-      return Status::error(where + ": unknown policy field '" + it.key() +
-                           "'");
-  if (j.contains("dense") && j["dense"] == true)
-    return Policy::makeDense();
-  Policy p;
-  if (!j.contains("window"))
-    return Status::error(where + ": a policy needs a 'window' field");
-  auto anchor = getInt(j, "anchor", 1, where);
-  auto window = getInt(j, "window", 0, where);
-  auto topk = getInt(j, "topk", 0, where);
-  auto page = getInt(j, "page_size", 16, where);
-  auto extra = getInt(j, "max_extra", 0, where);
-  for (auto *r : {&anchor, &window, &topk, &page, &extra})
-    if (!r->ok())
-      return r->status();
-  p.anchor = *anchor;
-  p.window = *window;
-  auto wmax = getInt(j, "window_max", p.window, where);
-  if (!wmax.ok())
-    return wmax.status();
-  p.windowMax = *wmax;
-  p.topk = *topk;
-  p.pageSize = *page;
-  p.maxExtra = *extra;
-  if (j.contains("selector")) {
-    const json &s = j["selector"];
-    std::string name = s.is_string() ? s.get<std::string>() : "";
-    if (name == "exact")
-      p.selector = Selector::Exact;
-    else if (name == "block_minmax")
-      p.selector = Selector::BlockMinMax;
-    else if (name == "block_mean")
-      p.selector = Selector::BlockMean;
-    else
-      return Status::error(where + ": unknown selector " + s.dump() +
-                           "; expected exact, block_minmax or block_mean");
-  }
-  if (j.contains("tau")) {
-    const json &t = j["tau"];
-    if (t.is_string() && t.get<std::string>() == "strict")
-      p.tau = kStrictTau;
-    else if (t.is_number())
-      p.tau = t.get<double>();
-    else
-      return Status::error(where + ": 'tau' must be a number or \"strict\"");
-  }
-  CONDENSATE_RETURN_IF_ERROR(p.validate().withContext(where));
-  return p;
-}
-
-Result<std::vector<int64_t>> indexListFromJSON(const json &j,
-                                               const std::string &where) {
-  if (!j.is_array())
-    return Status::error(where + " must be an array");
-  std::vector<int64_t> out;
-  for (const json &e : j) {
-    if (e.is_number_integer()) {
-      out.push_back(e.get<int64_t>());
-      continue;
-    }
-    if (e.is_string()) {
-      std::string s = e.get<std::string>();
-      long long a, b;
-      char dash;
-      std::istringstream is(s);
-      if ((is >> a >> dash >> b) && dash == '-' && is.eof() && a <= b &&
-          b - a <= (1 << 20)) {
-        for (long long i = a; i <= b; ++i)
-          out.push_back(i);
-        continue;
-      }
-    }
-    return Status::error(where + ": entries must be integers or \"a-b\" "
-                                 "ranges, got " +
-                         e.dump());
-  }
-  return out;
-}
-
-} // namespace
-
-Result<Schedule> parseScheduleJSON(const std::string &text,
-                                   int64_t numLayers) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded())
-    return Status::error("invalid JSON");
-  Schedule s;
-  s.numLayers = numLayers;
-  bool isSchedule = j.is_object() && (j.contains("default") ||
-                                      j.contains("rules"));
-  if (!isSchedule) {
-    auto p = policyFromJSON(j, "policy");
-    if (!p.ok())
-      return p.status();
-    s.defaultPolicy = *p;
-    return s;
-  }
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (it.key() != "default" && it.key() != "rules" && it.key() != "layers")
-      return Status::error("schedule: unknown field '" + it.key() + "'");
-  if (j.contains("layers")) {
-    if (!j["layers"].is_number_integer() ||
-        j["layers"].get<int64_t>() != numLayers)
-      return Status::error("schedule: 'layers' is " + j["layers"].dump() +
-                           " but the model has " + std::to_string(numLayers) +
-                           " layers");
-  }
-  if (!j.contains("default"))
-    return Status::error("schedule: needs a 'default' policy");
-  auto def = policyFromJSON(j["default"], "schedule default");
-  if (!def.ok())
-    return def.status();
-  s.defaultPolicy = *def;
-  if (j.contains("rules")) {
-    if (!j["rules"].is_array())
-      return Status::error("schedule: 'rules' must be an array");
-    size_t i = 0;
-    for (const json &r : j["rules"]) {
-      std::string where = "schedule rule " + std::to_string(i++);
-      if (!r.is_object() || !r.contains("layers") || !r.contains("policy"))
-        return Status::error(where + ": needs 'layers' and 'policy'");
-      ScheduleRule rule;
-      auto layers = indexListFromJSON(r["layers"], where + " layers");
-      if (!layers.ok())
-        return layers.status();
-      rule.layers = *layers;
-      if (r.contains("kv_heads")) {
-        auto heads = indexListFromJSON(r["kv_heads"], where + " kv_heads");
-        if (!heads.ok())
-          return heads.status();
-        rule.kvHeads = *heads;
-      }
-      auto p = policyFromJSON(r["policy"], where);
-      if (!p.ok())
-        return p.status();
-      rule.policy = *p;
-      s.rules.push_back(rule);
-    }
-  }
-  CONDENSATE_RETURN_IF_ERROR(s.validate());
-  return s;
 }
 
 double repetitionScore(const int32_t *tokens, int64_t count, int64_t span) {

@@ -1,32 +1,21 @@
 //===- CAPI.cpp - the C interface of the GPU runtime ----------------------===//
 //
 // Thin wrappers: C handles over GPUProgram, Status messages copied into the
-// caller's error buffer.
+// caller's error buffer. Compiling a program is the compiler library's
+// (compiler/CAPI.cpp); everything here works on AOT libraries alone.
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Runtime/condensate_c.h"
 
-#include "condensate/Runtime/GPUProgram.h"
+#include "CAPIHandle.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 using namespace condensate;
+using condensate::capi::fail;
 
-struct condensate_gpu_program {
-  std::unique_ptr<GPUProgram> program;
-};
 
 namespace {
-
-int fail(const Status &st, char *error, size_t size) {
-  if (error && size > 0) {
-    std::strncpy(error, st.message().c_str(), size - 1);
-    error[size - 1] = '\0';
-  }
-  return 1;
-}
 
 cuda::Stream streamOf(void *stream) {
   return cuda::Stream::borrow(static_cast<cuda::abi::CUstream>(stream), 0);
@@ -57,60 +46,15 @@ AttentionArgs attentionArgs(int64_t batch, int64_t maxPages, int64_t numPages,
 
 extern "C" {
 
-int condensate_gpu_compile(const char *model_mlir, const char *chip,
-                           const char *cache_dir,
-                           condensate_gpu_program **program, double *seconds,
-                           int *source, char *error, size_t error_size) {
-  if (!model_mlir || !program)
-    return fail(Status::error("condensate_gpu_compile: null argument"), error,
-                error_size);
-  auto model = parseModel(model_mlir, "<model>");
-  if (!model.ok())
-    return fail(model.status(), error, error_size);
-  GPUCompileOptions options;
-  if (chip)
-    options.chip = chip;
-  if (cache_dir)
-    options.cacheDir = cache_dir;
-  GPUCompileReport report;
-  auto cached = getGPULibrary(model->first, model->second, options, &report);
-  if (!cached.ok())
-    return fail(cached.status(), error, error_size);
-  auto loaded = GPUProgram::load(*cached);
-  if (!loaded.ok())
-    return fail(loaded.status(), error, error_size);
-  if (seconds)
-    *seconds = report.seconds;
-  if (source)
-    *source = static_cast<int>(report.source);
-  *program = new condensate_gpu_program{loaded.take()};
-  return 0;
-}
-
 int condensate_gpu_load(const char *ptx_path, const char *manifest_path,
                         condensate_gpu_program **program, char *error,
                         size_t error_size) {
-  auto read = [](const char *path, std::string &out) {
-    std::ifstream in(path ? path : "", std::ios::binary);
-    if (!in)
-      return false;
-    std::ostringstream os;
-    os << in.rdbuf();
-    out = os.str();
-    return true;
-  };
-  std::string ptx, manifest;
-  if (!read(ptx_path, ptx))
-    return fail(Status::error(std::string("cannot read ") +
-                              (ptx_path ? ptx_path : "(null)")),
-                error, error_size);
-  if (!read(manifest_path, manifest))
-    return fail(Status::error(std::string("cannot read ") +
-                              (manifest_path ? manifest_path : "(null)")),
-                error, error_size);
-  auto lib = GPULibrary::fromManifest(manifest, ptx);
+  if (!ptx_path || !manifest_path || !program)
+    return fail(Status::error("condensate_gpu_load: null argument"), error,
+                error_size);
+  auto lib = GPULibrary::load(ptx_path, manifest_path);
   if (!lib.ok())
-    return fail(lib.status().withContext(manifest_path), error, error_size);
+    return fail(lib.status(), error, error_size);
   auto loaded =
       GPUProgram::load(std::make_shared<const GPULibrary>(lib.take()));
   if (!loaded.ok())

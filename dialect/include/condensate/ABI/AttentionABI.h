@@ -1,0 +1,166 @@
+//===- AttentionABI.h - the calling convention of generated kernels -*- C++ -*-===//
+//
+// The one definition of how generated condensate functions are called: the
+// argument order and shapes of a layer's decode attention and of the KV
+// append, the page-summary slots and the stats columns. Plain C++ with no
+// MLIR, so the dialect and passes (which build these signatures), codegen
+// (which reads them), the runtime (which fills them from host or device
+// buffers) and the decoder include this header alike.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_ABI_ATTENTIONABI_H
+#define CONDENSATE_ABI_ATTENTIONABI_H
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace condensate::abi {
+
+/// The strict certificate tolerance, `tau = strict` in a policy: one float32
+/// ulp of 1 (2^-24).
+constexpr double kStrictTau = 5.9604644775390625e-08;
+
+/// Summary vectors kept per page and key/value head, each [head_dim] f32.
+constexpr int64_t kSummarySlots = 5;
+/// What each summary slot holds, over the page's positions written so far.
+enum SummarySlot : int64_t { KMin = 0, KMax = 1, KSum = 2, VMin = 3, VMax = 4 };
+
+/// Entries per (sequence, query head) of the stats output.
+constexpr int64_t kStatsWidth = 5;
+/// What each stats entry holds. Both bounds are 0 for dense attention and
+/// after a dense fallback, NaN where no certificate ran (uncertified sparse
+/// policies).
+enum StatsEntry : int64_t {
+  /// eps_hat: bound on the softmax mass the attended set leaves out.
+  StatEpsHat = 0,
+  /// Positions attended.
+  StatAttended = 1,
+  /// Extra units the certificate added.
+  StatExtra = 2,
+  /// 1 when the head's group fell back to dense attention.
+  StatFallback = 3,
+  /// Bound on ||o_dense - o||_2 of the output:
+  /// eps_hat * sqrt(sum_c max(Vmax_c - o_c, o_c - Vmin_c, 0)^2) over the
+  /// per-channel box [Vmin, Vmax] of the omitted values.
+  StatOutputBound = 4,
+};
+
+/// Arguments of a layer's decode-attention function, in order. Shapes
+/// (B batch, MP max pages per sequence, NP pages in the pool):
+///   q, out     [B, Hq, D] f32
+///   k, v       [NP, Hkv, P, D] of the model's KV type
+///   pageTable  [B, MP] i32
+///   lens       [B] i32: context length including the query's own position
+///   windows    [B] i32: per-sequence window of adaptive layers
+///   summaries  [NP, Hkv, kSummarySlots, D] f32
+///   stats      [B, Hq, kStatsWidth] f32
+enum AttendArg : int {
+  AttendQ = 0,
+  AttendK,
+  AttendV,
+  AttendPageTable,
+  AttendLens,
+  AttendWindows,
+  AttendSummaries,
+  AttendOut,
+  AttendStats,
+  kAttendArgs
+};
+
+/// Arguments of the KV-append function, in order: kNew, vNew [B, Hkv, D]
+/// f32 are written at positions[b] ([B] i32) of sequence b through its page
+/// table row, and the page summaries are updated.
+enum AppendArg : int {
+  AppendKNew = 0,
+  AppendVNew,
+  AppendK,
+  AppendV,
+  AppendPageTable,
+  AppendPositions,
+  AppendSummaries,
+  kAppendArgs
+};
+
+/// Element type of an argument.
+enum class Element { F32, KV, I32 };
+
+/// A dimension not fixed by the model (batch and pool sizes in a signature).
+/// Equal to MLIR's ShapedType::kDynamic.
+constexpr int64_t kDynamic = std::numeric_limits<int64_t>::min();
+
+/// The model dimensions a signature is specialised for.
+struct ModelDims {
+  int64_t qHeads = 0, kvHeads = 0, headDim = 0, pageSize = 0;
+};
+/// The per-call dimensions (kDynamic in a signature).
+struct CallDims {
+  int64_t batch = kDynamic, maxPages = kDynamic, numPages = kDynamic;
+};
+
+using Shape = std::vector<int64_t>;
+
+/// Shapes of the decode-attention arguments, indexed by AttendArg.
+inline std::vector<Shape> attendShapes(const ModelDims &m, const CallDims &c) {
+  Shape kv = {c.numPages, m.kvHeads, m.pageSize, m.headDim};
+  return {{c.batch, m.qHeads, m.headDim},
+          kv,
+          kv,
+          {c.batch, c.maxPages},
+          {c.batch},
+          {c.batch},
+          {c.numPages, m.kvHeads, kSummarySlots, m.headDim},
+          {c.batch, m.qHeads, m.headDim},
+          {c.batch, m.qHeads, kStatsWidth}};
+}
+
+/// Shapes of the append arguments, indexed by AppendArg.
+inline std::vector<Shape> appendShapes(const ModelDims &m, const CallDims &c) {
+  Shape kv = {c.numPages, m.kvHeads, m.pageSize, m.headDim};
+  return {{c.batch, m.kvHeads, m.headDim},
+          {c.batch, m.kvHeads, m.headDim},
+          kv,
+          kv,
+          {c.batch, c.maxPages},
+          {c.batch},
+          {c.numPages, m.kvHeads, kSummarySlots, m.headDim}};
+}
+
+/// Element types of the decode-attention arguments, indexed by AttendArg.
+inline Element attendElement(int arg) {
+  switch (arg) {
+  case AttendK:
+  case AttendV:
+    return Element::KV;
+  case AttendPageTable:
+  case AttendLens:
+  case AttendWindows:
+    return Element::I32;
+  default:
+    return Element::F32;
+  }
+}
+
+/// Element types of the append arguments, indexed by AppendArg.
+inline Element appendElement(int arg) {
+  switch (arg) {
+  case AppendK:
+  case AppendV:
+    return Element::KV;
+  case AppendPageTable:
+  case AppendPositions:
+    return Element::I32;
+  default:
+    return Element::F32;
+  }
+}
+
+/// f32 elements of a summaries buffer of `numPages` pages.
+inline int64_t summaryElements(int64_t numPages, int64_t kvHeads,
+                               int64_t headDim) {
+  return numPages * kvHeads * kSummarySlots * headDim;
+}
+
+} // namespace condensate::abi
+
+#endif // CONDENSATE_ABI_ATTENTIONABI_H

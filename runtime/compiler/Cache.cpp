@@ -1,0 +1,117 @@
+//===- Cache.cpp - GPU kernel libraries: memory, disk, compiler -----------===//
+//
+// getGPULibrary: the in-memory cache of compiled libraries, then the disk
+// cache (PTX + manifest, keyed by the compiler's identity, the chip and the
+// model op text), then an in-process compile whose result is stored.
+//
+//===----------------------------------------------------------------------===//
+#include "condensate/Compiler/Compiler.h"
+#include "condensate/Runtime/Files.h"
+
+#include "CompilerId.inc"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace condensate {
+
+std::string defaultCacheDirectory() {
+  if (const char *dir = std::getenv("CONDENSATE_CACHE_DIR"))
+    return dir;
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"))
+    return std::string(xdg) + "/condensate";
+  if (const char *home = std::getenv("HOME"))
+    return std::string(home) + "/.cache/condensate";
+  return "";
+}
+
+namespace {
+
+/// FNV-1a: a stable hash of the model text (std::hash is not stable across
+/// processes, which a disk cache needs).
+uint64_t stableHash(const std::string &s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/// The process-wide in-memory cache of compiled libraries.
+struct LibraryCache {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const GPULibrary>> libraries;
+  static LibraryCache &get() {
+    static LibraryCache cache;
+    return cache;
+  }
+};
+
+} // namespace
+
+Result<std::shared_ptr<const GPULibrary>>
+getGPULibrary(const ModelShape &shape, const Schedule &schedule,
+              const GPUCompileOptions &options, GPUCompileReport *report) {
+  CONDENSATE_RETURN_IF_ERROR(shape.validate());
+  CONDENSATE_RETURN_IF_ERROR(schedule.validate());
+  auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
+  // The model op text spells out the shape, types and schedule; the
+  // compiler's identity keeps kernels of an older build out.
+  std::string text = modelToMLIR("model", shape, schedule);
+  std::string key = std::string(CONDENSATE_COMPILER_ID) + "\n" +
+                    options.chip + "\n" + text;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(stableHash(key)));
+  GPUCompileReport local;
+  GPUCompileReport &r = report ? *report : local;
+  r.cacheKey = hex;
+  LibraryCache &cache = LibraryCache::get();
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.libraries.find(key);
+    if (it != cache.libraries.end()) {
+      r.source = GPUCompileReport::Source::MemoryCache;
+      r.seconds = elapsed();
+      return it->second;
+    }
+  }
+  std::shared_ptr<const GPULibrary> lib;
+  std::string base =
+      options.cacheDir.empty() ? "" : options.cacheDir + "/" + hex;
+  if (!base.empty()) {
+    auto loaded = GPULibrary::load(base + ".ptx", base + ".json");
+    // A missing, stale or damaged entry is ignored and rebuilt.
+    if (loaded.ok() && loaded->modelText == text) {
+      lib = std::make_shared<const GPULibrary>(loaded.take());
+      r.source = GPUCompileReport::Source::DiskCache;
+    }
+  }
+  if (!lib) {
+    auto compiled = compileGPULibrary(shape, schedule, options.chip);
+    if (!compiled.ok())
+      return compiled.status();
+    lib = std::make_shared<const GPULibrary>(compiled.take());
+    r.source = GPUCompileReport::Source::Compiled;
+    if (!base.empty() && makeDirectories(options.cacheDir).ok()) {
+      // The disk cache is best effort: a failed write only costs a compile.
+      (void)writeFileAtomic(base + ".ptx", lib->ptx);
+      (void)writeFileAtomic(base + ".json", lib->manifestJSON());
+    }
+  }
+  r.seconds = elapsed();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.libraries.emplace(key, lib);
+  return lib;
+}
+
+} // namespace condensate

@@ -1,0 +1,336 @@
+//===- PolicyJSON.cpp - policies, schedules and shapes as JSON ------------===//
+//
+// The one JSON form of the runtime's plain descriptions: policies and
+// schedules (what users write and manifests store), model shapes, and the
+// {"model", "schedule"} spec condensate-translate reads. Parsing rejects
+// unknown fields and wrong types with one-line messages; printing round-trips.
+//
+//===----------------------------------------------------------------------===//
+#include "condensate/Runtime/Policy.h"
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <sstream>
+
+namespace condensate {
+
+namespace {
+
+using nlohmann::json;
+
+Result<int64_t> getInt(const json &obj, const char *key, int64_t def,
+                       const std::string &where) {
+  auto it = obj.find(key);
+  if (it == obj.end())
+    return def;
+  if (!it->is_number_integer())
+    return Status::error(where + ": '" + key + "' must be an integer, got " +
+                         it->dump());
+  return it->get<int64_t>();
+}
+
+Result<Policy> policyFromJSON(const json &j, const std::string &where) {
+  if (j.is_string()) {
+    if (j.get<std::string>() == "dense")
+      return Policy::makeDense();
+    return Status::error(where + ": a policy string must be \"dense\", got " +
+                         j.dump());
+  }
+  if (!j.is_object())
+    return Status::error(where + ": a policy must be an object or \"dense\"");
+  static const std::set<std::string> known = {
+      "anchor",    "window", "window_max", "topk", "selector",
+      "page_size", "tau",    "max_extra",  "dense"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!known.count(it.key()))
+      return Status::error(where + ": unknown policy field '" + it.key() +
+                           "'");
+  if (j.contains("dense") && j["dense"] == true)
+    return Policy::makeDense();
+  Policy p;
+  if (!j.contains("window"))
+    return Status::error(where + ": a policy needs a 'window' field");
+  auto anchor = getInt(j, "anchor", 1, where);
+  auto window = getInt(j, "window", 0, where);
+  auto topk = getInt(j, "topk", 0, where);
+  auto page = getInt(j, "page_size", 16, where);
+  auto extra = getInt(j, "max_extra", 0, where);
+  for (auto *r : {&anchor, &window, &topk, &page, &extra})
+    if (!r->ok())
+      return r->status();
+  p.anchor = *anchor;
+  p.window = *window;
+  auto wmax = getInt(j, "window_max", p.window, where);
+  if (!wmax.ok())
+    return wmax.status();
+  p.windowMax = *wmax;
+  p.topk = *topk;
+  p.pageSize = *page;
+  p.maxExtra = *extra;
+  if (j.contains("selector")) {
+    const json &s = j["selector"];
+    std::string name = s.is_string() ? s.get<std::string>() : "";
+    if (name == "exact")
+      p.selector = Selector::Exact;
+    else if (name == "block_minmax")
+      p.selector = Selector::BlockMinMax;
+    else if (name == "block_mean")
+      p.selector = Selector::BlockMean;
+    else
+      return Status::error(where + ": unknown selector " + s.dump() +
+                           "; expected exact, block_minmax or block_mean");
+  }
+  if (j.contains("tau")) {
+    const json &t = j["tau"];
+    if (t.is_string() && t.get<std::string>() == "strict")
+      p.tau = abi::kStrictTau;
+    else if (t.is_number())
+      p.tau = t.get<double>();
+    else
+      return Status::error(where + ": 'tau' must be a number or \"strict\"");
+  }
+  CONDENSATE_RETURN_IF_ERROR(p.validate().withContext(where));
+  return p;
+}
+
+Result<std::vector<int64_t>> indexListFromJSON(const json &j,
+                                               const std::string &where) {
+  if (!j.is_array())
+    return Status::error(where + " must be an array");
+  std::vector<int64_t> out;
+  for (const json &e : j) {
+    if (e.is_number_integer()) {
+      out.push_back(e.get<int64_t>());
+      continue;
+    }
+    if (e.is_string()) {
+      std::string s = e.get<std::string>();
+      long long a, b;
+      char dash;
+      std::istringstream is(s);
+      if ((is >> a >> dash >> b) && dash == '-' && is.eof() && a <= b &&
+          b - a <= (1 << 20)) {
+        for (long long i = a; i <= b; ++i)
+          out.push_back(i);
+        continue;
+      }
+    }
+    return Status::error(where + ": entries must be integers or \"a-b\" "
+                                 "ranges, got " +
+                         e.dump());
+  }
+  return out;
+}
+
+} // namespace
+
+Result<Schedule> parseScheduleJSON(const std::string &text,
+                                   int64_t numLayers) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    return Status::error("invalid JSON");
+  Schedule s;
+  s.numLayers = numLayers;
+  bool isSchedule = j.is_object() && (j.contains("default") ||
+                                      j.contains("rules"));
+  if (!isSchedule) {
+    auto p = policyFromJSON(j, "policy");
+    if (!p.ok())
+      return p.status();
+    s.defaultPolicy = *p;
+    return s;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != "default" && it.key() != "rules" && it.key() != "layers")
+      return Status::error("schedule: unknown field '" + it.key() + "'");
+  if (j.contains("layers")) {
+    if (!j["layers"].is_number_integer() ||
+        j["layers"].get<int64_t>() != numLayers)
+      return Status::error("schedule: 'layers' is " + j["layers"].dump() +
+                           " but the model has " + std::to_string(numLayers) +
+                           " layers");
+  }
+  if (!j.contains("default"))
+    return Status::error("schedule: needs a 'default' policy");
+  auto def = policyFromJSON(j["default"], "schedule default");
+  if (!def.ok())
+    return def.status();
+  s.defaultPolicy = *def;
+  if (j.contains("rules")) {
+    if (!j["rules"].is_array())
+      return Status::error("schedule: 'rules' must be an array");
+    size_t i = 0;
+    for (const json &r : j["rules"]) {
+      std::string where = "schedule rule " + std::to_string(i++);
+      if (!r.is_object() || !r.contains("layers") || !r.contains("policy"))
+        return Status::error(where + ": needs 'layers' and 'policy'");
+      ScheduleRule rule;
+      auto layers = indexListFromJSON(r["layers"], where + " layers");
+      if (!layers.ok())
+        return layers.status();
+      rule.layers = *layers;
+      if (r.contains("kv_heads")) {
+        auto heads = indexListFromJSON(r["kv_heads"], where + " kv_heads");
+        if (!heads.ok())
+          return heads.status();
+        rule.kvHeads = *heads;
+      }
+      auto p = policyFromJSON(r["policy"], where);
+      if (!p.ok())
+        return p.status();
+      rule.policy = *p;
+      s.rules.push_back(rule);
+    }
+  }
+  CONDENSATE_RETURN_IF_ERROR(s.validate());
+  return s;
+}
+
+
+namespace {
+
+nlohmann::json policyToJSON(const Policy &p) {
+  if (p.dense)
+    return "dense";
+  nlohmann::json j = {{"anchor", p.anchor},
+                      {"window", p.window},
+                      {"window_max", p.windowMax},
+                      {"topk", p.topk},
+                      {"selector", selectorName(p.selector)},
+                      {"page_size", p.pageSize},
+                      {"max_extra", p.maxExtra}};
+  if (p.tau == abi::kStrictTau)
+    j["tau"] = "strict";
+  else
+    j["tau"] = p.tau;
+  return j;
+}
+
+/// Layer or head lists as integers and "a-b" runs of three or more.
+nlohmann::json indexListToJSON(const std::vector<int64_t> &v) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1)
+      ++j;
+    if (j - i >= 2) {
+      out.push_back(std::to_string(v[i]) + "-" + std::to_string(v[j]));
+    } else {
+      for (size_t k = i; k <= j; ++k)
+        out.push_back(v[k]);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+} // namespace
+
+std::string scheduleToJSON(const Schedule &schedule) {
+  nlohmann::json j = {{"layers", schedule.numLayers},
+                      {"default", policyToJSON(schedule.defaultPolicy)}};
+  nlohmann::json rules = nlohmann::json::array();
+  for (const ScheduleRule &r : schedule.rules) {
+    nlohmann::json rule = {{"layers", indexListToJSON(r.layers)},
+                           {"policy", policyToJSON(r.policy)}};
+    if (!r.kvHeads.empty())
+      rule["kv_heads"] = indexListToJSON(r.kvHeads);
+    rules.push_back(rule);
+  }
+  j["rules"] = rules;
+  return j.dump();
+}
+
+std::string modelShapeToJSON(const ModelShape &shape) {
+  nlohmann::json j = {{"layers", shape.numLayers},
+                      {"q_heads", shape.qHeads},
+                      {"kv_heads", shape.kvHeads},
+                      {"head_dim", shape.headDim},
+                      {"page_size", shape.pageSize},
+                      {"kv_type", kvTypeName(shape.kvType)},
+                      {"scale", shape.effectiveScale()}};
+  return j.dump();
+}
+
+Result<KVType> parseKVType(const std::string &name) {
+  if (name == "f32")
+    return KVType::F32;
+  if (name == "f16")
+    return KVType::F16;
+  if (name == "bf16")
+    return KVType::BF16;
+  return Status::error("kv_type must be f32, f16 or bf16, got '" + name + "'");
+}
+
+namespace {
+
+Result<ModelShape> shapeFromJSON(const nlohmann::json &m) {
+  if (!m.is_object())
+    return Status::error("'model' must be an object");
+  static const std::set<std::string> known = {
+      "layers", "q_heads", "kv_heads", "head_dim", "page_size", "kv_type",
+      "scale"};
+  for (auto it = m.begin(); it != m.end(); ++it)
+    if (!known.count(it.key()))
+      return Status::error("model: unknown field '" + it.key() + "'");
+  ModelShape s;
+  for (const char *key : {"layers", "q_heads", "kv_heads", "head_dim"})
+    if (!m.contains(key))
+      return Status::error(std::string("model: needs '") + key + "'");
+  auto layers = getInt(m, "layers", 0, "model");
+  auto qHeads = getInt(m, "q_heads", 0, "model");
+  auto kvHeads = getInt(m, "kv_heads", 0, "model");
+  auto headDim = getInt(m, "head_dim", 0, "model");
+  auto pageSize = getInt(m, "page_size", 16, "model");
+  for (auto *r : {&layers, &qHeads, &kvHeads, &headDim, &pageSize})
+    if (!r->ok())
+      return r->status();
+  s.numLayers = *layers;
+  s.qHeads = *qHeads;
+  s.kvHeads = *kvHeads;
+  s.headDim = *headDim;
+  s.pageSize = *pageSize;
+  if (m.contains("kv_type")) {
+    if (!m["kv_type"].is_string())
+      return Status::error("model: 'kv_type' must be a string");
+    auto t = parseKVType(m["kv_type"].get<std::string>());
+    if (!t.ok())
+      return t.status().withContext("model");
+    s.kvType = *t;
+  }
+  if (m.contains("scale")) {
+    if (!m["scale"].is_number())
+      return Status::error("model: 'scale' must be a number");
+    s.scale = m["scale"].get<float>();
+  }
+  CONDENSATE_RETURN_IF_ERROR(s.validate().withContext("model"));
+  return s;
+}
+
+} // namespace
+
+Result<ModelShape> parseModelShapeJSON(const std::string &text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded())
+    return Status::error("invalid JSON");
+  return shapeFromJSON(j);
+}
+
+Result<ModelSpec> parseModelSpecJSON(const std::string &text,
+                                     const std::string &bufferName) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return Status::error(bufferName + ": invalid JSON");
+  if (!j.contains("model") || !j.contains("schedule"))
+    return Status::error(bufferName + ": a spec needs 'model' and 'schedule'");
+  auto shape = shapeFromJSON(j["model"]);
+  if (!shape.ok())
+    return shape.status().withContext(bufferName);
+  auto schedule = parseScheduleJSON(j["schedule"].dump(), shape->numLayers);
+  if (!schedule.ok())
+    return schedule.status().withContext(bufferName);
+  return ModelSpec{*shape, *schedule};
+}
+
+} // namespace condensate

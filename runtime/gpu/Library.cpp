@@ -1,0 +1,145 @@
+//===- Library.cpp - kernel libraries and their JSON manifest -------------===//
+//
+// A GPULibrary on disk is PTX plus a JSON manifest: the launch plan, the
+// model shape and schedule (in their JSON form), what each function was
+// specialised for and each kernel's parameter list. Reading it needs no
+// compiler; every field is checked against the others before a program can
+// launch anything from it.
+//
+//===----------------------------------------------------------------------===//
+#include "condensate/Runtime/GPUProgram.h"
+
+#include "condensate/Runtime/Files.h"
+
+#include <nlohmann/json.hpp>
+
+namespace condensate {
+
+using nlohmann::json;
+
+std::string GPULibrary::manifestJSON() const {
+  json j = json::parse(plan.toJSON());
+  j["model"] = json::parse(modelShapeToJSON(shape));
+  j["schedule"] = json::parse(scheduleToJSON(schedule));
+  j["schedule_mlir"] = schedule.toMLIR();
+  j["model_mlir"] = modelText;
+  j["specs"] = specs;
+  // Per kernel: the parameter list an engine must pass, in order.
+  json kernels = json::array();
+  for (const auto &[fname, fn] : plan.functions)
+    for (const KernelLaunch &l : fn.launches) {
+      json params = json::array();
+      for (const MemRefParam &p : l.params) {
+        int64_t rank = static_cast<int64_t>(p.sizes.size());
+        params.push_back({{"memref", p.elementType},
+                          {"rank", rank},
+                          {"expands_to", "ptr, ptr, i64 offset, " +
+                                             std::to_string(rank) +
+                                             " x i64 sizes, " +
+                                             std::to_string(rank) +
+                                             " x i64 strides"}});
+      }
+      kernels.push_back({{"name", l.kernel},
+                         {"function", fname},
+                         {"block", l.block},
+                         {"shared_bytes", l.sharedBytes},
+                         {"params", params}});
+    }
+  j["kernels"] = kernels;
+  return j.dump(1);
+}
+
+namespace {
+
+/// The plan must name a function for every layer and the append, each with
+/// the ABI's argument count, and every argument reference must exist.
+Status checkPlan(const LaunchPlan &plan, const ModelShape &shape) {
+  if (static_cast<int64_t>(plan.layers.size()) != shape.numLayers)
+    return Status::error("the plan has " + std::to_string(plan.layers.size()) +
+                         " layers but the model " +
+                         std::to_string(shape.numLayers));
+  auto check = [&](const std::string &name, int64_t args) -> Status {
+    auto it = plan.functions.find(name);
+    if (it == plan.functions.end())
+      return Status::error("the plan has no function @" + name);
+    if (it->second.numArgs != args)
+      return Status::error("function @" + name + " takes " +
+                           std::to_string(it->second.numArgs) +
+                           " arguments, expected " + std::to_string(args));
+    for (const KernelLaunch &l : it->second.launches)
+      for (const MemRefParam &p : l.params) {
+        int64_t limit = p.buffer.kind == BufferRef::Kind::Argument
+                            ? args
+                            : static_cast<int64_t>(it->second.scratch.size());
+        if (p.buffer.index < 0 || p.buffer.index >= limit)
+          return Status::error("kernel " + l.kernel +
+                               " refers to a buffer that @" + name +
+                               " does not have");
+      }
+    return Status::success();
+  };
+  for (const std::string &fn : plan.layers)
+    CONDENSATE_RETURN_IF_ERROR(check(fn, abi::kAttendArgs));
+  CONDENSATE_RETURN_IF_ERROR(check(plan.append, abi::kAppendArgs));
+  for (int64_t l : plan.adaptive)
+    if (l < 0 || l >= shape.numLayers)
+      return Status::error("adaptive layer " + std::to_string(l) +
+                           " out of range");
+  return Status::success();
+}
+
+} // namespace
+
+Result<GPULibrary> GPULibrary::fromManifest(const std::string &manifest,
+                                            std::string ptx) {
+  auto plan = LaunchPlan::fromJSON(manifest);
+  if (!plan.ok())
+    return plan.status().withContext("manifest");
+  json j = json::parse(manifest, nullptr, false);
+  if (!j.is_object() || !j.contains("model") || !j.contains("schedule"))
+    return Status::error("manifest: needs 'model' and 'schedule'");
+  GPULibrary lib;
+  lib.plan = *plan;
+  lib.chip = plan->target;
+  lib.ptx = std::move(ptx);
+  auto shape = parseModelShapeJSON(j["model"].dump());
+  if (!shape.ok())
+    return shape.status().withContext("manifest");
+  lib.shape = *shape;
+  auto schedule = parseScheduleJSON(j["schedule"].dump(), lib.shape.numLayers);
+  if (!schedule.ok())
+    return schedule.status().withContext("manifest schedule");
+  lib.schedule = *schedule;
+  if (j.contains("model_mlir") && j["model_mlir"].is_string())
+    lib.modelText = j["model_mlir"].get<std::string>();
+  if (j.contains("specs") && j["specs"].is_object())
+    for (auto it = j["specs"].begin(); it != j["specs"].end(); ++it)
+      if (it->is_string())
+        lib.specs[it.key()] = it->get<std::string>();
+  CONDENSATE_RETURN_IF_ERROR(checkPlan(lib.plan, lib.shape).withContext(
+      "manifest"));
+  if (lib.ptx.find(".entry") == std::string::npos)
+    return Status::error("PTX has no kernel entry points");
+  for (const auto &[name, fn] : lib.plan.functions)
+    for (const KernelLaunch &l : fn.launches)
+      if (lib.ptx.find(".entry " + l.kernel + "(") == std::string::npos)
+        return Status::error("the PTX has no kernel " + l.kernel +
+                             " that the manifest launches");
+  return lib;
+}
+
+Result<GPULibrary> GPULibrary::load(const std::string &ptxPath,
+                                    const std::string &manifestPath) {
+  auto manifest = readFile(manifestPath);
+  if (!manifest.ok())
+    return manifest.status();
+  auto ptx = readFile(ptxPath);
+  if (!ptx.ok())
+    return ptx.status();
+  auto lib = fromManifest(*manifest, ptx.take());
+  if (!lib.ok())
+    return lib.status().withContext(manifestPath);
+  return lib;
+}
+
+} // namespace condensate

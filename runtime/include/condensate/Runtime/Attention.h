@@ -1,0 +1,106 @@
+//===- Attention.h - buffers of one attention or append call ----*- C++ -*-===//
+//
+// The arguments a caller passes to a compiled model's decode attention and
+// KV append, on the CPU (host pointers) or the GPU (device pointers). Their
+// order, shapes and the stats columns are defined by condensate/ABI/
+// AttentionABI.h; this header names them for the runtime API.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_RUNTIME_ATTENTION_H
+#define CONDENSATE_RUNTIME_ATTENTION_H
+
+#include "condensate/ABI/AttentionABI.h"
+#include "condensate/Runtime/Policy.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace condensate {
+
+/// Entries per (sequence, query head) of AttentionArgs::stats, and what each
+/// holds (abi::StatsEntry).
+constexpr int64_t kAttentionStatsWidth = abi::kStatsWidth;
+enum AttentionStat : int64_t {
+  kStatEpsHat = abi::StatEpsHat,
+  kStatAttended = abi::StatAttended,
+  kStatExtra = abi::StatExtra,
+  kStatFallback = abi::StatFallback,
+  kStatOutputBound = abi::StatOutputBound,
+};
+
+/// Buffers of one decode-attention call, shaped as abi::attendShapes says
+/// (B = batch, MP = maxPages, NP = numPages): q, out [B, Hq, D] f32;
+/// k/vCache [NP, Hkv, P, D] of the model's KV type; pageTable [B, MP] i32;
+/// lens [B] i32 (context length including the query's own, already
+/// appended position); windows [B] i32 (per-sequence window of adaptive
+/// layers; may be null otherwise); summaries [NP, Hkv, abi::kSummarySlots,
+/// D] f32; stats [B, Hq, abi::kStatsWidth] f32.
+struct AttentionArgs {
+  int64_t batch = 0;
+  int64_t maxPages = 0;
+  int64_t numPages = 0;
+  const float *q = nullptr;
+  const void *kCache = nullptr;
+  const void *vCache = nullptr;
+  const int32_t *pageTable = nullptr;
+  const int32_t *lens = nullptr;
+  const int32_t *windows = nullptr;
+  const float *summaries = nullptr;
+  float *out = nullptr;
+  float *stats = nullptr;
+
+  /// The pointers in abi::AttendArg order.
+  std::vector<const void *> pointers() const {
+    return {q,    kCache,  vCache,    pageTable, lens,
+            windows, summaries, out, stats};
+  }
+};
+
+/// Buffers of one append: kNew/vNew [B, Hkv, D] f32 written at positions[b]
+/// of sequence b, page summaries updated.
+struct AppendArgs {
+  int64_t batch = 0;
+  int64_t maxPages = 0;
+  int64_t numPages = 0;
+  const float *kNew = nullptr;
+  const float *vNew = nullptr;
+  void *kCache = nullptr;
+  void *vCache = nullptr;
+  const int32_t *pageTable = nullptr;
+  const int32_t *positions = nullptr;
+  float *summaries = nullptr;
+
+  /// The pointers in abi::AppendArg order.
+  std::vector<const void *> pointers() const {
+    return {kNew, vNew, kCache, vCache, pageTable, positions, summaries};
+  }
+};
+
+/// The ABI's model dimensions of `shape`.
+inline abi::ModelDims modelDims(const ModelShape &shape) {
+  return {shape.qHeads, shape.kvHeads, shape.headDim, shape.pageSize};
+}
+
+/// Argument shapes of one call (abi::attendShapes / abi::appendShapes).
+inline std::vector<abi::Shape> shapesOf(const ModelShape &s,
+                                        const AttentionArgs &a) {
+  return abi::attendShapes(modelDims(s), {a.batch, a.maxPages, a.numPages});
+}
+inline std::vector<abi::Shape> shapesOf(const ModelShape &s,
+                                        const AppendArgs &a) {
+  return abi::appendShapes(modelDims(s), {a.batch, a.maxPages, a.numPages});
+}
+
+/// Checks an attention call's scalar arguments and host-visible buffers:
+/// sizes, required pointers, and (when `hostTables`, i.e. lens and the page
+/// table are host memory) every length and referenced page. `adaptive`
+/// says whether the layer needs `windows`.
+Status checkAttentionArgs(const ModelShape &shape, const AttentionArgs &a,
+                          bool adaptive, bool hostTables);
+/// The same for an append.
+Status checkAppendArgs(const ModelShape &shape, const AppendArgs &a,
+                       bool hostTables);
+
+} // namespace condensate
+
+#endif // CONDENSATE_RUNTIME_ATTENTION_H
