@@ -18,7 +18,7 @@ measured copy bandwidth.
 Correctness is checked in the same run: our dense output against SDPA's,
 and the condensate output against the dense one.
 
-Usage: bench_attention.py --lib build/runtime/libCondensateRuntime.so
+Usage: bench_attention.py --lib build/runtime/libCondensateCompiler.so
                           [--quick] [--json out.json]
 """
 import argparse
@@ -37,6 +37,8 @@ BUDGET_TOPK = 960  # + anchor 1 + window 64 = 1025 tokens, about 1K
 
 
 def load_lib(path):
+    # The compiler library (condensate_gpu_compile); the runtime's C API it
+    # depends on (reserve, attend, ...) is found through it.
     lib = ctypes.CDLL(path)
     c = ctypes
     lib.condensate_gpu_compile.argtypes = [
@@ -222,7 +224,8 @@ def sdpa_fn(case, backend):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", required=True)
+    ap.add_argument("--lib", required=True,
+                    help="path of libCondensateCompiler.so")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--iters", type=int, default=30)

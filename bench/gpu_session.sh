@@ -24,6 +24,9 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
   case $s in
     driver) step driver 60 $BIN/CondensateCudaDriverTest --gtest_brief=1 ;;
     compiler) step compiler 60 $BIN/GPUCompilerTest --gtest_brief=1 ;;
+    aot) # the AOT library, loaded with the runtime alone
+        CONDENSATE_AOT_PREFIX=.carry/run/aot/aot step aot 60 \
+          $BIN/AOTLibraryTest --gtest_brief=1 ;;
     attention) step attention 240 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='-GPUAttentionLarge.*' ;;
     certificate) step certificate 120 $BIN/GPUAttentionTest --gtest_brief=1 \
@@ -33,9 +36,9 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
     full) CONDENSATE_GPU_FULL=1 step full 400 $BIN/GPUAttentionTest \
         --gtest_brief=1 --gtest_filter='GPUAttentionLarge.*' ;;
     bench) step bench 300 python3 bench/bench_attention.py \
-        --lib .carry/run/lib/libCondensateRuntime.so --json "$OUT/bench.json" ;;
+        --lib .carry/run/lib/libCondensateCompiler.so --json "$OUT/bench.json" ;;
     quick) step quick 150 python3 bench/bench_attention.py --quick \
-        --lib .carry/run/lib/libCondensateRuntime.so --json "$OUT/quick.json" ;;
+        --lib .carry/run/lib/libCondensateCompiler.so --json "$OUT/quick.json" ;;
     ncu) # hardware counters of the scoring, attention and certificate
         # kernels at batch 32 / 32K (one launch each after warm-up)
         step ncu 240 ncu --target-processes all \
@@ -44,7 +47,7 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
           --section SpeedOfLight --section MemoryWorkloadAnalysis \
           --section Occupancy --section LaunchStats --section WarpStateStats \
           python3 bench/bench_attention.py --configs 32x32768 --iters 2 \
-          --lib .carry/run/lib/libCondensateRuntime.so ;;
+          --lib .carry/run/lib/libCondensateCompiler.so ;;
     memcheck) step memcheck 150 compute-sanitizer --tool memcheck \
         --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='*d64_kv3_g3_p16_f32*:GPUAppend.*' ;;
