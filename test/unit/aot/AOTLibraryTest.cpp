@@ -12,6 +12,7 @@
 #include "condensate/Runtime/Reference.h"
 
 #include <gtest/gtest.h>
+#include "../GPUTestSupport.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -29,14 +30,6 @@ const std::string kPrefix = std::getenv("CONDENSATE_AOT_PREFIX")
                                 ? std::getenv("CONDENSATE_AOT_PREFIX")
                                 : CONDENSATE_AOT_PREFIX;
 
-#define REQUIRE_GPU()                                                          \
-  do {                                                                         \
-    auto d = cuda::Driver::get();                                              \
-    if (!d.ok())                                                               \
-      GTEST_SKIP() << "no CUDA driver: " << d.message();                      \
-    if ((*d)->deviceCount() == 0)                                              \
-      GTEST_SKIP() << "no CUDA device";                                        \
-  } while (0)
 
 /// Skips when the build had no CUDA libdevice to compile the library with.
 #define REQUIRE_LIBRARY()                                                      \

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "AttentionHarness.h"
 #include "TestSchedules.h"
+#include "../GPUTestSupport.h"
 
 #include "condensate/Compiler/Compiler.h"
 #include "condensate/Runtime/GPUProgram.h"
@@ -21,15 +22,6 @@ using namespace condensate::test;
 
 namespace {
 
-/// Skips the test unless a CUDA driver and device are present.
-#define REQUIRE_GPU()                                                          \
-  do {                                                                         \
-    auto d = cuda::Driver::get();                                              \
-    if (!d.ok())                                                               \
-      GTEST_SKIP() << "no CUDA driver: " << d.message();                      \
-    if ((*d)->deviceCount() == 0)                                              \
-      GTEST_SKIP() << "no CUDA device";                                        \
-  } while (0)
 
 /// Device copy of a host buffer, copied back on request.
 class Mirror {
