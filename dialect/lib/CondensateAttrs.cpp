@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Dialect/CondensateDialect.h"
+#include "condensate/ABI/Limits.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -33,6 +34,7 @@ void CondensateDialect::registerAttributes() {
 }
 
 using ::condensate::abi::kStrictTau;
+namespace limits = ::condensate::limits;
 
 //===----------------------------------------------------------------------===//
 // Helpers
@@ -70,6 +72,7 @@ parseKeyValueList(AsmParser &parser, StringRef what,
 /// Parses `[a, b to c, ...]` into an expanded list of non-negative integers.
 static ParseResult parseIndexList(AsmParser &parser,
                                   SmallVectorImpl<int64_t> &out) {
+  constexpr int64_t bound = limits::kMaxIndexEntries;
   return parser.parseCommaSeparatedList(
       AsmParser::Delimiter::Square, [&]() -> ParseResult {
         SMLoc loc = parser.getCurrentLocation();
@@ -83,15 +86,16 @@ static ParseResult parseIndexList(AsmParser &parser,
           if (last < first)
             return parser.emitError(loc)
                    << "empty range " << first << " to " << last;
-          // Compare without overflow: a range is at most 2^20 entries.
-          // last >= first >= 0 here, so last - first cannot overflow.
-          if (first < 0 || last - first > (int64_t(1) << 20) ||
-              last >= std::numeric_limits<int64_t>::max() - 1)
-            return parser.emitError(loc)
-                   << "range " << first << " to " << last
-                   << " is out of bounds (indices are >= 0, ranges at most "
-                      "2^20 long)";
         }
+        // Bounded before anything is expanded (so neither the loop below
+        // nor the list can grow without limit).
+        if (first < 0 || last >= bound)
+          return parser.emitError(loc)
+                 << "index " << (first < 0 ? first : last)
+                 << " is out of bounds (indices are in [0, " << bound << "))";
+        if (static_cast<int64_t>(out.size()) + (last - first + 1) > bound)
+          return parser.emitError(loc)
+                 << "the list names more than " << bound << " indices";
         for (int64_t i = first; i <= last; ++i)
           out.push_back(i);
         return success();
@@ -231,6 +235,12 @@ PolicyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << ") must be >= window (" << window << ")";
   if (topk < 0)
     return emitError() << "policy topk must be >= 0, got " << topk;
+  for (auto [name, v] : {std::pair<const char *, int64_t>{"anchor", anchor},
+                         {"window_max", windowMax},
+                         {"topk", topk}})
+    if (v > limits::kMaxPolicyTokens)
+      return emitError() << "policy " << name << " must be at most "
+                         << limits::kMaxPolicyTokens << ", got " << v;
   if (anchor == 0 && windowMax == 0 && topk == 0)
     return emitError()
            << "policy attends to nothing: anchor, window and topk are all 0";
@@ -243,10 +253,15 @@ PolicyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "policy tau must be in [0, 1), got " << t;
   if (maxExtra < 0)
     return emitError() << "policy max_extra must be >= 0, got " << maxExtra;
+  int64_t unit = selector == Selector::exact ? 1 : pageSize;
+  if (maxExtra > limits::kMaxPolicyTokens / unit)
+    return emitError() << "policy max_extra must be at most "
+                       << limits::kMaxPolicyTokens / unit << " units ("
+                       << limits::kMaxPolicyTokens << " tokens), got "
+                       << maxExtra;
   if (maxExtra > 0 && t == 0.0)
     return emitError() << "policy max_extra = " << maxExtra
                        << " needs a certified policy (tau > 0)";
-  (void)selector;
   return success();
 }
 
@@ -323,12 +338,18 @@ LogicalResult RuleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                ArrayRef<int64_t> kvHeads, Attribute policy) {
   if (layers.empty())
     return emitError() << "rule must name at least one layer";
+  constexpr int64_t bound = limits::kMaxIndexEntries;
+  if (static_cast<int64_t>(layers.size()) > bound ||
+      static_cast<int64_t>(kvHeads.size()) > bound)
+    return emitError() << "rule names more than " << bound << " indices";
   for (int64_t l : layers)
-    if (l < 0)
-      return emitError() << "rule layer index must be >= 0, got " << l;
+    if (l < 0 || l >= limits::kMaxLayers)
+      return emitError() << "rule layer index must be in [0, "
+                         << limits::kMaxLayers << "), got " << l;
   for (int64_t h : kvHeads)
-    if (h < 0)
-      return emitError() << "rule kv_head index must be >= 0, got " << h;
+    if (h < 0 || h >= limits::kMaxHeads)
+      return emitError() << "rule kv_head index must be in [0, "
+                         << limits::kMaxHeads << "), got " << h;
   if (!isPolicyLike(policy))
     return emitError() << "rule policy must be #condensate.policy or "
                           "#condensate.dense, got "
@@ -398,8 +419,12 @@ LogicalResult
 ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                      int64_t numLayers, Attribute defaultPolicy,
                      ArrayRef<RuleAttr> rules) {
-  if (numLayers <= 0)
-    return emitError() << "schedule layers must be > 0, got " << numLayers;
+  if (numLayers <= 0 || numLayers > limits::kMaxLayers)
+    return emitError() << "schedule layers must be in [1, "
+                       << limits::kMaxLayers << "], got " << numLayers;
+  if (static_cast<int64_t>(rules.size()) > limits::kMaxRules)
+    return emitError() << "schedule has " << rules.size()
+                       << " rules, more than " << limits::kMaxRules;
   if (!isPolicyLike(defaultPolicy))
     return emitError() << "schedule default must be #condensate.policy or "
                           "#condensate.dense, got "
@@ -421,12 +446,34 @@ Attribute ScheduleAttr::getPolicy(int64_t layer, int64_t kvHead) const {
   return result;
 }
 
+SmallVector<Attribute> ScheduleAttr::resolve(int64_t numKVHeads) const {
+  // Rules in order, each overwriting the heads it names of the layers it
+  // names: time proportional to the rules' text plus the result.
+  int64_t layers = getNumLayers();
+  SmallVector<Attribute> out(layers * numKVHeads, getDefaultPolicy());
+  for (RuleAttr rule : getRules())
+    for (int64_t l : rule.getLayers()) {
+      if (l < 0 || l >= layers)
+        continue;
+      if (rule.getKvHeads().empty()) {
+        for (int64_t h = 0; h < numKVHeads; ++h)
+          out[l * numKVHeads + h] = rule.getPolicy();
+        continue;
+      }
+      for (int64_t h : rule.getKvHeads())
+        if (h >= 0 && h < numKVHeads)
+          out[l * numKVHeads + h] = rule.getPolicy();
+    }
+  return out;
+}
+
 SmallVector<int64_t> ScheduleAttr::getPillarLayers(int64_t numKVHeads) const {
+  SmallVector<Attribute> policies = resolve(numKVHeads);
   SmallVector<int64_t> pillars;
   for (int64_t l = 0; l < getNumLayers(); ++l) {
     bool allDense = true;
     for (int64_t h = 0; h < numKVHeads && allDense; ++h)
-      allDense = isa<DenseAttr>(getPolicy(l, h));
+      allDense = isa<DenseAttr>(policies[l * numKVHeads + h]);
     if (allDense)
       pillars.push_back(l);
   }

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Dialect/CondensateDialect.h"
+#include "condensate/ABI/Limits.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -15,6 +16,7 @@
 
 using namespace mlir;
 using namespace mlir::condensate;
+namespace limits = ::condensate::limits;
 
 #define GET_OP_CLASSES
 #include "condensate/Dialect/CondensateOps.cpp.inc"
@@ -204,10 +206,12 @@ float ModelOp::getScaleOrDefault() {
 LogicalResult ModelOp::verify() {
   int64_t layers = getNumLayers(), hq = getNumQHeads(), hkv = getNumKvHeads();
   int64_t d = getHeadDim(), p = getPageSize();
-  if (layers <= 0)
-    return emitOpError() << "layers must be > 0, got " << layers;
-  if (hq <= 0 || hkv <= 0)
-    return emitOpError() << "head counts must be > 0, got " << hq << " / "
+  if (layers <= 0 || layers > limits::kMaxLayers)
+    return emitOpError() << "layers must be in [1, " << limits::kMaxLayers
+                         << "], got " << layers;
+  if (hq <= 0 || hkv <= 0 || hq > limits::kMaxHeads || hkv > limits::kMaxHeads)
+    return emitOpError() << "head counts must be in [1, "
+                         << limits::kMaxHeads << "], got " << hq << " / "
                          << hkv;
   if (hq % hkv != 0)
     return emitOpError() << "GQA ratio: " << hq
@@ -234,9 +238,10 @@ LogicalResult ModelOp::verify() {
         return emitOpError() << "schedule rule " << i << " names kv_head "
                              << h << " but the model has " << hkv
                              << " key/value heads";
+  SmallVector<Attribute> policies = schedule.resolve(hkv);
   for (int64_t l = 0; l < layers; ++l)
     for (int64_t h = 0; h < hkv; ++h)
-      if (auto policy = dyn_cast<PolicyAttr>(schedule.getPolicy(l, h)))
+      if (auto policy = dyn_cast<PolicyAttr>(policies[l * hkv + h]))
         if (policy.getGranularity() == Granularity::page &&
             policy.getPageSize() != p)
           return emitOpError()

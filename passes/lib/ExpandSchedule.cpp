@@ -82,11 +82,12 @@ struct ExpandSchedulePass
     llvm::MapVector<ArrayAttr, FlatSymbolRefAttr> configs;
     SmallVector<Attribute> layerRefs;
     SmallVector<int64_t> adaptive;
+    SmallVector<Attribute> policies = schedule.resolve(hkv);
     for (int64_t l = 0; l < model.getNumLayers(); ++l) {
       SmallVector<Attribute> heads;
       bool isAdaptive = false;
       for (int64_t h = 0; h < hkv; ++h) {
-        Attribute policy = schedule.getPolicy(l, h);
+        Attribute policy = policies[l * hkv + h];
         heads.push_back(policy);
         if (auto p = dyn_cast<PolicyAttr>(policy))
           isAdaptive |= p.isAdaptive();

@@ -7,6 +7,7 @@
 #include "condensate/Runtime/Policy.h"
 
 #include "condensate/ABI/AttentionABI.h"
+#include "condensate/ABI/Limits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -91,6 +92,13 @@ Status Policy::validate() const {
                ") must be >= window (" + std::to_string(window) + ")");
   if (topk < 0)
     return err("topk must be >= 0, got " + std::to_string(topk));
+  for (auto [name, v] : {std::pair<const char *, int64_t>{"anchor", anchor},
+                         {"window_max", windowMax},
+                         {"topk", topk}})
+    if (v > limits::kMaxPolicyTokens)
+      return err(std::string(name) + " must be at most " +
+                 std::to_string(limits::kMaxPolicyTokens) + ", got " +
+                 std::to_string(v));
   if (anchor == 0 && windowMax == 0 && topk == 0)
     return err("attends to nothing: anchor, window and topk are all 0");
   if (!isPowerOfTwo(pageSize) || pageSize > 1024)
@@ -100,6 +108,11 @@ Status Policy::validate() const {
     return err("tau must be in [0, 1), got " + formatDouble(tau));
   if (maxExtra < 0)
     return err("max_extra must be >= 0, got " + std::to_string(maxExtra));
+  if (maxExtra > limits::kMaxPolicyTokens / unitTokens())
+    return err("max_extra must be at most " +
+               std::to_string(limits::kMaxPolicyTokens / unitTokens()) +
+               " units (" + std::to_string(limits::kMaxPolicyTokens) +
+               " tokens), got " + std::to_string(maxExtra));
   if (maxExtra > 0 && tau == 0.0)
     return err("max_extra = " + std::to_string(maxExtra) +
                " needs a certified policy (tau > 0)");
@@ -162,9 +175,14 @@ std::string Schedule::toMLIR() const {
 }
 
 Status Schedule::validate() const {
-  if (numLayers <= 0)
-    return Status::error("schedule layers must be > 0, got " +
+  if (numLayers <= 0 || numLayers > limits::kMaxLayers)
+    return Status::error("schedule layers must be in [1, " +
+                         std::to_string(limits::kMaxLayers) + "], got " +
                          std::to_string(numLayers));
+  if (static_cast<int64_t>(rules.size()) > limits::kMaxRules)
+    return Status::error("schedule has " + std::to_string(rules.size()) +
+                         " rules, more than " +
+                         std::to_string(limits::kMaxRules));
   CONDENSATE_RETURN_IF_ERROR(defaultPolicy.validate().withContext("default"));
   for (size_t i = 0; i < rules.size(); ++i) {
     const ScheduleRule &r = rules[i];
@@ -176,9 +194,16 @@ Status Schedule::validate() const {
         return Status::error(where + " names layer " + std::to_string(l) +
                              " but the schedule has " +
                              std::to_string(numLayers) + " layers");
+    if (static_cast<int64_t>(r.layers.size()) > limits::kMaxIndexEntries ||
+        static_cast<int64_t>(r.kvHeads.size()) > limits::kMaxIndexEntries)
+      return Status::error(where + " names more than " +
+                           std::to_string(limits::kMaxIndexEntries) +
+                           " indices");
     for (int64_t h : r.kvHeads)
-      if (h < 0)
-        return Status::error(where + " names kv_head " + std::to_string(h));
+      if (h < 0 || h >= limits::kMaxHeads)
+        return Status::error(where + " names kv_head " + std::to_string(h) +
+                             " outside [0, " +
+                             std::to_string(limits::kMaxHeads) + ")");
     CONDENSATE_RETURN_IF_ERROR(r.policy.validate().withContext(where));
   }
   return Status::success();
@@ -190,8 +215,16 @@ float ModelShape::effectiveScale() const {
 }
 
 Status ModelShape::validate() const {
-  if (numLayers <= 0 || qHeads <= 0 || kvHeads <= 0)
-    return Status::error("model shape needs layers, q_heads and kv_heads > 0");
+  if (numLayers <= 0 || numLayers > limits::kMaxLayers)
+    return Status::error("model layers must be in [1, " +
+                         std::to_string(limits::kMaxLayers) + "], got " +
+                         std::to_string(numLayers));
+  if (qHeads <= 0 || kvHeads <= 0 || qHeads > limits::kMaxHeads ||
+      kvHeads > limits::kMaxHeads)
+    return Status::error("model head counts must be in [1, " +
+                         std::to_string(limits::kMaxHeads) + "], got " +
+                         std::to_string(qHeads) + " / " +
+                         std::to_string(kvHeads));
   if (qHeads % kvHeads != 0)
     return Status::error("GQA ratio: " + std::to_string(qHeads) +
                          " query heads is not a multiple of " +

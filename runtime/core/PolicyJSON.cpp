@@ -8,7 +8,9 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/Runtime/Policy.h"
 
-#include <nlohmann/json.hpp>
+#include "condensate/ABI/Limits.h"
+
+#include "condensate/Support/CheckedJSON.h"
 
 #include <set>
 #include <sstream>
@@ -26,6 +28,9 @@ Result<int64_t> getInt(const json &obj, const char *key, int64_t def,
     return def;
   if (!it->is_number_integer())
     return Status::error(where + ": '" + key + "' must be an integer, got " +
+                         it->dump());
+  if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX))
+    return Status::error(where + ": '" + key + "' is too large, got " +
                          it->dump());
   return it->get<int64_t>();
 }
@@ -98,10 +103,29 @@ Result<std::vector<int64_t>> indexListFromJSON(const json &j,
                                                const std::string &where) {
   if (!j.is_array())
     return Status::error(where + " must be an array");
+  constexpr int64_t bound = limits::kMaxIndexEntries;
   std::vector<int64_t> out;
+  auto add = [&](int64_t first, int64_t last) -> Status {
+    // Bounded before anything is expanded.
+    if (first < 0 || last >= bound)
+      return Status::error(where + ": index " +
+                           std::to_string(first < 0 ? first : last) +
+                           " is out of bounds (indices are in [0, " +
+                           std::to_string(bound) + "))");
+    if (static_cast<int64_t>(out.size()) + (last - first + 1) > bound)
+      return Status::error(where + " names more than " +
+                           std::to_string(bound) + " indices");
+    for (int64_t i = first; i <= last; ++i)
+      out.push_back(i);
+    return Status::success();
+  };
   for (const json &e : j) {
     if (e.is_number_integer()) {
-      out.push_back(e.get<int64_t>());
+      int64_t v = e.is_number_unsigned() &&
+                          e.get<uint64_t>() > uint64_t(INT64_MAX)
+                      ? INT64_MAX
+                      : e.get<int64_t>();
+      CONDENSATE_RETURN_IF_ERROR(add(v, v));
       continue;
     }
     if (e.is_string()) {
@@ -109,10 +133,10 @@ Result<std::vector<int64_t>> indexListFromJSON(const json &j,
       long long a, b;
       char dash;
       std::istringstream is(s);
-      if ((is >> a >> dash >> b) && dash == '-' && is.eof() && a <= b &&
-          b - a <= (1 << 20)) {
-        for (long long i = a; i <= b; ++i)
-          out.push_back(i);
+      if ((is >> a >> dash >> b) && dash == '-' && is.eof()) {
+        if (a > b)
+          return Status::error(where + ": empty range \"" + s + "\"");
+        CONDENSATE_RETURN_IF_ERROR(add(a, b));
         continue;
       }
     }
@@ -127,9 +151,10 @@ Result<std::vector<int64_t>> indexListFromJSON(const json &j,
 
 Result<Schedule> parseScheduleJSON(const std::string &text,
                                    int64_t numLayers) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded())
-    return Status::error("invalid JSON");
+  auto parsed = parseCheckedJSON(text, "schedule");
+  if (!parsed.ok())
+    return parsed.status();
+  json j = parsed.take();
   Schedule s;
   s.numLayers = numLayers;
   bool isSchedule = j.is_object() && (j.contains("default") ||
@@ -311,17 +336,20 @@ Result<ModelShape> shapeFromJSON(const nlohmann::json &m) {
 } // namespace
 
 Result<ModelShape> parseModelShapeJSON(const std::string &text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded())
-    return Status::error("invalid JSON");
-  return shapeFromJSON(j);
+  auto j = parseCheckedJSON(text, "model");
+  if (!j.ok())
+    return j.status();
+  return shapeFromJSON(*j);
 }
 
 Result<ModelSpec> parseModelSpecJSON(const std::string &text,
                                      const std::string &bufferName) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return Status::error(bufferName + ": invalid JSON");
+  auto parsed = parseCheckedJSON(text, bufferName);
+  if (!parsed.ok())
+    return parsed.status();
+  nlohmann::json j = parsed.take();
+  if (!j.is_object())
+    return Status::error(bufferName + ": a spec must be a JSON object");
   if (!j.contains("model") || !j.contains("schedule"))
     return Status::error(bufferName + ": a spec needs 'model' and 'schedule'");
   auto shape = shapeFromJSON(j["model"]);

@@ -11,7 +11,7 @@
 
 #include "condensate/Runtime/Files.h"
 
-#include <nlohmann/json.hpp>
+#include "condensate/Support/CheckedJSON.h"
 
 namespace condensate {
 
@@ -92,10 +92,13 @@ Status checkPlan(const LaunchPlan &plan, const ModelShape &shape) {
 
 Result<GPULibrary> GPULibrary::fromManifest(const std::string &manifest,
                                             std::string ptx) {
+  auto parsed = parseCheckedJSON(manifest, "manifest");
+  if (!parsed.ok())
+    return parsed.status();
+  json j = parsed.take();
   auto plan = LaunchPlan::fromJSON(manifest);
   if (!plan.ok())
-    return plan.status().withContext("manifest");
-  json j = json::parse(manifest, nullptr, false);
+    return plan.status();
   if (!j.is_object() || !j.contains("model") || !j.contains("schedule"))
     return Status::error("manifest: needs 'model' and 'schedule'");
   GPULibrary lib;

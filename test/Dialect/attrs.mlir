@@ -204,8 +204,8 @@ condensate.model @carried layers = 8, q_heads = 4, kv_heads = 2, head_dim = 32,
 
 // -----
 
-// Ranges near INT64_MAX are bounded without overflow, like listed indices.
-// CHECK-LABEL: func.func @huge_range_indices
-// CHECK-SAME: r = #condensate.rule<layers = [9223372036854775000, 9223372036854775001], policy = #condensate.dense>
-// CHECK-SAME: s = #condensate.rule<layers = [9223372036854775000, 9223372036854775001], policy = #condensate.dense>
-func.func @huge_range_indices() attributes {r = #condensate.rule<layers = [9223372036854775000 to 9223372036854775001], policy = #condensate.dense>, s = #condensate.rule<layers = [9223372036854775000, 9223372036854775001], policy = #condensate.dense>} { return }
+// The largest index a list may name is 1023.
+// CHECK-LABEL: func.func @largest_indices
+// CHECK-SAME: r = #condensate.rule<layers = [1020 to 1023], policy = #condensate.dense>
+// CHECK-SAME: s = #condensate.rule<layers = [0, 1023], policy = #condensate.dense>
+func.func @largest_indices() attributes {r = #condensate.rule<layers = [1020 to 1023], policy = #condensate.dense>, s = #condensate.rule<layers = [0, 1023], policy = #condensate.dense>} { return }

@@ -138,30 +138,36 @@ func.func @f() attributes {r = #condensate.rule<layers = [7 to 3], policy = #con
 
 // -----
 
-// expected-error@+1 {{range 0 to 2000000 is out of bounds (indices are >= 0, ranges at most 2^20 long)}}
+// expected-error@+1 {{index 2000000 is out of bounds (indices are in [0, 1024))}}
 func.func @f() attributes {r = #condensate.rule<layers = [0 to 2000000], policy = #condensate.dense>} { return }
 
 // -----
 
-// The longest range allowed is 2^20 + 1 entries; one more is out of bounds.
-// expected-error@+1 {{range 5 to 1048582 is out of bounds (indices are >= 0, ranges at most 2^20 long)}}
-func.func @f() attributes {r = #condensate.rule<layers = [5 to 1048582], policy = #condensate.dense>} { return }
+// Indices are checked before a range is expanded: the largest is 1023.
+// expected-error@+1 {{index 1024 is out of bounds (indices are in [0, 1024))}}
+func.func @f() attributes {r = #condensate.rule<layers = [5 to 1024], policy = #condensate.dense>} { return }
+
+// -----
+
+// A list may name at most 1024 indices, ranges and repeats included.
+// expected-error@+1 {{the list names more than 1024 indices}}
+func.func @f() attributes {r = #condensate.rule<layers = [0 to 1023, 0], policy = #condensate.dense>} { return }
 
 // -----
 
 // A span that overflows int64 is rejected up front (it used to wrap, pass
 // the size check and loop until memory ran out).
-// expected-error@+1 {{range -2 to 9223372036854775807 is out of bounds (indices are >= 0, ranges at most 2^20 long)}}
+// expected-error@+1 {{index -2 is out of bounds (indices are in [0, 1024))}}
 func.func @f() attributes {r = #condensate.rule<layers = [-2 to 9223372036854775807], policy = #condensate.dense>} { return }
 
 // -----
 
-// expected-error@+1 {{range 9223372036854775806 to 9223372036854775807 is out of bounds (indices are >= 0, ranges at most 2^20 long)}}
+// expected-error@+1 {{index 9223372036854775807 is out of bounds (indices are in [0, 1024))}}
 func.func @f() attributes {r = #condensate.rule<layers = [9223372036854775806 to 9223372036854775807], policy = #condensate.dense>} { return }
 
 // -----
 
-// expected-error@+1 {{range -3 to -1 is out of bounds (indices are >= 0, ranges at most 2^20 long)}}
+// expected-error@+1 {{index -3 is out of bounds (indices are in [0, 1024))}}
 func.func @f() attributes {r = #condensate.rule<layers = [0], kv_heads = [-3 to -1], policy = #condensate.dense>} { return }
 
 // -----
@@ -171,12 +177,12 @@ func.func @f() attributes {r = #condensate.rule<layers = [], policy = #condensat
 
 // -----
 
-// expected-error@+1 {{rule layer index must be >= 0, got -1}}
+// expected-error@+1 {{index -1 is out of bounds (indices are in [0, 1024))}}
 func.func @f() attributes {r = #condensate.rule<layers = [0, -1], policy = #condensate.dense>} { return }
 
 // -----
 
-// expected-error@+1 {{rule kv_head index must be >= 0, got -3}}
+// expected-error@+1 {{index -3 is out of bounds (indices are in [0, 1024))}}
 func.func @f() attributes {r = #condensate.rule<layers = [0], kv_heads = [1, -3], policy = #condensate.dense>} { return }
 
 // -----
@@ -221,13 +227,13 @@ func.func @f() attributes {s = #condensate.schedule<default = #condensate.dense>
 
 // -----
 
-// expected-error@+1 {{schedule layers must be > 0, got 0}}
+// expected-error@+1 {{schedule layers must be in [1, 1024], got 0}}
 func.func @f() attributes {s = #condensate.schedule<layers = 0, default = #condensate.dense>} { return }
 
 // -----
 
 // A negative layer count is reported as such, not as a missing field.
-// expected-error@+1 {{schedule layers must be > 0, got -1}}
+// expected-error@+1 {{schedule layers must be in [1, 1024], got -1}}
 func.func @f() attributes {s = #condensate.schedule<layers = -1, default = #condensate.dense>} { return }
 
 // -----
@@ -301,12 +307,12 @@ func.func @f() attributes {s = #condensate.spec<head_dim = 64, q_heads = 4, kv_h
 
 // -----
 
-// expected-error@+1 {{'condensate.model' op layers must be > 0, got 0}}
+// expected-error@+1 {{'condensate.model' op layers must be in [1, 1024], got 0}}
 condensate.model @m layers = 0, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, kv_type = f32, schedule = #condensate.schedule<layers = 1, default = #condensate.dense>
 
 // -----
 
-// expected-error@+1 {{'condensate.model' op head counts must be > 0, got 0 / 2}}
+// expected-error@+1 {{'condensate.model' op head counts must be in [1, 1024], got 0 / 2}}
 condensate.model @m layers = 1, q_heads = 0, kv_heads = 2, head_dim = 64, page_size = 16, kv_type = f32, schedule = #condensate.schedule<layers = 1, default = #condensate.dense>
 
 // -----
@@ -1468,3 +1474,35 @@ func.func @f(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %o: memref<?x
   condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) vbox(%vb : memref<?x2x1x16xf32>)
   return
 }
+
+// -----
+
+// Limits (condensate/ABI/Limits.h): bounded before anything is expanded.
+// expected-error@+1 {{schedule layers must be in [1, 1024], got 1000000000000}}
+func.func @f() attributes {s = #condensate.schedule<layers = 1000000000000, default = #condensate.dense>} { return }
+
+// -----
+
+// expected-error@+1 {{'condensate.model' op head counts must be in [1, 1024], got 1048576 / 1048576}}
+condensate.model @m layers = 1, q_heads = 1048576, kv_heads = 1048576, head_dim = 64, page_size = 16, kv_type = f32, schedule = #condensate.schedule<layers = 1, default = #condensate.dense>
+
+// -----
+
+// expected-error@+1 {{policy topk must be at most 4194304, got 1099511627776}}
+func.func @f() attributes {p = #condensate.policy<window = 64, topk = 1099511627776, selector = exact>} { return }
+
+// -----
+
+// expected-error@+1 {{policy window_max must be at most 4194304, got 2147483648}}
+func.func @f() attributes {p = #condensate.policy<window = 2147483648>} { return }
+
+// -----
+
+// expected-error@+1 {{policy anchor must be at most 4194304, got 9223372036854775807}}
+func.func @f() attributes {p = #condensate.policy<anchor = 9223372036854775807, window = 1>} { return }
+
+// -----
+
+// max_extra is counted in units: pages of 64 here.
+// expected-error@+1 {{policy max_extra must be at most 65536 units (4194304 tokens), got 1099511627776}}
+func.func @f() attributes {p = #condensate.policy<window = 64, topk = 64, page_size = 64, tau = 1.0e-2, max_extra = 1099511627776>} { return }

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/ABI/LaunchPlan.h"
 
-#include <nlohmann/json.hpp>
+#include "condensate/Support/CheckedJSON.h"
 
 namespace condensate {
 
@@ -190,9 +190,12 @@ std::string LaunchPlan::toJSON() const {
 }
 
 Result<LaunchPlan> LaunchPlan::fromJSON(const std::string &text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return Status::error("manifest: invalid JSON");
+  auto parsed = parseCheckedJSON(text, "manifest");
+  if (!parsed.ok())
+    return parsed.status();
+  json j = parsed.take();
+  if (!j.is_object())
+    return Status::error("manifest: not a JSON object");
   if (j.value("format", "") != "condensate-launch-plan-1")
     return Status::error("manifest: not a condensate launch plan (format " +
                          j.value("format", std::string("missing")) + ")");

@@ -189,4 +189,34 @@ TEST(Policy, ModelSpecErrorsAreOneLine) {
   EXPECT_TRUE(ok->schedule.policyFor(1, 1).dense);
 }
 
+
+TEST(Policy, HostileJSONIsRefusedWithOneLine) {
+  auto expect = [](const std::string &text, const std::string &what) {
+    auto r = parseScheduleJSON(text, 4);
+    ASSERT_FALSE(r.ok()) << text.substr(0, 80);
+    EXPECT_NE(r.message().find(what), std::string::npos) << r.message();
+    EXPECT_EQ(r.message().find('\n'), std::string::npos);
+    EXPECT_LT(r.message().size(), 400u) << r.message();
+  };
+  expect(std::string(100000, '[') + std::string(100000, ']'),
+         "nested deeper than 64 levels");
+  expect(R"({"window": 8, "window": 16})", "duplicated key 'window'");
+  expect(R"({"window": 18446744073709551615})", "'window' is too large");
+  expect(R"({"window": 8, "topk": 1099511627776, "selector": "exact"})",
+         "topk must be at most 4194304");
+  expect(R"({"default": "dense", "rules": [{"layers":
+      ["-9223372036854775808-9223372036854775807"], "policy": "dense"}]})",
+         "out of bounds");
+  std::string many = R"({"default": "dense", "rules": [)";
+  for (int i = 0; i < 300; ++i)
+    many += std::string(i ? "," : "") +
+            R"({"layers": ["0-1048575"], "policy": "dense"})";
+  expect(many + "]}", "out of bounds");
+  // Brackets inside strings do not count towards the nesting.
+  auto ok = parseScheduleJSON(R"({"window": 8, "x[[[[": 1})", 4);
+  ASSERT_FALSE(ok.ok());
+  EXPECT_NE(ok.message().find("unknown policy field"), std::string::npos)
+      << ok.message();
+}
+
 } // namespace

@@ -212,6 +212,9 @@ def Condensate_ScheduleAttr : Condensate_Attr<"Schedule", "schedule"> {
   let extraClassDeclaration = [{
     /// The policy (PolicyAttr or DenseAttr) of one layer and key/value head.
     ::mlir::Attribute getPolicy(int64_t layer, int64_t kvHead) const;
+    /// The policy of every (layer, key/value head), layer-major: what
+    /// getPolicy gives, in time proportional to the rules.
+    ::llvm::SmallVector<::mlir::Attribute> resolve(int64_t numKVHeads) const;
     /// Layers whose every head is dense.
     ::llvm::SmallVector<int64_t> getPillarLayers(int64_t numKVHeads) const;
   }];

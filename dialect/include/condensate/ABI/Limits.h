@@ -1,0 +1,35 @@
+//===- Limits.h - the largest inputs condensate accepts ---------*- C++ -*-===//
+//
+// Every count, size and index read from a file or a command line is checked
+// against these before anything is allocated, expanded or compiled: the
+// dialect's verifiers, the runtime's validate() and its JSON and text
+// readers all use them. docs/LIMITS.md states them for users. They are far
+// above any real model, and low enough that no product or sum of them
+// overflows an int64 and no loop over them takes long.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_ABI_LIMITS_H
+#define CONDENSATE_ABI_LIMITS_H
+
+#include <cstdint>
+
+namespace condensate::limits {
+
+/// Layers of a model or schedule.
+constexpr int64_t kMaxLayers = 1024;
+/// Query heads, and key/value heads, of a model.
+constexpr int64_t kMaxHeads = 1024;
+/// Rules of a schedule.
+constexpr int64_t kMaxRules = 1024;
+/// Tokens in a policy's anchor, window, window_max and topk, and in the
+/// extra units a certificate may add (max_extra times the unit).
+constexpr int64_t kMaxPolicyTokens = int64_t(1) << 22; // 4,194,304
+/// Indices in a rule's layer or head list (after expanding ranges).
+constexpr int64_t kMaxIndexEntries = kMaxLayers;
+/// Nesting of brackets in a JSON document or an MLIR policy, schedule or
+/// model text (arrays, objects, attributes, regions).
+constexpr int64_t kMaxNesting = 64;
+
+} // namespace condensate::limits
+
+#endif // CONDENSATE_ABI_LIMITS_H
