@@ -29,7 +29,7 @@ int fail(const Status &st, char *error, size_t size) {
 }
 
 cuda::Stream streamOf(void *stream) {
-  return cuda::Stream::borrow(static_cast<cuda::abi::CUstream>(stream), 0);
+  return cuda::Stream::borrow(static_cast<cuda::StreamHandle>(stream), 0);
 }
 
 AttentionArgs attentionArgs(int64_t batch, int64_t maxPages, int64_t numPages,
