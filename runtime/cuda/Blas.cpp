@@ -1,10 +1,13 @@
 //===- Blas.cpp - cuBLAS matrix products, loaded at run time --------------===//
 //
 // Implements Blas.h: opens libcublas with dlopen, resolves the entry points in
-// BlasAbi.h and maps row-major gemms onto column-major cuBLAS calls.
+// BlasAbi.h (the one cuBLAS table) and maps row-major gemms onto
+// column-major cuBLAS calls.
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Cuda/Blas.h"
+
+#include "BlasAbi.h"
 
 #include <dlfcn.h>
 
@@ -73,28 +76,7 @@ const char *statusName(const BlasApi &api, cublasStatus_t status) {
   if (api.cublasGetStatusName)
     if (const char *name = api.cublasGetStatusName(status))
       return name;
-  switch (status) {
-  case CUBLAS_STATUS_SUCCESS:
-    return "CUBLAS_STATUS_SUCCESS";
-  case CUBLAS_STATUS_NOT_INITIALIZED:
-    return "CUBLAS_STATUS_NOT_INITIALIZED";
-  case CUBLAS_STATUS_ALLOC_FAILED:
-    return "CUBLAS_STATUS_ALLOC_FAILED";
-  case CUBLAS_STATUS_INVALID_VALUE:
-    return "CUBLAS_STATUS_INVALID_VALUE";
-  case CUBLAS_STATUS_ARCH_MISMATCH:
-    return "CUBLAS_STATUS_ARCH_MISMATCH";
-  case CUBLAS_STATUS_MAPPING_ERROR:
-    return "CUBLAS_STATUS_MAPPING_ERROR";
-  case CUBLAS_STATUS_EXECUTION_FAILED:
-    return "CUBLAS_STATUS_EXECUTION_FAILED";
-  case CUBLAS_STATUS_INTERNAL_ERROR:
-    return "CUBLAS_STATUS_INTERNAL_ERROR";
-  case CUBLAS_STATUS_NOT_SUPPORTED:
-    return "CUBLAS_STATUS_NOT_SUPPORTED";
-  case CUBLAS_STATUS_LICENSE_ERROR:
-    return "CUBLAS_STATUS_LICENSE_ERROR";
-  }
+  switch (status) { CONDENSATE_CUBLAS_STATUSES(CONDENSATE_CUDA_NAME_CASE) }
   return "unknown cublasStatus_t";
 }
 
@@ -217,60 +199,39 @@ Result<Blas> Blas::create(const Stream &stream) {
   if (!workspace)
     return workspace.status().withContext("Blas::create: workspace");
   blas.workspace_ = workspace.take();
-  CONDENSATE_RETURN_IF_ERROR(
-      checkBlas(api, api.cublasCreate_v2(&blas.handle_), "cublasCreate_v2"));
   CONDENSATE_RETURN_IF_ERROR(checkBlas(
-      api, api.cublasSetMathMode(blas.handle_, CUBLAS_DEFAULT_MATH),
+      api, api.cublasCreate_v2(blas.handle_.out()), "cublasCreate_v2"));
+  CONDENSATE_RETURN_IF_ERROR(checkBlas(
+      api, api.cublasSetMathMode(blas.raw(), CUBLAS_DEFAULT_MATH),
       "cublasSetMathMode"));
   CONDENSATE_RETURN_IF_ERROR(blas.setStream(stream));
   return blas;
 }
 
-Blas::Blas(Blas &&other) noexcept
-    : workspace_(std::move(other.workspace_)), handle_(other.handle_) {
-  other.handle_ = nullptr;
-}
-
-Blas &Blas::operator=(Blas &&other) noexcept {
-  if (this != &other) {
-    reset();
-    workspace_ = std::move(other.workspace_);
-    handle_ = other.handle_;
-    other.handle_ = nullptr;
-  }
-  return *this;
-}
-
-Blas::~Blas() { reset(); }
-
-void Blas::reset() {
-  if (handle_) {
-    Result<const BlasLibrary *> library = blasLibrary();
-    if (library)
-      (void)(*library)->api.cublasDestroy_v2(handle_);
-  }
-  handle_ = nullptr;
-  workspace_ = DeviceBuffer();
+void detail::destroyBlas(BlasHandle raw) noexcept {
+  Result<const BlasLibrary *> library = blasLibrary();
+  if (library)
+    (void)(*library)->api.cublasDestroy_v2(raw);
 }
 
 Status Blas::setStream(const Stream &stream) {
-  if (!handle_ || !stream.valid())
+  if (!valid() || !stream.valid())
     return Status::error("Blas::setStream: empty handle or stream");
   const BlasApi &api = (*blasLibrary())->api;
   CONDENSATE_RETURN_IF_ERROR(checkBlas(
-      api, api.cublasSetStream_v2(handle_, stream.raw()), "cublasSetStream_v2"));
+      api, api.cublasSetStream_v2(raw(), stream.raw()), "cublasSetStream_v2"));
   // cublasSetStream resets the workspace to cuBLAS's own pool, which may
   // allocate (and so break graph capture); re-attach ours.
   return checkBlas(api,
                    api.cublasSetWorkspace_v2(
-                       handle_, reinterpret_cast<void *>(workspace_.address()),
+                       raw(), reinterpret_cast<void *>(workspace_.address()),
                        workspace_.size()),
                    "cublasSetWorkspace_v2");
 }
 
 Status Blas::gemm(int m, int n, int k, ElementType inputType, DevicePtr a,
                   DevicePtr b, DevicePtr c, const GemmOptions &options) {
-  if (!handle_)
+  if (!valid())
     return Status::error("Blas::gemm: empty handle");
   Result<GemmPlan> plan = planGemm(m, n, k, inputType, a, b, c, options);
   if (!plan)
@@ -287,14 +248,14 @@ Status Blas::gemm(int m, int n, int k, ElementType inputType, DevicePtr a,
   if (inputType == ElementType::F32 && !options.allowTf32) {
     call = "cublasSgemm_v2";
     status = api.cublasSgemm_v2(
-        handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &options.alpha,
+        raw(), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &options.alpha,
         static_cast<const float *>(pb), plan->ldb,
         static_cast<const float *>(pa), plan->lda, &options.beta,
         static_cast<float *>(pc), plan->ldc);
   } else {
     call = "cublasGemmEx";
     cudaDataType abType = dataType(inputType);
-    status = api.cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k,
+    status = api.cublasGemmEx(raw(), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k,
                               &options.alpha, pb, abType, plan->ldb, pa,
                               abType, plan->lda, &options.beta, pc, CUDA_R_32F,
                               plan->ldc, plan->compute, CUBLAS_GEMM_DEFAULT);
@@ -310,7 +271,7 @@ Status Blas::gemmStridedBatched(int batch, int m, int n, int k,
                                 long long strideB, DevicePtr c,
                                 long long strideC,
                                 const GemmOptions &options) {
-  if (!handle_)
+  if (!valid())
     return Status::error("Blas::gemmStridedBatched: empty handle");
   if (batch < 0 || strideA < 0 || strideB < 0 || strideC < 0)
     return Status::error("Blas::gemmStridedBatched: negative batch or stride");
@@ -322,7 +283,7 @@ Status Blas::gemmStridedBatched(int batch, int m, int n, int k,
   const BlasApi &api = (*blasLibrary())->api;
   cudaDataType abType = dataType(inputType);
   cublasStatus_t status = api.cublasGemmStridedBatchedEx(
-      handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &options.alpha,
+      raw(), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &options.alpha,
       reinterpret_cast<const void *>(b), abType, plan->ldb, strideB,
       reinterpret_cast<const void *>(a), abType, plan->lda, strideA,
       &options.beta, reinterpret_cast<void *>(c), CUDA_R_32F, plan->ldc,
@@ -334,12 +295,12 @@ Status Blas::gemmStridedBatched(int batch, int m, int n, int k,
 }
 
 Result<int> Blas::version() const {
-  if (!handle_)
+  if (!valid())
     return Status::error("Blas::version: empty handle");
   const BlasApi &api = (*blasLibrary())->api;
   int version = 0;
   CONDENSATE_RETURN_IF_ERROR(checkBlas(
-      api, api.cublasGetVersion_v2(handle_, &version), "cublasGetVersion_v2"));
+      api, api.cublasGetVersion_v2(raw(), &version), "cublasGetVersion_v2"));
   return version;
 }
 

@@ -18,7 +18,7 @@ using condensate::capi::fail;
 namespace {
 
 cuda::Stream streamOf(void *stream) {
-  return cuda::Stream::borrow(static_cast<cuda::abi::CUstream>(stream), 0);
+  return cuda::Stream::borrow(static_cast<cuda::StreamHandle>(stream), 0);
 }
 
 AttentionArgs attentionArgs(int64_t batch, int64_t maxPages, int64_t numPages,

@@ -2,13 +2,13 @@
 //
 // Compile-only check, built when cuda.h (and, for the cuBLAS half,
 // cublas_api.h) exist at configure time: every type, enumerator and entry
-// point that DriverAbi.h and BlasAbi.h declare by hand must match the
-// toolkit's headers. A mismatch fails the build; the program itself only
-// prints what was checked.
+// point that runtime/cuda/DriverAbi.h and BlasAbi.h (private to the CUDA
+// layer) declare by hand must match the toolkit's headers. A mismatch fails
+// the build; the program itself only prints what was checked.
 //
 //===----------------------------------------------------------------------===//
-#include "condensate/Cuda/BlasAbi.h"
-#include "condensate/Cuda/DriverAbi.h"
+#include "BlasAbi.h"
+#include "DriverAbi.h"
 
 #include <cuda.h>
 #if CONDENSATE_HAVE_CUBLAS_API_H

@@ -28,11 +28,19 @@
 #ifndef CONDENSATE_CUDA_BLAS_H
 #define CONDENSATE_CUDA_BLAS_H
 
-#include "condensate/Cuda/BlasAbi.h"
 #include "condensate/Cuda/Driver.h"
+
+// The cuBLAS handle's own struct tag (cublasHandle_t is a cublasContext *).
+struct cublasContext;
 
 namespace condensate {
 namespace cuda {
+
+using BlasHandle = ::cublasContext *;
+
+namespace detail {
+void destroyBlas(BlasHandle raw) noexcept; // Blas.cpp
+} // namespace detail
 
 /// Element type of gemm inputs A and B (C is always f32).
 enum class ElementType { F32, F16, BF16 };
@@ -67,11 +75,17 @@ public:
   static Result<Blas> create(const Stream &stream);
 
   Blas() = default;
-  Blas(Blas &&other) noexcept;
-  Blas &operator=(Blas &&other) noexcept;
-  Blas(const Blas &) = delete;
-  Blas &operator=(const Blas &) = delete;
-  ~Blas();
+  Blas(Blas &&other) = default;
+  /// Destroys the handle before the workspace it was given, as the
+  /// destructor does (members go in reverse order).
+  Blas &operator=(Blas &&other) noexcept {
+    if (this != &other) {
+      handle_.reset();
+      workspace_ = std::move(other.workspace_);
+      handle_ = std::move(other.handle_);
+    }
+    return *this;
+  }
 
   /// Rebinds the handle to `stream` (not during capture).
   Status setStream(const Stream &stream);
@@ -92,15 +106,13 @@ public:
   /// cublasGetVersion, e.g. 130100.
   Result<int> version() const;
   std::size_t workspaceBytes() const { return workspace_.size(); }
-  bool valid() const { return handle_ != nullptr; }
-  abi::cublasHandle_t raw() const { return handle_; }
+  bool valid() const { return !handle_.empty(); }
+  BlasHandle raw() const { return handle_.get(); }
 
 private:
-  void reset();
-
-  // Declared before handle_: the handle is destroyed first (reset()).
+  // Declared before handle_: the handle is destroyed first.
   DeviceBuffer workspace_;
-  abi::cublasHandle_t handle_ = nullptr;
+  Handle<BlasHandle, detail::destroyBlas> handle_;
 };
 
 } // namespace cuda

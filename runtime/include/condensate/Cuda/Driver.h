@@ -13,11 +13,19 @@
 // Errors: every fallible call returns a Status or Result; a driver failure
 // reads "<call> failed: <CUDA_ERROR_NAME> (<driver's description>)".
 //
+// Nothing of the driver's own header shows here: handles are pointers to
+// opaque structs, addresses are integers, and the entry points, enumerations
+// and the library itself stay private to runtime/cuda/ (DriverAbi.h). The
+// implementation is split by resource: DriverSymbols.cpp (dlopen, entry
+// points, errors), Device.cpp (devices, Context), Memory.cpp (DeviceBuffer),
+// Module.cpp (Module, Function), Launch.cpp (launch, KernelArgs), Stream.cpp
+// (Stream, Event) and Graph.cpp (capture, Graph, GraphExec).
+//
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_CUDA_DRIVER_H
 #define CONDENSATE_CUDA_DRIVER_H
 
-#include "condensate/Cuda/DriverAbi.h"
+#include "condensate/Cuda/Handle.h"
 #include "condensate/Runtime/Status.h"
 
 #include <cassert>
@@ -28,11 +36,77 @@
 #include <utility>
 #include <vector>
 
+// Opaque driver objects, under the driver's own struct tags so that a raw()
+// handle is the very type other CUDA libraries take (a StreamHandle is a
+// CUstream and a cudaStream_t) and passes to them without casts.
+struct CUctx_st;
+struct CUmod_st;
+struct CUfunc_st;
+struct CUstream_st;
+struct CUevent_st;
+struct CUgraph_st;
+struct CUgraphExec_st;
+
 namespace condensate {
 namespace cuda {
 
-/// A device address (CUdeviceptr).
-using DevicePtr = abi::CUdeviceptr;
+using ContextHandle = ::CUctx_st *;
+using ModuleHandle = ::CUmod_st *;
+using FunctionHandle = ::CUfunc_st *;
+using StreamHandle = ::CUstream_st *;
+using EventHandle = ::CUevent_st *;
+using GraphHandle = ::CUgraph_st *;
+using GraphExecHandle = ::CUgraphExec_st *;
+
+/// A device address (the driver's 64-bit device pointer).
+using DevicePtr = std::uint64_t;
+
+class Event;
+class GraphExec;
+
+/// The raw values the owning classes below hold (see Handle.h), and how
+/// each is destroyed: the destroy functions live beside their class in
+/// runtime/cuda/.
+namespace detail {
+/// A retained primary context and the device whose it is (releasing it
+/// takes the device).
+struct PrimaryContext {
+  ContextHandle context = nullptr;
+  int device = -1;
+  friend bool operator==(const PrimaryContext &a, const PrimaryContext &b) {
+    return a.context == b.context && a.device == b.device;
+  }
+};
+/// A stream, the device of its context, and whether we only borrowed it
+/// (then it is never destroyed, and may be the legacy default stream 0).
+struct StreamRef {
+  StreamHandle stream = nullptr;
+  int device = -1;
+  bool borrowed = false;
+  friend bool operator==(const StreamRef &a, const StreamRef &b) {
+    return a.stream == b.stream && a.device == b.device &&
+           a.borrowed == b.borrowed;
+  }
+};
+/// A cuMemAlloc allocation (empty for size 0).
+struct Allocation {
+  DevicePtr address = 0;
+  std::size_t bytes = 0;
+  friend bool operator==(const Allocation &a, const Allocation &b) {
+    return a.address == b.address && a.bytes == b.bytes;
+  }
+};
+
+void releasePrimaryContext(PrimaryContext raw) noexcept; // Device.cpp
+void destroyStream(StreamRef raw) noexcept;              // Stream.cpp
+void destroyEvent(EventHandle raw) noexcept;             // Stream.cpp
+void freeAllocation(Allocation raw) noexcept;            // Memory.cpp
+void unloadModule(ModuleHandle raw) noexcept;            // Module.cpp
+void destroyGraph(GraphHandle raw) noexcept;             // Graph.cpp
+void destroyGraphExec(GraphExecHandle raw) noexcept;     // Graph.cpp
+/// Ends the capture on the stream and discards the partial graph.
+void abandonCapture(StreamHandle raw) noexcept; // Graph.cpp
+} // namespace detail
 
 /// Grid or block extent of a launch.
 struct Dim3 {
@@ -77,7 +151,8 @@ struct DeviceProperties {
 /// The loaded driver: a process-wide cache, initialised on the first call to
 /// get() (thread-safe, C++11 static initialisation) and never unloaded, so
 /// that handles destroyed during static destruction still find the driver.
-/// It holds only immutable data after initialisation.
+/// It holds only immutable data after initialisation. (The library and its
+/// entry points are held by the private class that derives from this one.)
 class Driver {
 public:
   /// The driver, or why it cannot be used (library missing, cuInit failed,
@@ -94,54 +169,27 @@ public:
   Result<DeviceProperties> deviceProperties(int ordinal) const;
   /// As above, without the copy; `ordinal` must be valid.
   const DeviceProperties &device(int ordinal) const;
-  /// The CUdevice for a valid ordinal, and back (-1 if unknown).
-  abi::CUdevice handle(int ordinal) const {
-    assert(ordinal >= 0 && ordinal < deviceCount() && "bad device ordinal");
-    return handles_[static_cast<std::size_t>(ordinal)];
-  }
-  int ordinalOf(abi::CUdevice dev) const;
   /// cuDriverGetVersion, e.g. 13000 for CUDA 13.0.
   int driverVersion() const { return driverVersion_; }
-  /// The raw entry points, for calls this layer does not wrap.
-  const abi::DriverApi &api() const { return api_; }
-
-  /// Status for a driver result: success, or
-  /// "<call> failed: NAME (text)[; <detail>]".
-  Status check(abi::CUresult result, const char *call,
-               const std::string &detail = std::string()) const;
-  /// "CUDA_ERROR_NAME (text)" for a result code.
-  std::string describe(abi::CUresult result) const;
 
   Driver(const Driver &) = delete;
   Driver &operator=(const Driver &) = delete;
 
-private:
+protected:
   Driver() = default;
-  friend struct DriverLoader;
+  ~Driver() = default;
 
-  void *library_ = nullptr;
-  abi::DriverApi api_;
   int driverVersion_ = 0;
   std::vector<DeviceProperties> devices_;
-  std::vector<abi::CUdevice> handles_;
 };
 
-class Event;
-
 /// A retained primary context, current on the thread that created it.
+/// Destroying it releases the primary context (which is destroyed when its
+/// last user, including the CUDA runtime, releases it).
 class Context {
 public:
   /// Retains device `ordinal`'s primary context and makes it current.
   static Result<Context> primary(int ordinal = 0);
-
-  Context() = default;
-  Context(Context &&other) noexcept;
-  Context &operator=(Context &&other) noexcept;
-  Context(const Context &) = delete;
-  Context &operator=(const Context &) = delete;
-  /// Releases the primary context (it is destroyed when its last user,
-  /// including the CUDA runtime, releases it).
-  ~Context();
 
   /// Makes this context current on the calling thread (needed once per
   /// thread that issues work).
@@ -152,16 +200,13 @@ public:
   /// device memory in bytes.
   Result<std::pair<std::size_t, std::size_t>> memoryInfo() const;
 
-  bool valid() const { return context_ != nullptr; }
-  int device() const { return device_; }
+  bool valid() const { return handle_.get().context != nullptr; }
+  int device() const { return handle_.get().device; }
   const DeviceProperties &properties() const;
-  abi::CUcontext raw() const { return context_; }
+  ContextHandle raw() const { return handle_.get().context; }
 
 private:
-  void reset();
-
-  abi::CUcontext context_ = nullptr;
-  int device_ = -1;
+  Handle<detail::PrimaryContext, detail::releasePrimaryContext> handle_;
 };
 
 /// A non-blocking stream (does not synchronise with stream 0).
@@ -171,14 +216,7 @@ public:
   static Result<Stream> create();
   /// Wraps a stream someone else owns (e.g. a framework's current stream,
   /// possibly the legacy default stream 0) without taking ownership.
-  static Stream borrow(abi::CUstream raw, int device);
-
-  Stream() = default;
-  Stream(Stream &&other) noexcept;
-  Stream &operator=(Stream &&other) noexcept;
-  Stream(const Stream &) = delete;
-  Stream &operator=(const Stream &) = delete;
-  ~Stream();
+  static Stream borrow(StreamHandle raw, int device);
 
   Status synchronize() const;
   /// True if all work has completed, false if some is pending.
@@ -188,31 +226,22 @@ public:
   /// True while the stream is capturing into a graph.
   Result<bool> isCapturing() const;
 
-  bool valid() const { return stream_ != nullptr || borrowed_; }
+  bool valid() const {
+    return handle_.get().stream != nullptr || handle_.get().borrowed;
+  }
   /// Device ordinal of the context the stream was created in.
-  int device() const { return device_; }
+  int device() const { return handle_.get().device; }
   /// Also usable as a runtime-API cudaStream_t.
-  abi::CUstream raw() const { return stream_; }
+  StreamHandle raw() const { return handle_.get().stream; }
 
 private:
-  void reset();
-
-  abi::CUstream stream_ = nullptr;
-  int device_ = -1;
-  bool borrowed_ = false;
+  Handle<detail::StreamRef, detail::destroyStream> handle_;
 };
 
 /// A CUDA event, by default with timing enabled.
 class Event {
 public:
   static Result<Event> create(bool enableTiming = true);
-
-  Event() = default;
-  Event(Event &&other) noexcept;
-  Event &operator=(Event &&other) noexcept;
-  Event(const Event &) = delete;
-  Event &operator=(const Event &) = delete;
-  ~Event();
 
   Status record(const Stream &stream) const;
   Status synchronize() const;
@@ -221,13 +250,11 @@ public:
   /// Milliseconds between two recorded, completed timing events.
   static Result<float> elapsedMs(const Event &start, const Event &end);
 
-  bool valid() const { return event_ != nullptr; }
-  abi::CUevent raw() const { return event_; }
+  bool valid() const { return !handle_.empty(); }
+  EventHandle raw() const { return handle_.get(); }
 
 private:
-  void reset();
-
-  abi::CUevent event_ = nullptr;
+  Handle<EventHandle, detail::destroyEvent> handle_;
 };
 
 /// Device memory from cuMemAlloc. Size 0 is allowed (null address, all copies
@@ -236,15 +263,8 @@ class DeviceBuffer {
 public:
   static Result<DeviceBuffer> allocate(std::size_t bytes);
 
-  DeviceBuffer() = default;
-  DeviceBuffer(DeviceBuffer &&other) noexcept;
-  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
-  DeviceBuffer(const DeviceBuffer &) = delete;
-  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-  ~DeviceBuffer();
-
-  DevicePtr address() const { return address_; }
-  std::size_t size() const { return bytes_; }
+  DevicePtr address() const { return handle_.get().address; }
+  std::size_t size() const { return handle_.get().bytes; }
 
   /// Synchronous copies: they return once the data has arrived. They run on
   /// the legacy default stream, so they do not wait for work queued on
@@ -281,12 +301,18 @@ public:
   }
 
 private:
-  void reset();
-  Status checkRange(const char *op, std::size_t offset,
-                    std::size_t bytes) const;
+  Handle<detail::Allocation, detail::freeAllocation> handle_;
+};
 
-  DevicePtr address_ = 0;
-  std::size_t bytes_ = 0;
+/// Function attributes that can be read (cuFuncGetAttribute).
+enum class FunctionAttribute {
+  MaxThreadsPerBlock,
+  StaticSharedBytes,
+  LocalBytes,
+  Registers,
+  PtxVersion,
+  BinaryVersion,
+  MaxDynamicSharedBytes,
 };
 
 /// A kernel in a loaded Module; a non-owning handle, valid while the Module
@@ -294,21 +320,21 @@ private:
 class Function {
 public:
   Function() = default;
-  Function(abi::CUfunction function, std::string name)
+  Function(FunctionHandle function, std::string name)
       : function_(function), name_(std::move(name)) {}
 
   /// Allows launches with up to `bytes` of dynamic shared memory
   /// (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); needed above 48 KiB.
   Status setMaxDynamicSharedMemory(int bytes) const;
   /// Reads a function attribute (registers, static shared memory, ...).
-  Result<int> attribute(abi::CUfunction_attribute attribute) const;
+  Result<int> attribute(FunctionAttribute attribute) const;
 
   bool valid() const { return function_ != nullptr; }
   const std::string &name() const { return name_; }
-  abi::CUfunction raw() const { return function_; }
+  FunctionHandle raw() const { return function_; }
 
 private:
-  abi::CUfunction function_ = nullptr;
+  FunctionHandle function_ = nullptr;
   std::string name_;
 };
 
@@ -327,26 +353,18 @@ public:
   /// ELF/fatbin header; `bytes` is only checked to be non-zero).
   static Result<Module> loadImage(const void *image, std::size_t bytes);
 
-  Module() = default;
-  Module(Module &&other) noexcept;
-  Module &operator=(Module &&other) noexcept;
-  Module(const Module &) = delete;
-  Module &operator=(const Module &) = delete;
-  ~Module();
-
   Result<Function> getFunction(const std::string &name) const;
   Result<DeviceGlobal> getGlobal(const std::string &name) const;
   /// The JIT's informational log (e.g. register/spill notes), maybe empty.
   const std::string &jitInfoLog() const { return infoLog_; }
 
-  bool valid() const { return module_ != nullptr; }
-  abi::CUmodule raw() const { return module_; }
+  bool valid() const { return !handle_.empty(); }
+  ModuleHandle raw() const { return handle_.get(); }
 
 private:
   static Result<Module> load(const void *image, const char *what);
-  void reset();
 
-  abi::CUmodule module_ = nullptr;
+  Handle<ModuleHandle, detail::unloadModule> handle_;
   std::string infoLog_;
 };
 
@@ -430,41 +448,28 @@ private:
 /// other threads (see cuStreamBeginCapture).
 enum class CaptureMode { Global, ThreadLocal, Relaxed };
 
-class GraphExec;
-
 /// A captured (not yet executable) CUDA graph.
 class Graph {
 public:
   Graph() = default;
-  Graph(Graph &&other) noexcept;
-  Graph &operator=(Graph &&other) noexcept;
-  Graph(const Graph &) = delete;
-  Graph &operator=(const Graph &) = delete;
-  ~Graph();
 
   /// Makes an executable graph (cuGraphInstantiateWithFlags, flags 0).
   Result<GraphExec> instantiate() const;
 
-  bool valid() const { return graph_ != nullptr; }
-  abi::CUgraph raw() const { return graph_; }
+  bool valid() const { return !handle_.empty(); }
+  GraphHandle raw() const { return handle_.get(); }
 
 private:
   friend class StreamCapture;
-  explicit Graph(abi::CUgraph graph) : graph_(graph) {}
-  void reset();
+  explicit Graph(GraphHandle graph) : handle_(graph) {}
 
-  abi::CUgraph graph_ = nullptr;
+  Handle<GraphHandle, detail::destroyGraph> handle_;
 };
 
 /// An instantiated graph.
 class GraphExec {
 public:
   GraphExec() = default;
-  GraphExec(GraphExec &&other) noexcept;
-  GraphExec &operator=(GraphExec &&other) noexcept;
-  GraphExec(const GraphExec &) = delete;
-  GraphExec &operator=(const GraphExec &) = delete;
-  ~GraphExec();
 
   /// Enqueues one replay on `stream`.
   Status launch(const Stream &stream) const;
@@ -475,15 +480,12 @@ public:
   /// the CUgraphExecUpdateResult and the caller should re-instantiate.
   Status update(const Graph &graph);
 
-  bool valid() const { return exec_ != nullptr; }
-  abi::CUgraphExec raw() const { return exec_; }
+  bool valid() const { return !handle_.empty(); }
+  GraphExecHandle raw() const { return handle_.get(); }
 
 private:
   friend class Graph;
-  explicit GraphExec(abi::CUgraphExec exec) : exec_(exec) {}
-  void reset();
-
-  abi::CUgraphExec exec_ = nullptr;
+  Handle<GraphExecHandle, detail::destroyGraphExec> handle_;
 };
 
 /// Stream capture as a scope: begin() starts capturing, end() returns the
@@ -495,22 +497,13 @@ public:
   static Result<StreamCapture> begin(const Stream &stream,
                                      CaptureMode mode = CaptureMode::ThreadLocal);
 
-  StreamCapture() = default;
-  StreamCapture(StreamCapture &&other) noexcept;
-  StreamCapture &operator=(StreamCapture &&other) noexcept;
-  StreamCapture(const StreamCapture &) = delete;
-  StreamCapture &operator=(const StreamCapture &) = delete;
-  ~StreamCapture();
-
   /// Ends capture and returns the graph (fails if capture was invalidated,
   /// e.g. by a synchronising call on the stream).
   Result<Graph> end();
-  bool active() const { return stream_ != nullptr; }
+  bool active() const { return !handle_.empty(); }
 
 private:
-  void abandon();
-
-  abi::CUstream stream_ = nullptr;
+  Handle<StreamHandle, detail::abandonCapture> handle_;
 };
 
 } // namespace cuda

@@ -1,79 +1,89 @@
 //===- DriverAbi.h - The subset of cuda.h that the runtime calls ----------===//
 //
+// Private to runtime/cuda/ (not installed): no public header includes it.
+//
 // The runtime loads libcuda.so.1 with dlopen at run time, so it must not need
 // cuda.h to build. This header declares, by hand, the handful of driver-API
 // types, enumerators and entry-point signatures the runtime uses, copied from
 // cuda.h of CUDA 12/13 (CUDA_VERSION 13000 was checked).
 //
-// Handle types reuse cuda.h's global struct tags (CUstream_st, ...), so an
-// abi::CUstream *is* a cuda.h CUstream (and a runtime-API cudaStream_t) and
-// can be handed to other CUDA libraries without casts. Enumerations are our
-// own, with int as their fixed underlying type (cuda.h's are 4 bytes too);
-// only the enumerators we use are listed.
+// Handle types are the public cuda::StreamHandle, ..., which reuse cuda.h's
+// global struct tags (CUstream_st, ...), so an abi::CUstream *is* a cuda.h
+// CUstream (and a runtime-API cudaStream_t). Enumerations are our own, with int as their fixed underlying type
+// (cuda.h's are 4 bytes too); only the enumerators we use are listed.
 //
 // test/unit/cuda/CudaAbiCheck.cpp static_asserts all of this against the real
-// cuda.h whenever the toolkit is present at configure time.
+// cuda.h whenever the toolkit is present at configure time; its CMakeLists
+// reads every enumerator line of this file ("  NAME = value," or
+// "  X(NAME, value)") so that none can be added unchecked.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CONDENSATE_CUDA_DRIVERABI_H
-#define CONDENSATE_CUDA_DRIVERABI_H
+#ifndef CONDENSATE_RUNTIME_CUDA_DRIVERABI_H
+#define CONDENSATE_RUNTIME_CUDA_DRIVERABI_H
+
+#include "condensate/Cuda/Driver.h"
 
 #include <cstddef>
 #include <cstdint>
 
-// Opaque handle tags, exactly as cuda.h names them.
-struct CUctx_st;
-struct CUmod_st;
-struct CUfunc_st;
-struct CUstream_st;
-struct CUevent_st;
-struct CUgraph_st;
 struct CUgraphNode_st;
-struct CUgraphExec_st;
 
 namespace condensate {
 namespace cuda {
 namespace abi {
 
+// Driver.h declares the opaque handle types under cuda.h's struct tags;
+// these are the same types under cuda.h's names.
 using CUdevice = int;
 using CUdeviceptr = unsigned long long; // cuda.h: LP64 CUdeviceptr_v2
 using cuuint64_t = std::uint64_t;
-using CUcontext = ::CUctx_st *;
-using CUmodule = ::CUmod_st *;
-using CUfunction = ::CUfunc_st *;
-using CUstream = ::CUstream_st *;
-using CUevent = ::CUevent_st *;
-using CUgraph = ::CUgraph_st *;
+using CUcontext = ContextHandle;
+using CUmodule = ModuleHandle;
+using CUfunction = FunctionHandle;
+using CUstream = StreamHandle;
+using CUevent = EventHandle;
+using CUgraph = GraphHandle;
 using CUgraphNode = ::CUgraphNode_st *;
-using CUgraphExec = ::CUgraphExec_st *;
+using CUgraphExec = GraphExecHandle;
+static_assert(sizeof(CUdeviceptr) == sizeof(DevicePtr),
+              "DevicePtr holds a CUdeviceptr");
 
-/// cudaError_enum. Any int the driver returns is a valid value of this type.
-enum CUresult : int {
-  CUDA_SUCCESS = 0,
-  CUDA_ERROR_INVALID_VALUE = 1,
-  CUDA_ERROR_OUT_OF_MEMORY = 2,
-  CUDA_ERROR_NOT_INITIALIZED = 3,
-  CUDA_ERROR_DEINITIALIZED = 4,
-  CUDA_ERROR_STUB_LIBRARY = 34,
-  CUDA_ERROR_NO_DEVICE = 100,
-  CUDA_ERROR_INVALID_DEVICE = 101,
-  CUDA_ERROR_INVALID_IMAGE = 200,
-  CUDA_ERROR_INVALID_CONTEXT = 201,
-  CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
-  CUDA_ERROR_INVALID_PTX = 218,
-  CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
-  CUDA_ERROR_INVALID_HANDLE = 400,
-  CUDA_ERROR_NOT_FOUND = 500,
-  CUDA_ERROR_NOT_READY = 600,
-  CUDA_ERROR_ILLEGAL_ADDRESS = 700,
-  CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
-  CUDA_ERROR_LAUNCH_FAILED = 719,
-  CUDA_ERROR_NOT_SUPPORTED = 801,
-  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
-  CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
-  CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910,
-  CUDA_ERROR_UNKNOWN = 999,
-};
+/// cudaError_enum, as X(name, value): the codes we name ourselves when the
+/// driver cannot. Any int the driver returns is a valid value of CUresult.
+#define CONDENSATE_CUDA_RESULTS(X)                                             \
+  X(CUDA_SUCCESS, 0)                                                           \
+  X(CUDA_ERROR_INVALID_VALUE, 1)                                               \
+  X(CUDA_ERROR_OUT_OF_MEMORY, 2)                                               \
+  X(CUDA_ERROR_NOT_INITIALIZED, 3)                                             \
+  X(CUDA_ERROR_DEINITIALIZED, 4)                                               \
+  X(CUDA_ERROR_STUB_LIBRARY, 34)                                               \
+  X(CUDA_ERROR_NO_DEVICE, 100)                                                 \
+  X(CUDA_ERROR_INVALID_DEVICE, 101)                                            \
+  X(CUDA_ERROR_INVALID_IMAGE, 200)                                             \
+  X(CUDA_ERROR_INVALID_CONTEXT, 201)                                           \
+  X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209)                                         \
+  X(CUDA_ERROR_INVALID_PTX, 218)                                               \
+  X(CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222)                                   \
+  X(CUDA_ERROR_INVALID_HANDLE, 400)                                            \
+  X(CUDA_ERROR_NOT_FOUND, 500)                                                 \
+  X(CUDA_ERROR_NOT_READY, 600)                                                 \
+  X(CUDA_ERROR_ILLEGAL_ADDRESS, 700)                                           \
+  X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701)                                   \
+  X(CUDA_ERROR_LAUNCH_FAILED, 719)                                             \
+  X(CUDA_ERROR_NOT_SUPPORTED, 801)                                             \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, 900)                                \
+  X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, 901)                                \
+  X(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, 910)                                 \
+  X(CUDA_ERROR_UNKNOWN, 999)
+
+/// An enumerator of an X(name, value) list, and a switch case returning its
+/// name (for messages about codes the library cannot name itself).
+#define CONDENSATE_CUDA_ENUMERATOR(name, value) name = value,
+#define CONDENSATE_CUDA_NAME_CASE(name, value)                                 \
+  case name:                                                                   \
+    return #name;
+
+enum CUresult : int { CONDENSATE_CUDA_RESULTS(CONDENSATE_CUDA_ENUMERATOR) };
 
 /// CUdevice_attribute (subset).
 enum CUdevice_attribute : int {
@@ -158,17 +168,20 @@ enum CUgraphInstantiate_flags : int {
   CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY = 8,
 };
 
-/// CUgraphExecUpdateResult.
+/// CUgraphExecUpdateResult, as X(name, value).
+#define CONDENSATE_CUDA_GRAPH_EXEC_UPDATE_RESULTS(X)                           \
+  X(CU_GRAPH_EXEC_UPDATE_SUCCESS, 0x0)                                         \
+  X(CU_GRAPH_EXEC_UPDATE_ERROR, 0x1)                                           \
+  X(CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, 0x2)                          \
+  X(CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED, 0x3)                         \
+  X(CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED, 0x4)                          \
+  X(CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED, 0x5)                        \
+  X(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, 0x6)                             \
+  X(CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE, 0x7)               \
+  X(CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED, 0x8)
+
 enum CUgraphExecUpdateResult : int {
-  CU_GRAPH_EXEC_UPDATE_SUCCESS = 0x0,
-  CU_GRAPH_EXEC_UPDATE_ERROR = 0x1,
-  CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED = 0x2,
-  CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED = 0x3,
-  CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED = 0x4,
-  CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED = 0x5,
-  CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED = 0x6,
-  CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE = 0x7,
-  CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED = 0x8,
+  CONDENSATE_CUDA_GRAPH_EXEC_UPDATE_RESULTS(CONDENSATE_CUDA_ENUMERATOR)
 };
 
 /// CUgraphExecUpdateResultInfo (CUgraphExecUpdateResultInfo_v1).
@@ -303,4 +316,4 @@ struct DriverApi {
 } // namespace cuda
 } // namespace condensate
 
-#endif // CONDENSATE_CUDA_DRIVERABI_H
+#endif // CONDENSATE_RUNTIME_CUDA_DRIVERABI_H

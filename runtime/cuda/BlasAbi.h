@@ -1,37 +1,43 @@
 //===- BlasAbi.h - The subset of cublas_api.h that the runtime calls ------===//
 //
-// Like DriverAbi.h, for cuBLAS (loaded with dlopen at run time): the enum
-// values and entry-point signatures we use, copied from cublas_api.h and
-// library_types.h of CUDA 12/13 (cuBLAS 13.1 was checked) and static_asserted
-// against them by test/unit/cuda/CudaAbiCheck.cpp when the headers exist.
+// Private to runtime/cuda/ (not installed). Like DriverAbi.h, for cuBLAS
+// (loaded with dlopen at run time): the enum values and entry-point
+// signatures we use, copied from cublas_api.h and library_types.h of CUDA
+// 12/13 (cuBLAS 13.1 was checked) and static_asserted against them by
+// test/unit/cuda/CudaAbiCheck.cpp when the headers exist.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CONDENSATE_CUDA_BLASABI_H
-#define CONDENSATE_CUDA_BLASABI_H
+#ifndef CONDENSATE_RUNTIME_CUDA_BLASABI_H
+#define CONDENSATE_RUNTIME_CUDA_BLASABI_H
 
-#include "condensate/Cuda/DriverAbi.h"
+#include "DriverAbi.h"
 
-struct cublasContext;
+#include "condensate/Cuda/Blas.h"
 
 namespace condensate {
 namespace cuda {
 namespace abi {
 
-using cublasHandle_t = ::cublasContext *;
+/// Blas.h declares the handle under cuBLAS's own struct tag.
+using cublasHandle_t = BlasHandle;
 /// cudaStream_t is the same type as CUstream.
-using cudaStream_t = ::CUstream_st *;
+using cudaStream_t = StreamHandle;
+
+/// cublasStatus_t, as X(name, value) (see DriverAbi.h).
+#define CONDENSATE_CUBLAS_STATUSES(X)                                          \
+  X(CUBLAS_STATUS_SUCCESS, 0)                                                  \
+  X(CUBLAS_STATUS_NOT_INITIALIZED, 1)                                          \
+  X(CUBLAS_STATUS_ALLOC_FAILED, 3)                                             \
+  X(CUBLAS_STATUS_INVALID_VALUE, 7)                                            \
+  X(CUBLAS_STATUS_ARCH_MISMATCH, 8)                                            \
+  X(CUBLAS_STATUS_MAPPING_ERROR, 11)                                           \
+  X(CUBLAS_STATUS_EXECUTION_FAILED, 13)                                        \
+  X(CUBLAS_STATUS_INTERNAL_ERROR, 14)                                          \
+  X(CUBLAS_STATUS_NOT_SUPPORTED, 15)                                           \
+  X(CUBLAS_STATUS_LICENSE_ERROR, 16)
 
 enum cublasStatus_t : int {
-  CUBLAS_STATUS_SUCCESS = 0,
-  CUBLAS_STATUS_NOT_INITIALIZED = 1,
-  CUBLAS_STATUS_ALLOC_FAILED = 3,
-  CUBLAS_STATUS_INVALID_VALUE = 7,
-  CUBLAS_STATUS_ARCH_MISMATCH = 8,
-  CUBLAS_STATUS_MAPPING_ERROR = 11,
-  CUBLAS_STATUS_EXECUTION_FAILED = 13,
-  CUBLAS_STATUS_INTERNAL_ERROR = 14,
-  CUBLAS_STATUS_NOT_SUPPORTED = 15,
-  CUBLAS_STATUS_LICENSE_ERROR = 16,
+  CONDENSATE_CUBLAS_STATUSES(CONDENSATE_CUDA_ENUMERATOR)
 };
 
 enum cublasOperation_t : int {
@@ -135,4 +141,4 @@ struct BlasApi {
 } // namespace cuda
 } // namespace condensate
 
-#endif // CONDENSATE_CUDA_BLASABI_H
+#endif // CONDENSATE_RUNTIME_CUDA_BLASABI_H
