@@ -6,6 +6,8 @@
 // header embedding both for engines that want a single include.
 //
 //===----------------------------------------------------------------------===//
+#include "ToolSupport.h"
+
 #include "condensate/Runtime/Engine.h"
 #include "condensate/Runtime/GPUProgram.h"
 
@@ -15,6 +17,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <sys/stat.h>
 
@@ -34,16 +37,6 @@ const char *kUsage =
 int error(const std::string &message) {
   std::cerr << "condensate-translate: error: " << message << "\n";
   return 1;
-}
-
-bool readFile(const std::string &path, std::string &out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  std::ostringstream os;
-  os << in.rdbuf();
-  out = os.str();
-  return true;
 }
 
 Status writeFile(const std::string &path, const std::string &data) {
@@ -165,9 +158,10 @@ int main(int argc, char **argv) {
     return error("--emit must be ptx, cubin, manifest, header or all");
   if (chip != "sm_90" && chip != "sm_80")
     return error("--chip must be sm_90 or sm_80, got '" + chip + "'");
-  std::string text;
-  if (!readFile(input, text))
+  std::optional<std::string> content = tools::readFile(input);
+  if (!content)
     return error("cannot read '" + input + "'");
+  std::string text = std::move(*content);
   if (prefix.empty()) {
     prefix = input;
     size_t dot = prefix.rfind('.');
