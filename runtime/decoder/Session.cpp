@@ -183,7 +183,7 @@ public:
 
 private:
   std::unique_ptr<GPUDecoder> decoder_;
-  const LlamaConfig &config_;
+  LlamaConfig config_;
   std::vector<int32_t> prompt_;
   bool fresh_ = false; ///< holds the prompt only, not yet handed out
   int32_t len_ = 0;

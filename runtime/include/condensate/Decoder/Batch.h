@@ -7,7 +7,7 @@
 // decoder call, adds the step's attention statistics to accumulators, lets an
 // observer look at each lane's logits, and frees the sequences of lanes that
 // finished. condensate-decode runs one lane per batch; the fidelity study
-// runs many, padded to three rows (see BatchOptions::minRows).
+// runs many (BatchOptions::minRows).
 //
 // The decoder is reached through StepTarget, a small seam that the two
 // decoders implement today (the CPU decoder with several sequences, the GPU
@@ -104,10 +104,8 @@ struct BatchOptions {
   /// Needed by greedy lanes with stopAtEos.
   const StopTokens *stop = nullptr;
   /// Rows per decoder call at least, filled with forks of `padFrom` fed
-  /// `padToken`. OpenBLAS computes a row of sgemm identically whatever
-  /// the other rows are once there are >= 3 of them, but not with 1 or 2
-  /// (other kernels, other rounding); the fidelity study pads to 3 so a
-  /// lane's logits do not depend on how many others are live.
+  /// `padToken`: the fidelity study pads to 3 so that a lane's logits do
+  /// not depend on how many others are live (why: its Study.cpp).
   int64_t minRows = 1;
   int64_t padFrom = -1;
   int32_t padToken = 13;
