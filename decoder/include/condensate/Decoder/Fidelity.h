@@ -45,7 +45,7 @@ struct AttentionSummary {
   }
 };
 
-/// Accumulates CPUDecoder::stats() of decode steps under one schedule.
+/// Accumulates Decoder::stats() of decode steps under one schedule.
 class AttentionStatsAccumulator {
 public:
   AttentionStatsAccumulator(const Schedule &schedule, int64_t numLayers,

@@ -3,7 +3,7 @@
 // (GPUDecoder embeds this file). Rows are independent tokens; every kernel
 // takes its sizes from its memref arguments, so one PTX serves any model.
 //
-// Check it lowers: condensate-opt runtime/decoder/DecoderKernels.mlir \
+// Check it lowers: condensate-opt decoder/lib/DecoderKernels.mlir \
 //   --pass-pipeline="builtin.module(nvvm-attach-target{chip=sm_90 features=+ptx80 O=3},gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})"
 module attributes {gpu.container_module} {
 gpu.module @decoder_kernels {
