@@ -103,6 +103,15 @@ Result<int64_t> schedulePageSize(const Schedule &schedule);
 /// `schedule` with every non-dense policy's page_size set to `pageSize`.
 Schedule withPageSize(Schedule schedule, int64_t pageSize);
 
+/// The window (AttentionArgs::windows entry) that layer `layer`'s kernels
+/// get for a sequence whose repetition score is `repScore`: windowFor of
+/// the layer's first adaptive key/value-head policy, 0 when no head of the
+/// layer is adaptive (the kernels read windows only for adaptive heads).
+/// Each head clamps it to its own [window, window_max]. The decoder's rule;
+/// a study re-running a layer's attention should use it too.
+int32_t layerWindow(const Schedule &schedule, int64_t layer, int64_t kvHeads,
+                    double repScore);
+
 /// A schedule's attention kernels compiled for one decoder (its backend,
 /// shape and page size): from Decoder::compile, for Decoder::setProgram.
 class AttentionProgram {
@@ -200,7 +209,7 @@ public:
   /// the program's policies. logits: [batch, vocab] (may be null). Adaptive
   /// layers get a per-sequence window from the repetition score of the
   /// sequence's last repetitionSpan tokens (including tokens[i]), through
-  /// the layer's (key/value head 0) policy's windowFor.
+  /// layerWindow().
   Status step(const SeqId *seqs, const int32_t *tokens, int64_t batch,
               float *logits);
   Status step(SeqId seq, int32_t token, float *logits) {
