@@ -1,18 +1,17 @@
-//===- CPUDecoder.cpp - Reference Llama decoder on the CPU ----------------===//
+//===- CPUBackend.cpp - The recipe's operations on the CPU ----------------===//
 //
-// The forward pass: RMSNorm, fused q/k/v projection, RoPE, KV append through
-// the compiled append kernel, attention (dense BLAS blocks for prefill, the
-// compiled condensate kernels for decode steps), output projection, SwiGLU
-// MLP and logits. Every matrix product goes through OpenBLAS (sgemv for a
-// single row, sgemm otherwise); the loops here are element-wise only.
+// Every matrix product goes through OpenBLAS (sgemv for a single row, sgemm
+// otherwise); decode attention and the KV append run through the compiled
+// condensate kernels (CPUProgram) on a host page pool; prefill attention is
+// dense BLAS blocks over the keys read back from that pool. The loops here
+// are element-wise only.
 //
 //===----------------------------------------------------------------------===//
-#include "condensate/Decoder/CPUDecoder.h"
+#include "Backend.h"
 
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -23,22 +22,6 @@ namespace condensate::decoder {
 namespace {
 
 using blas_int = blasint;
-using Clock = std::chrono::steady_clock;
-
-/// Adds the time since the last lap to `slot` (a few tens of nanoseconds
-/// per lap, against milliseconds of BLAS work per step).
-class Lap {
-public:
-  Lap() : last_(Clock::now()) {}
-  void to(double &slot) {
-    Clock::time_point now = Clock::now();
-    slot += std::chrono::duration<double>(now - last_).count();
-    last_ = now;
-  }
-
-private:
-  Clock::time_point last_;
-};
 
 /// y[rows, out] = x[rows, in] * W[out, in]^T + beta * y: sgemv for one
 /// row (the decode step's shape), sgemm for several.
@@ -54,13 +37,10 @@ void linear(const float *x, int64_t rows, int64_t in, const float *w,
 }
 
 /// Adds `bias` [n] to each of `rows` rows of y (row stride n).
-void addBias(float *y, int64_t rows, const std::vector<float> &bias) {
-  if (bias.empty())
-    return;
-  const int64_t n = int64_t(bias.size());
+void addBias(float *y, int64_t rows, const float *bias, int64_t n) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < n; ++i)
-      y[r * n + i] += bias[size_t(i)];
+      y[r * n + i] += bias[i];
 }
 
 /// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for `rows` rows of `n`.
@@ -188,11 +168,374 @@ struct LayerCache {
   std::vector<float> k, v, summaries;
 };
 
-struct Sequence {
-  bool live = false;
-  std::vector<int32_t> pages;
-  std::vector<int32_t> tokens;
+/// A schedule compiled for the CPU.
+class CPUAttention final : public AttentionProgram {
+public:
+  explicit CPUAttention(std::shared_ptr<const CPUProgram> program)
+      : program(std::move(program)) {}
+  const Schedule &schedule() const override { return program->schedule(); }
+  double compileSeconds() const override { return program->info().seconds; }
+  std::shared_ptr<const CPUProgram> program;
 };
+
+const float *host(const Param &p) {
+  return reinterpret_cast<const float *>(uintptr_t(p.address));
+}
+Param param(const float *data, size_t size) {
+  return Param{uint64_t(reinterpret_cast<uintptr_t>(data)), int64_t(size)};
+}
+Param param(const std::vector<float> &v) { return param(v.data(), v.size()); }
+
+class CPUBackend final : public Backend {
+public:
+  static Result<std::unique_ptr<Backend>> create(const BackendSetup &setup);
+
+  std::string description() const override { return blasDescription(); }
+  double compileSeconds() const override { return compileSeconds_; }
+  bool synchronous() const override { return true; }
+  int64_t maxRows() const override { return 0; }
+  int64_t tableWidth(int64_t pages) const override { return pages; }
+  const ModelParams &params() const override { return params_; }
+
+  Result<std::shared_ptr<const AttentionProgram>>
+  compile(const Schedule &schedule) const override {
+    auto program = CPUProgram::compile(shape_, schedule);
+    if (!program)
+      return program.status();
+    return std::shared_ptr<const AttentionProgram>(
+        std::make_shared<CPUAttention>(*program));
+  }
+  std::shared_ptr<const AttentionProgram> program() const override {
+    return program_;
+  }
+  Status setProgram(std::shared_ptr<const AttentionProgram> p) override {
+    auto cpu = std::dynamic_pointer_cast<const CPUAttention>(p);
+    if (!cpu)
+      return Status::error("setProgram: not a CPU program");
+    const ModelShape &a = cpu->program->shape(), &b = shape_;
+    if (a.numLayers != b.numLayers || a.qHeads != b.qHeads ||
+        a.kvHeads != b.kvHeads || a.headDim != b.headDim ||
+        a.pageSize != b.pageSize || a.kvType != b.kvType ||
+        a.effectiveScale() != b.effectiveScale())
+      return Status::error("setProgram: the program was compiled for another "
+                           "model shape");
+    program_ = std::move(cpu);
+    return Status::success();
+  }
+
+  Status copyPage(int32_t from, int32_t to) override {
+    const int64_t E = pageElems_, S = cfg_.kvHeads * 5 * cfg_.headDim;
+    for (LayerCache &c : caches_) {
+      std::memcpy(c.k.data() + to * E, c.k.data() + from * E, size_t(E) * 4);
+      std::memcpy(c.v.data() + to * E, c.v.data() + from * E, size_t(E) * 4);
+      std::memcpy(c.summaries.data() + to * S, c.summaries.data() + from * S,
+                  size_t(S) * 4);
+    }
+    return Status::success();
+  }
+  Decoder::CacheView cache(int64_t layer) const override {
+    Decoder::CacheView view;
+    if (layer < 0 || layer >= cfg_.numLayers)
+      return view;
+    const LayerCache &c = caches_[size_t(layer)];
+    view.k = c.k.data();
+    view.v = c.v.data();
+    view.summaries = c.summaries.data();
+    view.numPages = numPages_;
+    return view;
+  }
+
+  Status begin(const ForwardBatch &batch) override {
+    batch_ = &batch;
+    for (int b = 0; b < kNumBufs; ++b) {
+      const size_t n = size_t(batch.rows * width(Buf(b)));
+      if (bufs_[size_t(b)].size() < n)
+        bufs_[size_t(b)].resize(n);
+    }
+    if (batch.kind == ForwardKind::Decode) {
+      stats_.resize(size_t(cfg_.numLayers * batch.rows * cfg_.qHeads *
+                           Decoder::kStatFields));
+      queries_.resize(size_t(cfg_.numLayers * batch.rows * cfg_.qDim()));
+    }
+    return Status::success();
+  }
+  Status run(const std::function<Status()> &body) override { return body(); }
+  Status finish(float *logits, int64_t logitRows) override {
+    if (logits && logitRows > 0)
+      std::memcpy(logits, buf(Buf::Logits), size_t(logitRows * cfg_.vocab) * 4);
+    return Status::success();
+  }
+  const std::vector<float> &stats() const override { return stats_; }
+  const std::vector<float> &queries() const override { return queries_; }
+
+  Status embed() override {
+    const int64_t H = cfg_.hidden;
+    for (int64_t r = 0; r < batch_->rows; ++r)
+      std::memcpy(buf(Buf::X) + r * H,
+                  host(params_.embedding) +
+                      int64_t(batch_->tokens[size_t(r)]) * H,
+                  size_t(H) * 4);
+    return Status::success();
+  }
+  Status rmsNorm(Buf in, const Param &weight, Buf out, Rows rows) override {
+    const int64_t H = width(in);
+    decoder::rmsNorm(buf(in) + rows.first * H, count(rows), H, host(weight),
+                     cfg_.rmsEps, buf(out));
+    return Status::success();
+  }
+  Status linear(Buf in, const Param &weight, const Param &bias, Buf out,
+                bool accumulate, Rows rows) override {
+    const int64_t K = width(in), N = width(out), R = count(rows);
+    if (weight.size != N * K)
+      return Status::error("linear: a weight of " +
+                           std::to_string(weight.size) + " elements for a [" +
+                           std::to_string(N) + ", " + std::to_string(K) +
+                           "] product");
+    decoder::linear(buf(in) + rows.first * K, R, K, host(weight), N, buf(out),
+                    accumulate ? 1.0f : 0.0f);
+    if (bias.present())
+      addBias(buf(out), R, host(bias), N);
+    return Status::success();
+  }
+  Status splitQKV() override {
+    const int64_t qDim = cfg_.qDim(), kvDim = cfg_.kvDim(),
+                  qkvDim = cfg_.qkvDim();
+    for (int64_t r = 0; r < batch_->rows; ++r) {
+      const float *row = buf(Buf::QKV) + r * qkvDim;
+      std::memcpy(buf(Buf::Q) + r * qDim, row, size_t(qDim) * 4);
+      std::memcpy(buf(Buf::K) + r * kvDim, row + qDim, size_t(kvDim) * 4);
+      std::memcpy(buf(Buf::V) + r * kvDim, row + qDim + kvDim,
+                  size_t(kvDim) * 4);
+    }
+    return Status::success();
+  }
+  Status rope(Buf qOrK) override {
+    const int64_t half = cfg_.ropeDim / 2, D = cfg_.headDim,
+                  heads = qOrK == Buf::Q ? cfg_.qHeads : cfg_.kvHeads;
+    const bool adjacent = cfg_.ropeMode == RopeMode::Adjacent;
+    for (int64_t r = 0; r < batch_->rows; ++r) {
+      const double p =
+          double(batch_->positions[size_t(r)]) / cfg_.ropeLinearScale;
+      for (size_t i = 0; i < invFreq_.size(); ++i) {
+        const double a = p * invFreq_[i];
+        ropeCos_[i] = float(std::cos(a));
+        ropeSin_[i] = float(std::sin(a));
+      }
+      float *v = buf(qOrK) + r * heads * D;
+      for (int64_t hd = 0; hd < heads; ++hd) {
+        float *x = v + hd * D;
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t a = adjacent ? 2 * i : i,
+                        b = adjacent ? 2 * i + 1 : i + half;
+          const float x0 = x[a], x1 = x[b];
+          x[a] = x0 * ropeCos_[size_t(i)] - x1 * ropeSin_[size_t(i)];
+          x[b] = x0 * ropeSin_[size_t(i)] + x1 * ropeCos_[size_t(i)];
+        }
+      }
+    }
+    return Status::success();
+  }
+  Status append(int64_t l) override {
+    LayerCache &c = caches_[size_t(l)];
+    AppendArgs a;
+    a.maxPages = batch_->tableWidth;
+    a.numPages = numPages_;
+    a.kCache = c.k.data();
+    a.vCache = c.v.data();
+    a.summaries = c.summaries.data();
+    const CPUProgram &program = *program_->program;
+    if (batch_->kind == ForwardKind::Decode) {
+      a.batch = batch_->rows;
+      a.kNew = buf(Buf::K);
+      a.vNew = buf(Buf::V);
+      a.pageTable = batch_->pageTable.data();
+      a.positions = batch_->positions.data();
+      return program.append(a);
+    }
+    // Prefill rows are one sequence: one position at a time, as positions of
+    // one page appended together would race on its summary.
+    const int64_t kvDim = cfg_.kvDim();
+    a.batch = 1;
+    for (int64_t r = 0; r < batch_->rows; ++r) {
+      a.kNew = buf(Buf::K) + r * kvDim;
+      a.vNew = buf(Buf::V) + r * kvDim;
+      a.pageTable = batch_->pageTable.data() + r * batch_->tableWidth;
+      a.positions = batch_->positions.data() + r;
+      CONDENSATE_RETURN_IF_ERROR(program.append(a));
+    }
+    return Status::success();
+  }
+  Status attend(int64_t l) override {
+    const int64_t B = batch_->rows;
+    LayerCache &c = caches_[size_t(l)];
+    AttentionArgs a;
+    a.batch = B;
+    a.maxPages = batch_->tableWidth;
+    a.numPages = numPages_;
+    a.q = buf(Buf::Q);
+    a.kCache = c.k.data();
+    a.vCache = c.v.data();
+    a.pageTable = batch_->pageTable.data();
+    a.lens = batch_->lens.data();
+    a.windows = batch_->windows.data() + l * B;
+    a.summaries = c.summaries.data();
+    a.out = buf(Buf::Attn);
+    a.stats = stats_.data() + l * B * cfg_.qHeads * Decoder::kStatFields;
+    return program_->program->attend(l, a);
+  }
+  Status prefillAttend(int64_t l) override {
+    const int64_t T = batch_->rows, D = cfg_.headDim, Hq = cfg_.qHeads,
+                  G = Hq / cfg_.kvHeads, qDim = cfg_.qDim();
+    const int64_t end = batch_->positions[size_t(T - 1)] + 1;
+    const size_t kvFloats = size_t(cfg_.kvHeads * end * D);
+    if (kSeq_.size() < kvFloats) {
+      kSeq_.resize(kvFloats);
+      vSeq_.resize(kvFloats);
+    }
+    if (scores_.size() < size_t(T * end))
+      scores_.resize(size_t(T * end));
+    gather(l, batch_->pageTable.data(), end);
+    // Dense causal attention of the T query rows over keys [0, end):
+    // S = scale Q K^T, row-wise masked softmax, O = S V.
+    const float scale = shape_.effectiveScale();
+    for (int64_t hq = 0; hq < Hq; ++hq) {
+      const float *kg = kSeq_.data() + (hq / G) * end * D;
+      const float *vg = vSeq_.data() + (hq / G) * end * D;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(T),
+                  blas_int(end), blas_int(D), scale, buf(Buf::Q) + hq * D,
+                  blas_int(qDim), kg, blas_int(D), 0.0f, scores_.data(),
+                  blas_int(end));
+      for (int64_t t = 0; t < T; ++t)
+        causalSoftmax(scores_.data() + t * end,
+                      batch_->positions[size_t(t)] + 1, end);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(T),
+                  blas_int(D), blas_int(end), 1.0f, scores_.data(),
+                  blas_int(end), vg, blas_int(D), 0.0f, buf(Buf::Attn) + hq * D,
+                  blas_int(qDim));
+    }
+    return Status::success();
+  }
+  Status activation(Activation kind) override {
+    switch (kind) {
+    case Activation::SwiGLU:
+      swiglu(buf(Buf::GU), batch_->rows, cfg_.ffn, buf(Buf::Act));
+      return Status::success();
+    }
+    return Status::error("unknown activation");
+  }
+  Status keepQueries(int64_t l) override {
+    const int64_t n = batch_->rows * cfg_.qDim();
+    std::memcpy(queries_.data() + l * n, buf(Buf::Q), size_t(n) * 4);
+    return Status::success();
+  }
+
+private:
+  float *buf(Buf b) { return bufs_[size_t(b)].data(); }
+  int64_t width(Buf b) const { return bufferWidth(b, cfg_); }
+  int64_t count(Rows r) const { return r.count < 0 ? batch_->rows : r.count; }
+  /// Reads positions [0, end) of the sequence whose page-table row is
+  /// `pages` in layer `l` back from the cache as float32 into kSeq/vSeq
+  /// [Hkv][end][D].
+  void gather(int64_t l, const int32_t *pages, int64_t end);
+
+  std::shared_ptr<const ModelWeights> weights_;
+  ModelConfig cfg_;
+  ModelShape shape_;
+  ModelParams params_;
+  std::shared_ptr<const CPUAttention> program_;
+  double compileSeconds_ = 0.0;
+  int64_t numPages_ = 0;
+  int64_t pageElems_ = 0; ///< floats of storage per page of K (or V)
+  std::vector<LayerCache> caches_;
+  std::vector<double> invFreq_; ///< [ropeDim / 2]
+
+  const ForwardBatch *batch_ = nullptr;
+  // Scratch, grown on demand and reused so steady-state steps allocate
+  // nothing.
+  std::vector<std::vector<float>> bufs_ =
+      std::vector<std::vector<float>>(kNumBufs);
+  std::vector<float> stats_, queries_;
+  std::vector<float> ropeCos_, ropeSin_, kSeq_, vSeq_, scores_;
+};
+
+Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
+  auto be = std::make_unique<CPUBackend>();
+  be->weights_ = setup.weights;
+  be->cfg_ = setup.weights->config();
+  be->shape_ = setup.shape;
+  const ModelConfig &cfg = be->cfg_;
+  if (setup.options.threads > 0)
+    openblas_set_num_threads(setup.options.threads);
+  auto program = CPUProgram::compile(be->shape_, setup.schedule);
+  if (!program)
+    return program.status();
+  be->program_ = std::make_shared<CPUAttention>(*program);
+  be->compileSeconds_ = (*program)->info().seconds;
+
+  const ModelWeights &w = *setup.weights;
+  be->params_.embedding =
+      param(w.tokenEmbedding(), size_t(cfg.vocab * cfg.hidden));
+  be->params_.output = param(w.outputWeights(), size_t(cfg.vocab * cfg.hidden));
+  be->params_.outputNorm = param(w.outputNorm(), size_t(cfg.hidden));
+  for (int64_t l = 0; l < cfg.numLayers; ++l) {
+    const LayerWeights &L = w.layer(l);
+    be->params_.layers.push_back(
+        {param(L.attnNorm), param(L.wqkv), param(L.bqkv), param(L.wo),
+         param(L.bo), param(L.ffnNorm), param(L.wGateUp), param(L.wDown)});
+  }
+
+  be->numPages_ = setup.numPages;
+  be->pageElems_ = cfg.kvHeads * setup.shape.pageSize * cfg.headDim *
+                   kvTypeBytes(setup.shape.kvType) / 4;
+  try {
+    be->caches_.resize(size_t(cfg.numLayers));
+    for (LayerCache &c : be->caches_) {
+      c.k.resize(size_t(be->numPages_ * be->pageElems_));
+      c.v.resize(size_t(be->numPages_ * be->pageElems_));
+      c.summaries.resize(size_t(be->numPages_ * cfg.kvHeads * 5 * cfg.headDim));
+    }
+  } catch (const std::bad_alloc &) {
+    return Status::error("out of memory allocating a KV cache of " +
+                         std::to_string(be->numPages_) + " pages");
+  }
+  be->invFreq_.resize(size_t(cfg.ropeDim / 2));
+  for (int64_t i = 0; i < cfg.ropeDim / 2; ++i)
+    be->invFreq_[size_t(i)] =
+        std::pow(cfg.ropeTheta, -2.0 * double(i) / double(cfg.ropeDim));
+  be->ropeCos_.resize(be->invFreq_.size());
+  be->ropeSin_.resize(be->invFreq_.size());
+  return std::unique_ptr<Backend>(std::move(be));
+}
+
+void CPUBackend::gather(int64_t l, const int32_t *pages, int64_t end) {
+  const int64_t P = shape_.pageSize, D = cfg_.headDim, G = cfg_.kvHeads;
+  const LayerCache &c = caches_[size_t(l)];
+  for (int64_t pos = 0; pos < end; ++pos) {
+    const int64_t page = pages[pos / P], slot = pos % P;
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t src = ((page * G + g) * P + slot) * D;
+      float *kd = kSeq_.data() + (g * end + pos) * D;
+      float *vd = vSeq_.data() + (g * end + pos) * D;
+      switch (shape_.kvType) {
+      case KVType::F32:
+        std::memcpy(kd, c.k.data() + src, size_t(D) * 4);
+        std::memcpy(vd, c.v.data() + src, size_t(D) * 4);
+        break;
+      case KVType::F16:
+      case KVType::BF16: {
+        auto *ks = reinterpret_cast<const uint16_t *>(c.k.data()) + src;
+        auto *vs = reinterpret_cast<const uint16_t *>(c.v.data()) + src;
+        const bool f16 = shape_.kvType == KVType::F16;
+        for (int64_t i = 0; i < D; ++i) {
+          kd[i] = f16 ? halfToFloat(ks[i]) : bf16ToFloat(ks[i]);
+          vd[i] = f16 ? halfToFloat(vs[i]) : bf16ToFloat(vs[i]);
+        }
+        break;
+      }
+      }
+    }
+  }
+}
 
 } // namespace
 
@@ -215,695 +558,8 @@ std::string blasCoreRecommendation() {
   return "";
 }
 
-Result<int64_t> schedulePageSize(const Schedule &schedule) {
-  int64_t size = 0;
-  auto visit = [&](const Policy &p) -> Status {
-    if (p.dense)
-      return Status::success();
-    if (size && p.pageSize != size)
-      return Status::error("the schedule mixes page sizes " +
-                           std::to_string(size) + " and " +
-                           std::to_string(p.pageSize));
-    size = p.pageSize;
-    return Status::success();
-  };
-  CONDENSATE_RETURN_IF_ERROR(visit(schedule.defaultPolicy));
-  for (const ScheduleRule &r : schedule.rules)
-    CONDENSATE_RETURN_IF_ERROR(visit(r.policy));
-  return size;
-}
-
-Schedule withPageSize(Schedule schedule, int64_t pageSize) {
-  if (!schedule.defaultPolicy.dense)
-    schedule.defaultPolicy.pageSize = pageSize;
-  for (ScheduleRule &r : schedule.rules)
-    if (!r.policy.dense)
-      r.policy.pageSize = pageSize;
-  return schedule;
-}
-
-struct CPUDecoder::Impl {
-  std::shared_ptr<const LlamaWeights> weights;
-  LlamaConfig cfg;
-  ModelShape shape;
-  DecoderOptions options;
-  std::shared_ptr<const CPUProgram> program;
-  int64_t numPages = 0;
-  int64_t pageElems = 0; ///< floats of storage per page of K (or V)
-  std::vector<LayerCache> caches;
-  std::vector<Sequence> seqs;
-  std::vector<int32_t> freeList; ///< popped from the back
-  std::vector<double> invFreq;   ///< [ropeDim / 2]
-
-  // Scratch, grown on demand and reused so steady-state steps allocate
-  // nothing.
-  std::vector<float> x, h, qkv, q, kNew, vNew, attn, gu, act, stats;
-  std::vector<float> lastQ; ///< [numLayers, batch, Hq, D] of the last step
-  std::vector<float> ropeCos, ropeSin;
-  std::vector<int32_t> pageTable, positions, lens, windows;
-  std::vector<double> rep;
-  std::vector<float> kSeq, vSeq, scores;
-  StepProfile profile, prefillProfile;
-
-  const Sequence *live(SeqId s) const {
-    return s >= 0 && s < int64_t(seqs.size()) && seqs[size_t(s)].live
-               ? &seqs[size_t(s)]
-               : nullptr;
-  }
-  Status checkSeq(SeqId s) const {
-    return live(s) ? Status::success()
-                   : Status::error("sequence " + std::to_string(s) +
-                                   " does not exist");
-  }
-  Status checkToken(int32_t t) const {
-    if (t < 0 || t >= cfg.vocab)
-      return Status::error("token id " + std::to_string(t) +
-                           " outside [0, " + std::to_string(cfg.vocab) + ")");
-    return Status::success();
-  }
-  int64_t pagesFor(int64_t tokens) const {
-    return (tokens + shape.pageSize - 1) / shape.pageSize;
-  }
-  /// Checks that every sequence in `which` can grow by `extra` tokens.
-  Status checkCapacity(const SeqId *which, int64_t count,
-                       int64_t extra) const {
-    int64_t need = 0;
-    for (int64_t i = 0; i < count; ++i) {
-      const Sequence &s = seqs[size_t(which[i])];
-      int64_t newLen = int64_t(s.tokens.size()) + extra;
-      if (cfg.contextLength > 0 && newLen > cfg.contextLength)
-        return Status::error("sequence " + std::to_string(which[i]) +
-                             " would reach " + std::to_string(newLen) +
-                             " tokens, past the model's context length " +
-                             std::to_string(cfg.contextLength));
-      need += std::max<int64_t>(0, pagesFor(newLen) - int64_t(s.pages.size()));
-    }
-    if (need > int64_t(freeList.size()))
-      return Status::error("KV cache full: " + std::to_string(need) +
-                           " more pages needed, " +
-                           std::to_string(freeList.size()) + " of " +
-                           std::to_string(numPages) +
-                           " free (raise maxTokens)");
-    return Status::success();
-  }
-  void grow(Sequence &s, int64_t newLen) {
-    while (int64_t(s.pages.size()) < pagesFor(newLen)) {
-      s.pages.push_back(freeList.back());
-      freeList.pop_back();
-    }
-  }
-
-  /// cos/sin of every rotary pair at position `pos`.
-  void ropeAngles(int64_t pos) {
-    const double p = double(pos) / cfg.ropeLinearScale;
-    for (size_t i = 0; i < invFreq.size(); ++i) {
-      const double a = p * invFreq[i];
-      ropeCos[i] = float(std::cos(a));
-      ropeSin[i] = float(std::sin(a));
-    }
-  }
-  /// Rotates `heads` heads of headDim at `v` with the current angles.
-  void rope(float *v, int64_t heads) const {
-    const int64_t half = cfg.ropeDim / 2, d = cfg.headDim;
-    for (int64_t hd = 0; hd < heads; ++hd) {
-      float *x = v + hd * d;
-      for (int64_t i = 0; i < half; ++i) {
-        const int64_t a = cfg.ropeMode == RopeMode::Adjacent ? 2 * i : i;
-        const int64_t b = cfg.ropeMode == RopeMode::Adjacent ? 2 * i + 1
-                                                             : i + half;
-        const float x0 = x[a], x1 = x[b];
-        x[a] = x0 * ropeCos[size_t(i)] - x1 * ropeSin[size_t(i)];
-        x[b] = x0 * ropeSin[size_t(i)] + x1 * ropeCos[size_t(i)];
-      }
-    }
-  }
-
-  /// Reads positions [from, to) of `seq` in layer `l` back from the cache
-  /// as float32 into kSeq/vSeq [Hkv][stride][D].
-  void gather(int64_t l, const Sequence &seq, int64_t from, int64_t to,
-              int64_t stride) {
-    const int64_t P = shape.pageSize, D = shape.headDim, G = shape.kvHeads;
-    const LayerCache &c = caches[size_t(l)];
-    for (int64_t pos = from; pos < to; ++pos) {
-      const int64_t page = seq.pages[size_t(pos / P)], slot = pos % P;
-      for (int64_t g = 0; g < G; ++g) {
-        const int64_t src = ((page * G + g) * P + slot) * D;
-        float *kd = kSeq.data() + (g * stride + pos) * D;
-        float *vd = vSeq.data() + (g * stride + pos) * D;
-        switch (shape.kvType) {
-        case KVType::F32:
-          std::memcpy(kd, c.k.data() + src, size_t(D) * 4);
-          std::memcpy(vd, c.v.data() + src, size_t(D) * 4);
-          break;
-        case KVType::F16:
-        case KVType::BF16: {
-          auto *ks = reinterpret_cast<const uint16_t *>(c.k.data()) + src;
-          auto *vs = reinterpret_cast<const uint16_t *>(c.v.data()) + src;
-          const bool f16 = shape.kvType == KVType::F16;
-          for (int64_t i = 0; i < D; ++i) {
-            kd[i] = f16 ? halfToFloat(ks[i]) : bf16ToFloat(ks[i]);
-            vd[i] = f16 ? halfToFloat(vs[i]) : bf16ToFloat(vs[i]);
-          }
-          break;
-        }
-        }
-      }
-    }
-  }
-
-  AppendArgs appendArgs(int64_t l, int64_t batch, int64_t maxPages,
-                        const int32_t *table, const int32_t *pos) {
-    LayerCache &c = caches[size_t(l)];
-    AppendArgs a;
-    a.batch = batch;
-    a.maxPages = maxPages;
-    a.numPages = numPages;
-    a.kNew = kNew.data();
-    a.vNew = vNew.data();
-    a.kCache = c.k.data();
-    a.vCache = c.v.data();
-    a.pageTable = table;
-    a.positions = pos;
-    a.summaries = c.summaries.data();
-    return a;
-  }
-
-  /// Final norm and logits of `rows` rows of x into `out` [rows, vocab].
-  void logits(const float *xs, int64_t rows, float *out) {
-    const LlamaWeights &w = *weights;
-    const int64_t H = cfg.hidden;
-    grow(h, rows * H);
-    rmsNorm(xs, rows, H, w.outputNorm(), cfg.rmsEps, h.data());
-    linear(h.data(), rows, H, w.outputWeights(), cfg.vocab, out, 0.0f);
-  }
-
-  static void grow(std::vector<float> &v, int64_t n) {
-    if (int64_t(v.size()) < n)
-      v.resize(size_t(n));
-  }
-  static void grow(std::vector<int32_t> &v, int64_t n) {
-    if (int64_t(v.size()) < n)
-      v.resize(size_t(n));
-  }
-
-  Status prefillImpl(SeqId id, const int32_t *tokens, int64_t count,
-                     float *lastLogits, std::vector<float> *allLogits,
-                     const ProgressFn &progress);
-  Status stepImpl(const SeqId *ids, const int32_t *tokens, int64_t batch,
-                  float *logitsOut);
-};
-
-Status CPUDecoder::Impl::prefillImpl(SeqId id, const int32_t *tokens,
-                                     int64_t count, float *lastLogits,
-                                     std::vector<float> *allLogits,
-                                     const ProgressFn &progress) {
-  CONDENSATE_RETURN_IF_ERROR(checkSeq(id));
-  if (count <= 0)
-    return Status::error("prefill: no tokens");
-  for (int64_t i = 0; i < count; ++i)
-    CONDENSATE_RETURN_IF_ERROR(checkToken(tokens[i]).withContext("prefill"));
-  CONDENSATE_RETURN_IF_ERROR(checkCapacity(&id, 1, count));
-
-  Sequence &seq = seqs[size_t(id)];
-  const int64_t p0 = int64_t(seq.tokens.size()), n = p0 + count;
-  grow(seq, n);
-  seq.tokens.insert(seq.tokens.end(), tokens, tokens + count);
-
-  const LlamaWeights &w = *weights;
-  const int64_t H = cfg.hidden, D = cfg.headDim, Hq = cfg.qHeads,
-                Hkv = cfg.kvHeads, G = Hq / Hkv, qDim = cfg.qDim(),
-                kvDim = cfg.kvDim(), qkvDim = cfg.qkvDim(), F = cfg.ffn;
-  const int64_t C = std::max<int64_t>(1, std::min(options.prefillChunk, count));
-  const float scale = shape.effectiveScale();
-
-  // Layer-major order: all prompt rows pass layer l before layer l + 1, so
-  // only one layer's keys and values are held as float32 at a time.
-  std::vector<float> xs(size_t(count * H));
-  for (int64_t t = 0; t < count; ++t)
-    std::memcpy(xs.data() + t * H, w.tokenEmbedding() + int64_t(tokens[t]) * H,
-                size_t(H) * 4);
-  grow(h, C * H);
-  grow(qkv, C * qkvDim);
-  grow(kNew, Hkv * D);
-  grow(vNew, Hkv * D);
-  grow(attn, C * qDim);
-  grow(gu, C * 2 * F);
-  grow(act, C * F);
-  grow(kSeq, Hkv * n * D);
-  grow(vSeq, Hkv * n * D);
-  grow(scores, C * n);
-  ropeCos.resize(invFreq.size());
-  ropeSin.resize(invFreq.size());
-  const int64_t maxPages = int64_t(seq.pages.size());
-  int32_t pos32 = 0;
-
-  const int64_t chunks = (count + C - 1) / C, total = cfg.numLayers * chunks;
-  int64_t done = 0;
-  StepProfile &prof = prefillProfile;
-  const Clock::time_point prefillStart = Clock::now();
-  Lap lap;
-  for (int64_t l = 0; l < cfg.numLayers; ++l) {
-    const LayerWeights &L = w.layer(l);
-    gather(l, seq, 0, p0, n);
-    lap.to(prof.append);
-    for (int64_t c0 = 0; c0 < count; c0 += C) {
-      const int64_t T = std::min(C, count - c0);
-      float *xc = xs.data() + c0 * H;
-      rmsNorm(xc, T, H, L.attnNorm.data(), cfg.rmsEps, h.data());
-      lap.to(prof.norms);
-      linear(h.data(), T, H, L.wqkv.data(), qkvDim, qkv.data(), 0.0f);
-      addBias(qkv.data(), T, L.bqkv);
-      lap.to(prof.qkv);
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t pos = p0 + c0 + t;
-        float *row = qkv.data() + t * qkvDim;
-        ropeAngles(pos);
-        rope(row, Hq);
-        rope(row + qDim, Hkv);
-        std::memcpy(kNew.data(), row + qDim, size_t(kvDim) * 4);
-        std::memcpy(vNew.data(), row + qDim + kvDim, size_t(kvDim) * 4);
-        pos32 = int32_t(pos);
-        CONDENSATE_RETURN_IF_ERROR(program->append(
-            appendArgs(l, 1, maxPages, seq.pages.data(), &pos32)));
-      }
-      const int64_t end = p0 + c0 + T;
-      gather(l, seq, p0 + c0, end, n);
-      lap.to(prof.append);
-      // Dense causal attention of this block of T query rows over keys
-      // [0, end): S = scale Q K^T, row-wise masked softmax, O = S V.
-      for (int64_t hq = 0; hq < Hq; ++hq) {
-        const int64_t g = hq / G;
-        const float *kg = kSeq.data() + g * n * D;
-        const float *vg = vSeq.data() + g * n * D;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(T),
-                    blas_int(end), blas_int(D), scale, qkv.data() + hq * D,
-                    blas_int(qkvDim), kg, blas_int(D), 0.0f, scores.data(),
-                    blas_int(end));
-        for (int64_t t = 0; t < T; ++t)
-          causalSoftmax(scores.data() + t * end, p0 + c0 + t + 1, end);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(T),
-                    blas_int(D), blas_int(end), 1.0f, scores.data(),
-                    blas_int(end), vg, blas_int(D), 0.0f, attn.data() + hq * D,
-                    blas_int(qDim));
-      }
-      lap.to(prof.attention);
-      linear(attn.data(), T, qDim, L.wo.data(), H, xc, 1.0f);
-      addBias(xc, T, L.bo);
-      lap.to(prof.output);
-      rmsNorm(xc, T, H, L.ffnNorm.data(), cfg.rmsEps, h.data());
-      lap.to(prof.norms);
-      linear(h.data(), T, H, L.wGateUp.data(), 2 * F, gu.data(), 0.0f);
-      lap.to(prof.mlp);
-      swiglu(gu.data(), T, F, act.data());
-      lap.to(prof.norms);
-      linear(act.data(), T, F, L.wDown.data(), H, xc, 1.0f);
-      lap.to(prof.mlp);
-      if (progress)
-        progress(++done, total);
-    }
-  }
-
-  if (allLogits) {
-    allLogits->resize(size_t(count * cfg.vocab));
-    for (int64_t c0 = 0; c0 < count; c0 += C) {
-      const int64_t T = std::min(C, count - c0);
-      logits(xs.data() + c0 * H, T, allLogits->data() + c0 * cfg.vocab);
-    }
-    if (lastLogits)
-      std::memcpy(lastLogits, allLogits->data() + (count - 1) * cfg.vocab,
-                  size_t(cfg.vocab) * 4);
-  } else if (lastLogits) {
-    logits(xs.data() + (count - 1) * H, 1, lastLogits);
-  }
-  lap.to(prof.logits);
-  prof.total +=
-      std::chrono::duration<double>(Clock::now() - prefillStart).count();
-  prof.steps += count;
-  return Status::success();
-}
-
-Status CPUDecoder::Impl::stepImpl(const SeqId *ids, const int32_t *tokens,
-                                  int64_t B, float *logitsOut) {
-  if (B <= 0)
-    return Status::error("step: empty batch");
-  for (int64_t b = 0; b < B; ++b) {
-    CONDENSATE_RETURN_IF_ERROR(checkSeq(ids[b]).withContext("step"));
-    CONDENSATE_RETURN_IF_ERROR(checkToken(tokens[b]).withContext("step"));
-    for (int64_t c = 0; c < b; ++c)
-      if (ids[c] == ids[b])
-        return Status::error("step: sequence " + std::to_string(ids[b]) +
-                             " appears twice in the batch");
-  }
-  CONDENSATE_RETURN_IF_ERROR(checkCapacity(ids, B, 1));
-
-  const LlamaWeights &w = *weights;
-  const int64_t H = cfg.hidden, Hq = cfg.qHeads, Hkv = cfg.kvHeads,
-                qDim = cfg.qDim(), kvDim = cfg.kvDim(), qkvDim = cfg.qkvDim(),
-                F = cfg.ffn;
-  grow(positions, B);
-  grow(lens, B);
-  grow(windows, B);
-  rep.resize(size_t(B));
-  int64_t maxPages = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    Sequence &s = seqs[size_t(ids[b])];
-    const int64_t pos = int64_t(s.tokens.size());
-    grow(s, pos + 1);
-    s.tokens.push_back(tokens[b]);
-    positions[size_t(b)] = int32_t(pos);
-    lens[size_t(b)] = int32_t(pos + 1);
-    rep[size_t(b)] = repetitionScore(s.tokens.data(), pos + 1,
-                                     options.repetitionSpan);
-    maxPages = std::max<int64_t>(maxPages, int64_t(s.pages.size()));
-  }
-  grow(pageTable, B * maxPages);
-  for (int64_t b = 0; b < B; ++b) {
-    const Sequence &s = seqs[size_t(ids[b])];
-    int32_t *row = pageTable.data() + b * maxPages;
-    std::copy(s.pages.begin(), s.pages.end(), row);
-    std::fill(row + s.pages.size(), row + maxPages, s.pages[0]);
-  }
-
-  grow(x, B * H);
-  grow(h, B * H);
-  grow(qkv, B * qkvDim);
-  grow(q, B * qDim);
-  grow(kNew, B * kvDim);
-  grow(vNew, B * kvDim);
-  grow(attn, B * qDim);
-  grow(gu, B * 2 * F);
-  grow(act, B * F);
-  stats.resize(size_t(cfg.numLayers * B * Hq * CPUDecoder::kStatFields));
-  lastQ.resize(size_t(cfg.numLayers * B * qDim));
-  ropeCos.resize(invFreq.size());
-  ropeSin.resize(invFreq.size());
-  const Clock::time_point stepStart = Clock::now();
-  Lap lap;
-  for (int64_t b = 0; b < B; ++b)
-    std::memcpy(x.data() + b * H, w.tokenEmbedding() + int64_t(tokens[b]) * H,
-                size_t(H) * 4);
-
-  for (int64_t l = 0; l < cfg.numLayers; ++l) {
-    const LayerWeights &L = w.layer(l);
-    rmsNorm(x.data(), B, H, L.attnNorm.data(), cfg.rmsEps, h.data());
-    lap.to(profile.norms);
-    linear(h.data(), B, H, L.wqkv.data(), qkvDim, qkv.data(), 0.0f);
-    addBias(qkv.data(), B, L.bqkv);
-    lap.to(profile.qkv);
-    for (int64_t b = 0; b < B; ++b) {
-      float *row = qkv.data() + b * qkvDim;
-      ropeAngles(positions[size_t(b)]);
-      rope(row, Hq);
-      rope(row + qDim, Hkv);
-      std::memcpy(q.data() + b * qDim, row, size_t(qDim) * 4);
-      std::memcpy(kNew.data() + b * kvDim, row + qDim, size_t(kvDim) * 4);
-      std::memcpy(vNew.data() + b * kvDim, row + qDim + kvDim,
-                  size_t(kvDim) * 4);
-    }
-    std::memcpy(lastQ.data() + l * B * qDim, q.data(), size_t(B * qDim) * 4);
-    lap.to(profile.norms);
-    CONDENSATE_RETURN_IF_ERROR(program->append(
-        appendArgs(l, B, maxPages, pageTable.data(), positions.data())));
-    lap.to(profile.append);
-
-    const Policy &policy = program->schedule().policyFor(l, 0);
-    for (int64_t b = 0; b < B; ++b)
-      windows[size_t(b)] = int32_t(policy.windowFor(rep[size_t(b)]));
-    LayerCache &c = caches[size_t(l)];
-    AttentionArgs a;
-    a.batch = B;
-    a.maxPages = maxPages;
-    a.numPages = numPages;
-    a.q = q.data();
-    a.kCache = c.k.data();
-    a.vCache = c.v.data();
-    a.pageTable = pageTable.data();
-    a.lens = lens.data();
-    a.windows = windows.data();
-    a.summaries = c.summaries.data();
-    a.out = attn.data();
-    a.stats = stats.data() + l * B * Hq * CPUDecoder::kStatFields;
-    CONDENSATE_RETURN_IF_ERROR(program->attend(l, a));
-    lap.to(profile.attention);
-
-    linear(attn.data(), B, qDim, L.wo.data(), H, x.data(), 1.0f);
-    addBias(x.data(), B, L.bo);
-    lap.to(profile.output);
-    rmsNorm(x.data(), B, H, L.ffnNorm.data(), cfg.rmsEps, h.data());
-    lap.to(profile.norms);
-    linear(h.data(), B, H, L.wGateUp.data(), 2 * F, gu.data(), 0.0f);
-    lap.to(profile.mlp);
-    swiglu(gu.data(), B, F, act.data());
-    lap.to(profile.norms);
-    linear(act.data(), B, F, L.wDown.data(), H, x.data(), 1.0f);
-    lap.to(profile.mlp);
-  }
-  logits(x.data(), B, logitsOut);
-  lap.to(profile.logits);
-  profile.total += std::chrono::duration<double>(Clock::now() - stepStart)
-                       .count();
-  ++profile.steps;
-  return Status::success();
-}
-
-//===----------------------------------------------------------------------===//
-// CPUDecoder
-//===----------------------------------------------------------------------===//
-
-CPUDecoder::CPUDecoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-CPUDecoder::~CPUDecoder() = default;
-
-Result<std::unique_ptr<CPUDecoder>>
-CPUDecoder::create(std::shared_ptr<const LlamaWeights> weights,
-                   const Schedule &schedule, const DecoderOptions &options) {
-  if (!weights)
-    return Status::error("CPUDecoder: no weights");
-  const LlamaConfig &cfg = weights->config();
-  if (schedule.numLayers != cfg.numLayers)
-    return Status::error("the schedule is for " +
-                         std::to_string(schedule.numLayers) +
-                         " layers but the model has " +
-                         std::to_string(cfg.numLayers));
-  Result<int64_t> schedulePage = schedulePageSize(schedule);
-  if (!schedulePage)
-    return schedulePage.status();
-  int64_t pageSize = options.pageSize ? options.pageSize
-                                      : (*schedulePage ? *schedulePage : 16);
-  if (*schedulePage && *schedulePage != pageSize)
-    return Status::error("page size " + std::to_string(pageSize) +
-                         " differs from the schedule's page_size " +
-                         std::to_string(*schedulePage));
-  if (options.prefillChunk <= 0)
-    return Status::error("prefillChunk must be > 0");
-
-  auto impl = std::make_unique<Impl>();
-  impl->weights = std::move(weights);
-  impl->cfg = cfg;
-  impl->options = options;
-  ModelShape &shape = impl->shape;
-  shape.numLayers = cfg.numLayers;
-  shape.qHeads = cfg.qHeads;
-  shape.kvHeads = cfg.kvHeads;
-  shape.headDim = cfg.headDim;
-  shape.pageSize = pageSize;
-  shape.kvType = options.kvType;
-  CONDENSATE_RETURN_IF_ERROR(shape.validate().withContext("model shape"));
-
-  if (options.threads > 0)
-    openblas_set_num_threads(options.threads);
-
-  auto program = CPUProgram::compile(shape, schedule);
-  if (!program)
-    return program.status();
-  impl->program = *program;
-
-  int64_t maxTokens = options.maxTokens > 0
-                          ? options.maxTokens
-                          : (cfg.contextLength > 0 ? cfg.contextLength : 4096);
-  impl->numPages = std::max<int64_t>(1, impl->pagesFor(maxTokens));
-  if (impl->numPages > std::numeric_limits<int32_t>::max())
-    return Status::error("maxTokens " + std::to_string(maxTokens) +
-                         " needs more pages than an i32 page table holds");
-  impl->pageElems =
-      cfg.kvHeads * pageSize * cfg.headDim * kvTypeBytes(options.kvType) / 4;
-  try {
-    impl->caches.resize(size_t(cfg.numLayers));
-    for (LayerCache &c : impl->caches) {
-      c.k.resize(size_t(impl->numPages * impl->pageElems));
-      c.v.resize(size_t(impl->numPages * impl->pageElems));
-      c.summaries.resize(size_t(impl->numPages * cfg.kvHeads * 5 * cfg.headDim));
-    }
-  } catch (const std::bad_alloc &) {
-    return Status::error("out of memory allocating a KV cache of " +
-                         std::to_string(impl->numPages) + " pages");
-  }
-  impl->freeList.resize(size_t(impl->numPages));
-  for (int64_t i = 0; i < impl->numPages; ++i) // Page 0 is handed out first.
-    impl->freeList[size_t(i)] = int32_t(impl->numPages - 1 - i);
-  impl->invFreq.resize(size_t(cfg.ropeDim / 2));
-  for (int64_t i = 0; i < cfg.ropeDim / 2; ++i)
-    impl->invFreq[size_t(i)] =
-        std::pow(cfg.ropeTheta, -2.0 * double(i) / double(cfg.ropeDim));
-  return std::unique_ptr<CPUDecoder>(new CPUDecoder(std::move(impl)));
-}
-
-const LlamaConfig &CPUDecoder::config() const { return impl_->cfg; }
-const ModelShape &CPUDecoder::shape() const { return impl_->shape; }
-const DecoderOptions &CPUDecoder::options() const { return impl_->options; }
-const CPUProgram &CPUDecoder::program() const { return *impl_->program; }
-std::shared_ptr<const CPUProgram> CPUDecoder::programPtr() const {
-  return impl_->program;
-}
-
-Result<std::shared_ptr<const CPUProgram>>
-CPUDecoder::compile(const Schedule &schedule) const {
-  Result<int64_t> page = schedulePageSize(schedule);
-  if (!page)
-    return page.status();
-  if (*page && *page != impl_->shape.pageSize)
-    return Status::error("the schedule's page_size " + std::to_string(*page) +
-                         " differs from the decoder's " +
-                         std::to_string(impl_->shape.pageSize));
-  return CPUProgram::compile(impl_->shape, schedule);
-}
-
-Status CPUDecoder::setProgram(std::shared_ptr<const CPUProgram> program) {
-  if (!program)
-    return Status::error("setProgram: null program");
-  const ModelShape &a = program->shape(), &b = impl_->shape;
-  if (a.numLayers != b.numLayers || a.qHeads != b.qHeads ||
-      a.kvHeads != b.kvHeads || a.headDim != b.headDim ||
-      a.pageSize != b.pageSize || a.kvType != b.kvType ||
-      a.effectiveScale() != b.effectiveScale())
-    return Status::error("setProgram: the program was compiled for another "
-                         "model shape");
-  impl_->program = std::move(program);
-  return Status::success();
-}
-
-CPUDecoder::SeqId CPUDecoder::newSequence() {
-  for (size_t i = 0; i < impl_->seqs.size(); ++i)
-    if (!impl_->seqs[i].live) {
-      impl_->seqs[i] = Sequence();
-      impl_->seqs[i].live = true;
-      return SeqId(i);
-    }
-  impl_->seqs.emplace_back();
-  impl_->seqs.back().live = true;
-  return SeqId(impl_->seqs.size() - 1);
-}
-
-Result<CPUDecoder::SeqId> CPUDecoder::fork(SeqId id) {
-  CONDENSATE_RETURN_IF_ERROR(impl_->checkSeq(id).withContext("fork"));
-  const int64_t need = int64_t(impl_->seqs[size_t(id)].pages.size());
-  if (need > int64_t(impl_->freeList.size()))
-    return Status::error("fork: KV cache full: " + std::to_string(need) +
-                         " pages needed, " +
-                         std::to_string(impl_->freeList.size()) + " free");
-  SeqId copy = newSequence();
-  Sequence &src = impl_->seqs[size_t(id)], &dst = impl_->seqs[size_t(copy)];
-  dst.tokens = src.tokens;
-  impl_->grow(dst, int64_t(src.tokens.size()));
-  const int64_t E = impl_->pageElems,
-                S = impl_->cfg.kvHeads * 5 * impl_->cfg.headDim;
-  for (LayerCache &c : impl_->caches)
-    for (size_t i = 0; i < src.pages.size(); ++i) {
-      const int64_t from = src.pages[i], to = dst.pages[i];
-      std::memcpy(c.k.data() + to * E, c.k.data() + from * E, size_t(E) * 4);
-      std::memcpy(c.v.data() + to * E, c.v.data() + from * E, size_t(E) * 4);
-      std::memcpy(c.summaries.data() + to * S, c.summaries.data() + from * S,
-                  size_t(S) * 4);
-    }
-  return copy;
-}
-
-Status CPUDecoder::release(SeqId id) {
-  CONDENSATE_RETURN_IF_ERROR(impl_->checkSeq(id).withContext("release"));
-  Sequence &s = impl_->seqs[size_t(id)];
-  impl_->freeList.insert(impl_->freeList.end(), s.pages.rbegin(),
-                         s.pages.rend());
-  s = Sequence();
-  return Status::success();
-}
-
-int64_t CPUDecoder::length(SeqId id) const {
-  const Sequence *s = impl_->live(id);
-  return s ? int64_t(s->tokens.size()) : -1;
-}
-
-const std::vector<int32_t> &CPUDecoder::tokens(SeqId id) const {
-  static const std::vector<int32_t> none;
-  const Sequence *s = impl_->live(id);
-  return s ? s->tokens : none;
-}
-
-int64_t CPUDecoder::freePages() const {
-  return int64_t(impl_->freeList.size());
-}
-int64_t CPUDecoder::totalPages() const { return impl_->numPages; }
-
-Status CPUDecoder::prefill(SeqId seq, const int32_t *tokens, int64_t count,
-                           float *lastLogits, std::vector<float> *allLogits,
-                           const ProgressFn &progress) {
-  return impl_->prefillImpl(seq, tokens, count, lastLogits, allLogits,
-                            progress);
-}
-
-Status CPUDecoder::step(const SeqId *seqs, const int32_t *tokens,
-                        int64_t batch, float *logits) {
-  return impl_->stepImpl(seqs, tokens, batch, logits);
-}
-
-const std::vector<float> &CPUDecoder::stats() const { return impl_->stats; }
-const std::vector<float> &CPUDecoder::lastQueries() const {
-  return impl_->lastQ;
-}
-
-const std::vector<int32_t> &CPUDecoder::pages(SeqId id) const {
-  static const std::vector<int32_t> none;
-  const Sequence *s = impl_->live(id);
-  return s ? s->pages : none;
-}
-
-CPUDecoder::CacheView CPUDecoder::cache(int64_t layer) const {
-  CacheView view;
-  if (layer < 0 || layer >= impl_->cfg.numLayers)
-    return view;
-  const LayerCache &c = impl_->caches[size_t(layer)];
-  view.k = c.k.data();
-  view.v = c.v.data();
-  view.summaries = c.summaries.data();
-  view.numPages = impl_->numPages;
-  return view;
-}
-const int32_t *CPUDecoder::lastLens() const { return impl_->lens.data(); }
-const StepProfile &CPUDecoder::profile() const { return impl_->profile; }
-const StepProfile &CPUDecoder::prefillProfile() const {
-  return impl_->prefillProfile;
-}
-void CPUDecoder::resetProfile() {
-  impl_->profile = StepProfile();
-  impl_->prefillProfile = StepProfile();
-}
-
-Status CPUDecoder::teacherForce(SeqId seq, const int32_t *tokens,
-                                int64_t count, std::vector<float> &logits,
-                                std::vector<float> *stats) {
-  const int64_t V = impl_->cfg.vocab;
-  const int64_t perStep =
-      impl_->cfg.numLayers * impl_->cfg.qHeads * kStatFields;
-  logits.resize(size_t(count * V));
-  if (stats)
-    stats->resize(size_t(count * perStep));
-  for (int64_t i = 0; i < count; ++i) {
-    CONDENSATE_RETURN_IF_ERROR(
-        step(seq, tokens[i], logits.data() + i * V)
-            .withContext("teacher-forced step " + std::to_string(i)));
-    if (stats)
-      std::memcpy(stats->data() + i * perStep, impl_->stats.data(),
-                  size_t(perStep) * 4);
-  }
-  return Status::success();
+Result<std::unique_ptr<Backend>> createCPUBackend(const BackendSetup &setup) {
+  return CPUBackend::create(setup);
 }
 
 } // namespace condensate::decoder

@@ -1,21 +1,24 @@
-//===- GPUDecoder.cpp - The Llama decoder on an NVIDIA GPU ----------------===//
+//===- GPUBackend.cpp - The recipe's operations on an NVIDIA GPU ----------===//
 //
-// Device buffers, the element-wise kernels compiled from
-// DecoderKernels.mlir, cuBLAS projections, the generated attention and
-// append kernels, and the CUDA graph of one decode step.
+// Weights (float32), activations, the page pool and every per-pass input
+// live in device memory. Projections run through cuBLAS, the element-wise
+// work through kernels compiled from DecoderKernels.mlir, attention and the
+// KV append through the generated condensate kernels (GPUProgram: the
+// schedule's for decode rows, a dense one for prefill rows). A decode pass
+// is captured into a CUDA graph once per batch size and replayed: its
+// inputs sit at fixed device addresses that begin() refills, and the page
+// table has a fixed row width, so one graph serves every step of that size.
 //
 //===----------------------------------------------------------------------===//
-#include "condensate/Decoder/GPUDecoder.h"
+#include "Backend.h"
 
 #include "condensate/Cuda/Blas.h"
 #include "condensate/Cuda/Driver.h"
-#include "condensate/Decoder/CPUDecoder.h"
 #include "condensate/Runtime/GPUProgram.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <map>
 
 namespace condensate::decoder {
@@ -31,6 +34,11 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
       .count();
 }
 
+/// A device address as the pointer type of the runtime's argument structs.
+template <typename T> T *dev(DevicePtr p) {
+  return reinterpret_cast<T *>(static_cast<uintptr_t>(p));
+}
+
 /// Appends a contiguous memref descriptor (base, base, 0, sizes, strides).
 void pushMemRef(cuda::KernelArgs &args, DevicePtr base,
                 std::initializer_list<int64_t> sizes) {
@@ -40,605 +48,570 @@ void pushMemRef(cuda::KernelArgs &args, DevicePtr base,
     args.i64(v);
   std::vector<int64_t> strides(s.size(), 1);
   for (int64_t i = static_cast<int64_t>(s.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * s[i + 1];
+    strides[size_t(i)] = strides[size_t(i + 1)] * s[size_t(i + 1)];
   for (int64_t v : strides)
     args.i64(v);
 }
 
-Result<cuda::DeviceBuffer> upload(const void *data, size_t bytes) {
+unsigned blocksFor(int64_t n) { return static_cast<unsigned>((n + 255) / 256); }
+
+/// A zeroed device buffer of `bytes` (at least 4, so it has an address).
+Status allocate(size_t bytes, cuda::DeviceBuffer &out) {
   auto b = cuda::DeviceBuffer::allocate(std::max<size_t>(bytes, 4));
   if (!b.ok())
     return b.status();
-  if (bytes)
-    CONDENSATE_RETURN_IF_ERROR(b->copyFromHost(data, bytes));
-  return b;
+  out = b.take();
+  std::vector<uint8_t> zero(out.size(), 0);
+  return out.copyFromHost(zero.data(), zero.size());
 }
 
-Result<cuda::DeviceBuffer> zeros(size_t bytes) {
-  auto b = cuda::DeviceBuffer::allocate(std::max<size_t>(bytes, 4));
+Status upload(const float *data, size_t count, cuda::DeviceBuffer &out) {
+  auto b = cuda::DeviceBuffer::allocate(std::max<size_t>(count * 4, 4));
   if (!b.ok())
     return b.status();
-  std::vector<uint8_t> z(bytes, 0);
-  if (bytes)
-    CONDENSATE_RETURN_IF_ERROR(b->copyFromHost(z.data(), bytes));
-  return b;
+  out = b.take();
+  return count ? out.copyFromHost(data, count * 4) : Status::success();
 }
+
+/// A schedule loaded on the device; serves the decoder that compiled it.
+class GPUAttention final : public AttentionProgram {
+public:
+  const Schedule &schedule() const override { return schedule_; }
+  double compileSeconds() const override { return seconds; }
+  Schedule schedule_;
+  double seconds = 0.0;
+  std::unique_ptr<GPUProgram> program;
+  const void *owner = nullptr;
+};
 
 struct DeviceLayer {
-  cuda::DeviceBuffer attnNorm, wqkv, bqkv, wo, bo, ffnNorm, wgu, wdown;
-  cuda::DeviceBuffer kCache, vCache, summaries;
+  cuda::DeviceBuffer attnNorm, wqkv, bqkv, wo, bo, ffnNorm, wGateUp, wDown;
+  cuda::DeviceBuffer k, v, summaries;
 };
 
-} // namespace
+class GPUBackend final : public Backend {
+public:
+  static Result<std::unique_ptr<Backend>> create(const BackendSetup &setup);
 
-struct GPUDecoder::Impl {
-  std::shared_ptr<const LlamaWeights> weights;
-  LlamaConfig cfg;
-  GPUDecoderOptions options;
-  ModelShape shape;
-  Schedule schedule;
-  int64_t page = 16, maxPages = 0, chunk = 256;
+  std::string description() const override;
+  double compileSeconds() const override { return compileSeconds_; }
+  bool synchronous() const override { return false; }
+  int64_t maxRows() const override { return maxRows_; }
+  int64_t tableWidth(int64_t) const override { return width_; }
+  const ModelParams &params() const override { return params_; }
 
-  cuda::Context context;
-  cuda::Stream stream;
-  cuda::Blas blas;
-  cuda::Module kernels;
-  std::map<std::string, cuda::Function> fn;
-  std::unique_ptr<GPUProgram> policy, dense;
+  Result<std::shared_ptr<const AttentionProgram>>
+  compile(const Schedule &schedule) const override {
+    auto p = load(schedule);
+    if (!p)
+      return p.status();
+    return std::shared_ptr<const AttentionProgram>(p.take());
+  }
+  std::shared_ptr<const AttentionProgram> program() const override {
+    return program_;
+  }
+  Status setProgram(std::shared_ptr<const AttentionProgram> p) override;
 
-  std::vector<DeviceLayer> layers;
-  cuda::DeviceBuffer embed, outNorm, outW, invFreq;
-  // Activations, sized for a prefill chunk.
-  cuda::DeviceBuffer x, xn, q, k, v, qkv, attn, gu, act, logits;
-  cuda::DeviceBuffer tokens, positions, lens, windows, pageTable, pageRows;
-  cuda::DeviceBuffer stats, prefillStats;
+  Status copyPage(int32_t from, int32_t to) override;
+  Decoder::CacheView cache(int64_t layer) const override;
 
-  std::vector<int32_t> history;
-  std::vector<float> hostStats;
-  std::vector<int32_t> hostWindows;
-  int32_t hostScalars[3] = {0, 0, 0}; ///< token, position, length
+  Status begin(const ForwardBatch &batch) override;
+  Status run(const std::function<Status()> &body) override;
+  Status finish(float *logits, int64_t logitRows) override;
+  const std::vector<float> &stats() const override { return hostStats_; }
+  const std::vector<float> &queries() const override;
 
-  GPUTimings timings;
-  bool haveGraph = false;
-  cuda::GraphExec graph;
+  Status embed() override;
+  Status rmsNorm(Buf in, const Param &weight, Buf out, Rows rows) override;
+  Status linear(Buf in, const Param &weight, const Param &bias, Buf out,
+                bool accumulate, Rows rows) override;
+  Status splitQKV() override;
+  Status rope(Buf qOrK) override;
+  Status append(int64_t layer) override;
+  Status attend(int64_t layer) override;
+  Status prefillAttend(int64_t layer) override;
+  Status activation(Activation kind) override;
+  Status keepQueries(int64_t layer) override;
 
-  int64_t H() const { return cfg.hidden; }
-  int64_t F() const { return cfg.ffn; }
-  int64_t V() const { return cfg.vocab; }
-
+private:
+  Result<std::shared_ptr<GPUAttention>> load(const Schedule &schedule) const;
+  Status uploadWeights(const ModelWeights &w);
   Status launch(const char *name, cuda::Dim3 grid, cuda::Dim3 block,
                 cuda::KernelArgs &args) {
-    return cuda::launch(fn.at(name), grid, block, 0, stream, args.data());
+    return cuda::launch(functions_.at(name), grid, block, 0, stream_,
+                        args.data());
   }
-  Status rmsnorm(DevicePtr in, DevicePtr w, DevicePtr out, int64_t rows) {
-    cuda::KernelArgs a;
-    pushMemRef(a, in, {rows, H()});
-    pushMemRef(a, w, {H()});
-    pushMemRef(a, out, {rows, H()});
-    a.f32(static_cast<float>(cfg.rmsEps));
-    return launch("rmsnorm", {static_cast<unsigned>(rows), 1, 1},
-                  {256, 1, 1}, a);
-  }
-  Status rope(DevicePtr vecs, int64_t rows, int64_t heads,
-              DevicePtr positionsPtr) {
-    cuda::KernelArgs a;
-    int64_t pairs = cfg.ropeDim / 2;
-    pushMemRef(a, vecs, {rows, heads, cfg.headDim});
-    pushMemRef(a, positionsPtr, {rows});
-    pushMemRef(a, invFreq.address(), {pairs});
-    a.i32(cfg.ropeMode == RopeMode::Adjacent ? 1 : 0);
-    unsigned threads = static_cast<unsigned>((pairs + 31) / 32 * 32);
-    return launch("rope",
-                  {static_cast<unsigned>(heads), static_cast<unsigned>(rows), 1},
-                  {threads, 1, 1}, a);
-  }
-  Status addBias(DevicePtr y, DevicePtr b, int64_t rows, int64_t n) {
-    cuda::KernelArgs a;
-    pushMemRef(a, y, {rows, n});
-    pushMemRef(a, b, {n});
-    return launch("add_bias",
-                  {static_cast<unsigned>((n + 255) / 256),
-                   static_cast<unsigned>(rows), 1},
-                  {256, 1, 1}, a);
-  }
-  /// out[rows, n] (+)= in[rows, k] * W[n, k]^T.
-  Status gemm(int64_t rows, int64_t n, int64_t kdim, DevicePtr in,
-              DevicePtr w, DevicePtr out, bool accumulate) {
-    cuda::GemmOptions o;
-    o.beta = accumulate ? 1.0f : 0.0f;
-    return blas.gemm(static_cast<int>(rows), static_cast<int>(n),
-                     static_cast<int>(kdim), cuda::ElementType::F32, in, w,
-                     out, o);
-  }
+  DevicePtr addr(Buf b) const { return bufs_[size_t(b)].address(); }
+  int64_t width(Buf b) const { return bufferWidth(b, cfg_); }
+  int64_t rows() const { return batch_->rows; }
+  int64_t count(Rows r) const { return r.count < 0 ? rows() : r.count; }
+  AttentionArgs attentionArgs(int64_t l) const;
+  AppendArgs appendArgs(int64_t l) const;
 
-  AppendArgs appendArgs(int64_t l, DevicePtr kNew, DevicePtr vNew,
-                        DevicePtr position) {
-    AppendArgs a;
-    a.batch = 1;
-    a.maxPages = maxPages;
-    a.numPages = maxPages;
-    a.kNew = reinterpret_cast<const float *>(kNew);
-    a.vNew = reinterpret_cast<const float *>(vNew);
-    a.kCache = reinterpret_cast<void *>(layers[l].kCache.address());
-    a.vCache = reinterpret_cast<void *>(layers[l].vCache.address());
-    a.pageTable = reinterpret_cast<const int32_t *>(pageTable.address());
-    a.positions = reinterpret_cast<const int32_t *>(position);
-    a.summaries = reinterpret_cast<float *>(layers[l].summaries.address());
-    return a;
-  }
+  ModelConfig cfg_;
+  ModelShape shape_;
+  DecoderOptions options_;
+  int64_t numPages_ = 0, width_ = 0, maxRows_ = 0;
+  double compileSeconds_ = 0.0;
 
-  /// The body of one decode step (captured into the graph).
-  Status stepBody() {
-    const int64_t qDim = cfg.qDim(), kvDim = cfg.kvDim();
-    const int64_t qkvDim = cfg.qkvDim();
-    {
-      cuda::KernelArgs a;
-      pushMemRef(a, embed.address(), {V(), H()});
-      pushMemRef(a, tokens.address(), {1});
-      pushMemRef(a, x.address(), {1, H()});
-      CONDENSATE_RETURN_IF_ERROR(launch(
-          "embed", {static_cast<unsigned>((H() + 255) / 256), 1, 1},
-          {256, 1, 1}, a));
-    }
-    for (int64_t l = 0; l < cfg.numLayers; ++l) {
-      DeviceLayer &L = layers[l];
-      CONDENSATE_RETURN_IF_ERROR(
-          rmsnorm(x.address(), L.attnNorm.address(), xn.address(), 1));
-      CONDENSATE_RETURN_IF_ERROR(gemm(1, qkvDim, H(), xn.address(),
-                                      L.wqkv.address(), qkv.address(), false));
-      if (cfg.attentionBias)
-        CONDENSATE_RETURN_IF_ERROR(
-            addBias(qkv.address(), L.bqkv.address(), 1, qkvDim));
-      CONDENSATE_RETURN_IF_ERROR(rope(qkv.address(), 1,
-                                      cfg.qHeads + cfg.kvHeads,
-                                      positions.address()));
-      DevicePtr kNew = qkv.address() + qDim * 4;
-      DevicePtr vNew = qkv.address() + (qDim + kvDim) * 4;
-      CONDENSATE_RETURN_IF_ERROR(policy->append(
-          appendArgs(l, kNew, vNew, positions.address()), stream));
-      AttentionArgs at;
-      at.batch = 1;
-      at.maxPages = maxPages;
-      at.numPages = maxPages;
-      at.q = reinterpret_cast<const float *>(qkv.address());
-      at.kCache = reinterpret_cast<const void *>(L.kCache.address());
-      at.vCache = reinterpret_cast<const void *>(L.vCache.address());
-      at.pageTable = reinterpret_cast<const int32_t *>(pageTable.address());
-      at.lens = reinterpret_cast<const int32_t *>(lens.address());
-      at.windows =
-          reinterpret_cast<const int32_t *>(windows.address() + l * 4);
-      at.summaries = reinterpret_cast<const float *>(L.summaries.address());
-      at.out = reinterpret_cast<float *>(attn.address());
-      at.stats = reinterpret_cast<float *>(
-          stats.address() + l * cfg.qHeads * kAttentionStatsWidth * 4);
-      CONDENSATE_RETURN_IF_ERROR(policy->attend(l, at, stream));
-      CONDENSATE_RETURN_IF_ERROR(gemm(1, H(), qDim, attn.address(),
-                                      L.wo.address(), x.address(), true));
-      if (L.bo.size() > 4)
-        CONDENSATE_RETURN_IF_ERROR(addBias(x.address(), L.bo.address(), 1, H()));
-      CONDENSATE_RETURN_IF_ERROR(
-          rmsnorm(x.address(), L.ffnNorm.address(), xn.address(), 1));
-      CONDENSATE_RETURN_IF_ERROR(gemm(1, 2 * F(), H(), xn.address(),
-                                      L.wgu.address(), gu.address(), false));
-      {
-        cuda::KernelArgs a;
-        pushMemRef(a, gu.address(), {1, 2 * F()});
-        pushMemRef(a, act.address(), {1, F()});
-        CONDENSATE_RETURN_IF_ERROR(launch(
-            "silu_mul", {static_cast<unsigned>((F() + 255) / 256), 1, 1},
-            {256, 1, 1}, a));
-      }
-      CONDENSATE_RETURN_IF_ERROR(gemm(1, H(), F(), act.address(),
-                                      L.wdown.address(), x.address(), true));
-    }
-    CONDENSATE_RETURN_IF_ERROR(
-        rmsnorm(x.address(), outNorm.address(), xn.address(), 1));
-    return gemm(1, V(), H(), xn.address(), outW.address(), logits.address(),
-                false);
-  }
+  cuda::Context context_;
+  cuda::Stream stream_;
+  cuda::Blas blas_;
+  cuda::Module kernels_;
+  std::map<std::string, cuda::Function> functions_;
+  std::shared_ptr<GPUAttention> program_, dense_;
+
+  std::vector<DeviceLayer> layers_;
+  cuda::DeviceBuffer embedding_, outputNorm_, output_, invFreq_;
+  ModelParams params_;
+  std::vector<cuda::DeviceBuffer> bufs_ =
+      std::vector<cuda::DeviceBuffer>(kNumBufs);
+  cuda::DeviceBuffer tokens_, positions_, lens_, pageTable_, windows_;
+  cuda::DeviceBuffer stats_, prefillStats_, queries_;
+
+  const ForwardBatch *batch_ = nullptr;
+  /// Decode graphs by batch size; cleared when the program changes.
+  std::map<int64_t, cuda::GraphExec> graphs_;
+  std::vector<float> hostStats_;
+  int64_t queryRows_ = 0; ///< rows of the last decode
+  mutable bool queriesFresh_ = false;
+  mutable std::vector<float> hostQueries_;
+  mutable std::vector<uint8_t> hostK_, hostV_;
+  mutable std::vector<float> hostSummaries_;
 };
 
-GPUDecoder::GPUDecoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-GPUDecoder::~GPUDecoder() = default;
-
-Result<std::unique_ptr<GPUDecoder>>
-GPUDecoder::create(std::shared_ptr<const LlamaWeights> weights,
-                   const Schedule &schedule, const GPUDecoderOptions &options) {
+Result<std::shared_ptr<GPUAttention>>
+GPUBackend::load(const Schedule &schedule) const {
   auto start = std::chrono::steady_clock::now();
-  auto impl = std::make_unique<Impl>();
-  Impl &d = *impl;
-  d.weights = weights;
-  d.cfg = weights->config();
-  d.options = options;
-  const LlamaConfig &cfg = d.cfg;
-  if (schedule.numLayers != cfg.numLayers)
-    return Status::error("the schedule is for " +
-                         std::to_string(schedule.numLayers) +
-                         " layers but the model has " +
-                         std::to_string(cfg.numLayers));
-  auto page = schedulePageSize(schedule);
-  if (!page.ok())
-    return page.status();
-  d.page = options.pageSize ? options.pageSize : (*page ? *page : 64);
-  d.schedule = withPageSize(schedule, d.page);
-  int64_t maxTokens = options.maxTokens
-                          ? options.maxTokens
-                          : (cfg.contextLength ? cfg.contextLength : 4096);
-  d.maxPages = (maxTokens + d.page - 1) / d.page + 1;
-  d.chunk = std::max<int64_t>(1, options.prefillChunk);
-  d.shape = {cfg.numLayers, cfg.qHeads, cfg.kvHeads, cfg.headDim,
-             d.page,        options.kvType, 0.0f};
+  GPUCompileOptions copts;
+  copts.chip = options_.chip;
+  auto library = getGPULibrary(shape_, schedule, copts);
+  if (!library.ok())
+    return library.status();
+  auto program = GPUProgram::load(*library, options_.device);
+  if (!program.ok())
+    return program.status();
+  auto p = std::make_shared<GPUAttention>();
+  p->schedule_ = schedule;
+  p->program = program.take();
+  // Sized for the largest call, so no launch allocates (graph capture).
+  CONDENSATE_RETURN_IF_ERROR(p->program->reserve(maxRows_, width_, numPages_));
+  p->owner = this;
+  p->seconds = secondsSince(start);
+  return p;
+}
 
-  auto ctx = cuda::Context::primary(options.device);
+Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
+  auto start = std::chrono::steady_clock::now();
+  auto be = std::make_unique<GPUBackend>();
+  GPUBackend &d = *be;
+  d.cfg_ = setup.weights->config();
+  d.shape_ = setup.shape;
+  d.options_ = setup.options;
+  d.numPages_ = setup.numPages;
+  d.width_ = setup.maxTablePages;
+  d.maxRows_ = std::max(setup.options.prefillChunk, setup.options.maxBatch);
+  const ModelConfig &cfg = d.cfg_;
+
+  auto ctx = cuda::Context::primary(setup.options.device);
   if (!ctx.ok())
     return ctx.status();
-  d.context = ctx.take();
+  d.context_ = ctx.take();
   auto stream = cuda::Stream::create();
   if (!stream.ok())
     return stream.status();
-  d.stream = stream.take();
-  auto blas = cuda::Blas::create(d.stream);
+  d.stream_ = stream.take();
+  auto blas = cuda::Blas::create(d.stream_);
   if (!blas.ok())
     return blas.status();
-  d.blas = blas.take();
+  d.blas_ = blas.take();
 
-  // Kernels: the element-wise ones and the schedule's attention.
+  // Kernels: the element-wise ones, the schedule's attention and the dense
+  // attention of prefill.
   auto ptx = compileGPUModulesToPTX(kDecoderKernelsMLIR, "DecoderKernels.mlir",
-                                    options.chip);
+                                    setup.options.chip);
   if (!ptx.ok())
     return ptx.status();
   auto module = cuda::Module::loadPtx(*ptx);
   if (!module.ok())
     return module.status();
-  d.kernels = module.take();
-  for (const char *name : {"embed", "rmsnorm", "rope", "silu_mul", "add_bias"}) {
-    auto f = d.kernels.getFunction(name);
+  d.kernels_ = module.take();
+  for (const char *name :
+       {"embed", "rmsnorm", "rope", "silu_mul", "add_bias", "split_qkv"}) {
+    auto f = d.kernels_.getFunction(name);
     if (!f.ok())
       return f.status();
-    d.fn.emplace(name, f.take());
+    d.functions_.emplace(name, f.take());
   }
-  GPUCompileOptions copts;
-  copts.chip = options.chip;
-  auto policyLib = getGPULibrary(d.shape, d.schedule, copts);
-  if (!policyLib.ok())
-    return policyLib.status();
-  auto denseLib = getGPULibrary(
-      d.shape, Schedule::uniform(cfg.numLayers, Policy::makeDense()), copts);
-  if (!denseLib.ok())
-    return denseLib.status();
-  auto policy = GPUProgram::load(*policyLib, options.device);
-  if (!policy.ok())
-    return policy.status();
-  auto dense = GPUProgram::load(*denseLib, options.device);
+  auto program = d.load(setup.schedule);
+  if (!program.ok())
+    return program.status();
+  d.program_ = program.take();
+  auto dense = d.load(Schedule::uniform(cfg.numLayers, Policy::makeDense()));
   if (!dense.ok())
     return dense.status();
-  d.policy = policy.take();
-  d.dense = dense.take();
-  CONDENSATE_RETURN_IF_ERROR(d.policy->reserve(1, d.maxPages, d.maxPages));
-  CONDENSATE_RETURN_IF_ERROR(d.dense->reserve(d.chunk, d.maxPages, d.maxPages));
-  d.timings.compileSeconds = secondsSince(start);
+  d.dense_ = dense.take();
+  d.compileSeconds_ = secondsSince(start);
 
-  // Weights, float32 on the device.
-  auto put = [](const std::vector<float> &v, cuda::DeviceBuffer &out) {
-    auto b = upload(v.data(), v.size() * 4);
-    if (!b.ok())
-      return b.status();
-    out = b.take();
+  CONDENSATE_RETURN_IF_ERROR(d.uploadWeights(*setup.weights));
+  const size_t pageBytes = size_t(cfg.kvHeads * d.shape_.pageSize *
+                                  cfg.headDim * kvTypeBytes(d.shape_.kvType));
+  const size_t summaryBytes = size_t(cfg.kvHeads * 5 * cfg.headDim * 4);
+  for (int64_t l = 0; l < cfg.numLayers; ++l) {
+    DeviceLayer &L = d.layers_[size_t(l)];
+    const size_t pages = size_t(d.numPages_);
+    for (auto [buffer, bytes] :
+         {std::pair{&L.k, pageBytes}, std::pair{&L.v, pageBytes},
+          std::pair{&L.summaries, summaryBytes}})
+      CONDENSATE_RETURN_IF_ERROR(
+          allocate(pages * bytes, *buffer)
+              .withContext("allocating the KV cache of layer " +
+                           std::to_string(l)));
+  }
+
+  // Activations and per-pass inputs, sized for the largest pass.
+  const size_t R = size_t(d.maxRows_), L = size_t(cfg.numLayers);
+  for (int b = 0; b < kNumBufs; ++b)
+    CONDENSATE_RETURN_IF_ERROR(
+        allocate(R * size_t(d.width(Buf(b))) * 4, d.bufs_[size_t(b)]));
+  for (cuda::DeviceBuffer *b : {&d.tokens_, &d.positions_, &d.lens_})
+    CONDENSATE_RETURN_IF_ERROR(allocate(R * 4, *b));
+  CONDENSATE_RETURN_IF_ERROR(allocate(R * size_t(d.width_) * 4, d.pageTable_));
+  CONDENSATE_RETURN_IF_ERROR(allocate(L * R * 4, d.windows_));
+  const size_t statRow = size_t(cfg.qHeads * Decoder::kStatFields) * 4;
+  CONDENSATE_RETURN_IF_ERROR(allocate(L * R * statRow, d.stats_));
+  CONDENSATE_RETURN_IF_ERROR(allocate(R * statRow, d.prefillStats_));
+  CONDENSATE_RETURN_IF_ERROR(
+      allocate(L * R * size_t(cfg.qDim()) * 4, d.queries_));
+  return std::unique_ptr<Backend>(std::move(be));
+}
+
+Status GPUBackend::uploadWeights(const ModelWeights &w) {
+  const ModelConfig &cfg = cfg_;
+  auto put = [](const std::vector<float> &v, cuda::DeviceBuffer &out,
+                Param &p) -> Status {
+    CONDENSATE_RETURN_IF_ERROR(upload(v.data(), v.size(), out));
+    p = Param{out.address(), int64_t(v.size())};
     return Status::success();
   };
-  size_t kvElems = static_cast<size_t>(d.maxPages) * cfg.kvHeads * d.page *
-                   cfg.headDim;
-  size_t kvBytes = kvElems * kvTypeBytes(options.kvType);
+  layers_.resize(size_t(cfg.numLayers));
+  params_.layers.resize(size_t(cfg.numLayers));
   for (int64_t l = 0; l < cfg.numLayers; ++l) {
-    const LayerWeights &w = weights->layer(l);
-    DeviceLayer L;
-    CONDENSATE_RETURN_IF_ERROR(put(w.attnNorm, L.attnNorm));
-    CONDENSATE_RETURN_IF_ERROR(put(w.wqkv, L.wqkv));
-    CONDENSATE_RETURN_IF_ERROR(put(w.bqkv, L.bqkv));
-    CONDENSATE_RETURN_IF_ERROR(put(w.wo, L.wo));
-    CONDENSATE_RETURN_IF_ERROR(put(w.bo, L.bo));
-    CONDENSATE_RETURN_IF_ERROR(put(w.ffnNorm, L.ffnNorm));
-    CONDENSATE_RETURN_IF_ERROR(put(w.wGateUp, L.wgu));
-    CONDENSATE_RETURN_IF_ERROR(put(w.wDown, L.wdown));
-    auto kc = zeros(kvBytes), vc = zeros(kvBytes);
-    auto sm = zeros(static_cast<size_t>(d.maxPages) * cfg.kvHeads * 5 *
-                    cfg.headDim * 4);
-    if (!kc.ok() || !vc.ok() || !sm.ok())
-      return Status::error("allocating the KV cache of layer " +
-                           std::to_string(l) + " failed");
-    L.kCache = kc.take();
-    L.vCache = vc.take();
-    L.summaries = sm.take();
-    d.layers.push_back(std::move(L));
+    const LayerWeights &src = w.layer(l);
+    DeviceLayer &L = layers_[size_t(l)];
+    LayerParams &P = params_.layers[size_t(l)];
+    CONDENSATE_RETURN_IF_ERROR(put(src.attnNorm, L.attnNorm, P.attnNorm));
+    CONDENSATE_RETURN_IF_ERROR(put(src.wqkv, L.wqkv, P.wqkv));
+    CONDENSATE_RETURN_IF_ERROR(put(src.bqkv, L.bqkv, P.bqkv));
+    CONDENSATE_RETURN_IF_ERROR(put(src.wo, L.wo, P.wo));
+    CONDENSATE_RETURN_IF_ERROR(put(src.bo, L.bo, P.bo));
+    CONDENSATE_RETURN_IF_ERROR(put(src.ffnNorm, L.ffnNorm, P.ffnNorm));
+    CONDENSATE_RETURN_IF_ERROR(put(src.wGateUp, L.wGateUp, P.wGateUp));
+    CONDENSATE_RETURN_IF_ERROR(put(src.wDown, L.wDown, P.wDown));
   }
-  size_t embedBytes = static_cast<size_t>(cfg.vocab) * cfg.hidden * 4;
-  auto emb = upload(weights->tokenEmbedding(), embedBytes);
-  if (!emb.ok())
-    return emb.status();
-  d.embed = emb.take();
-  std::vector<float> outNorm(weights->outputNorm(),
-                             weights->outputNorm() + cfg.hidden);
-  CONDENSATE_RETURN_IF_ERROR(put(outNorm, d.outNorm));
+  const size_t table = size_t(cfg.vocab * cfg.hidden);
+  CONDENSATE_RETURN_IF_ERROR(upload(w.tokenEmbedding(), table, embedding_));
+  params_.embedding = Param{embedding_.address(), int64_t(table)};
   if (cfg.tiedOutput) {
-    auto o = upload(weights->outputWeights(), embedBytes);
-    if (!o.ok())
-      return o.status();
-    d.outW = o.take();
+    params_.output = params_.embedding; // one copy serves both
   } else {
-    auto o = upload(weights->outputWeights(), embedBytes);
-    if (!o.ok())
-      return o.status();
-    d.outW = o.take();
+    CONDENSATE_RETURN_IF_ERROR(upload(w.outputWeights(), table, output_));
+    params_.output = Param{output_.address(), int64_t(table)};
   }
-  std::vector<float> inv(cfg.ropeDim / 2);
+  CONDENSATE_RETURN_IF_ERROR(
+      upload(w.outputNorm(), size_t(cfg.hidden), outputNorm_));
+  params_.outputNorm = Param{outputNorm_.address(), cfg.hidden};
+  // Inverse frequencies with the linear scale folded in: the rope kernel's
+  // angle is position * invFreq.
+  std::vector<float> inv(size_t(cfg.ropeDim / 2));
   for (size_t i = 0; i < inv.size(); ++i)
     inv[i] = static_cast<float>(
         std::pow(cfg.ropeTheta, -2.0 * double(i) / double(cfg.ropeDim)) /
         cfg.ropeLinearScale);
-  CONDENSATE_RETURN_IF_ERROR(put(inv, d.invFreq));
-
-  // Activations and per-step inputs.
-  int64_t T = d.chunk;
-  auto alloc = [](size_t bytes, cuda::DeviceBuffer &out) {
-    auto b = zeros(bytes);
-    if (!b.ok())
-      return b.status();
-    out = b.take();
-    return Status::success();
-  };
-  CONDENSATE_RETURN_IF_ERROR(alloc(T * cfg.hidden * 4, d.x));
-  CONDENSATE_RETURN_IF_ERROR(alloc(T * cfg.hidden * 4, d.xn));
-  CONDENSATE_RETURN_IF_ERROR(alloc(T * cfg.qDim() * 4, d.q));
-  CONDENSATE_RETURN_IF_ERROR(alloc(T * cfg.kvDim() * 4, d.k));
-  CONDENSATE_RETURN_IF_ERROR(alloc(T * cfg.kvDim() * 4, d.v));
-  CONDENSATE_RETURN_IF_ERROR(alloc(cfg.qkvDim() * 4, d.qkv));
-  CONDENSATE_RETURN_IF_ERROR(alloc(T * cfg.qDim() * 4, d.attn));
-  CONDENSATE_RETURN_IF_ERROR(alloc(T * 2 * cfg.ffn * 4, d.gu));
-  CONDENSATE_RETURN_IF_ERROR(alloc(T * cfg.ffn * 4, d.act));
-  CONDENSATE_RETURN_IF_ERROR(alloc(cfg.vocab * 4, d.logits));
-  CONDENSATE_RETURN_IF_ERROR(alloc(T * 4, d.tokens));
-  CONDENSATE_RETURN_IF_ERROR(alloc(T * 4, d.positions));
-  CONDENSATE_RETURN_IF_ERROR(alloc(T * 4, d.lens));
-  CONDENSATE_RETURN_IF_ERROR(
-      alloc(std::max<int64_t>(T, cfg.numLayers) * 4, d.windows));
-  CONDENSATE_RETURN_IF_ERROR(
-      alloc(cfg.numLayers * cfg.qHeads * kAttentionStatsWidth * 4, d.stats));
-  CONDENSATE_RETURN_IF_ERROR(
-      alloc(T * cfg.qHeads * kAttentionStatsWidth * 4, d.prefillStats));
-  // One sequence: pages in order. Prefill uses the same row T times.
-  std::vector<int32_t> rowPages(d.maxPages);
-  for (int64_t j = 0; j < d.maxPages; ++j)
-    rowPages[j] = static_cast<int32_t>(j);
-  std::vector<int32_t> rows(T * d.maxPages);
-  for (int64_t t = 0; t < T; ++t)
-    std::copy(rowPages.begin(), rowPages.end(), rows.begin() + t * d.maxPages);
-  auto pt = upload(rowPages.data(), rowPages.size() * 4);
-  auto pr = upload(rows.data(), rows.size() * 4);
-  if (!pt.ok() || !pr.ok())
-    return Status::error("allocating the page tables failed");
-  d.pageTable = pt.take();
-  d.pageRows = pr.take();
-  d.hostStats.assign(cfg.numLayers * cfg.qHeads * kAttentionStatsWidth, 0.0f);
-  d.hostWindows.assign(cfg.numLayers, 0);
-  return std::unique_ptr<GPUDecoder>(new GPUDecoder(std::move(impl)));
+  return upload(inv.data(), inv.size(), invFreq_);
 }
 
-void GPUDecoder::reset() { impl_->history.clear(); }
-int64_t GPUDecoder::length() const {
-  return static_cast<int64_t>(impl_->history.size());
-}
-const std::vector<float> &GPUDecoder::stats() const { return impl_->hostStats; }
-const GPUTimings &GPUDecoder::timings() const { return impl_->timings; }
-void GPUDecoder::resetTimings() {
-  double compile = impl_->timings.compileSeconds;
-  impl_->timings = GPUTimings();
-  impl_->timings.compileSeconds = compile;
-}
-
-std::string GPUDecoder::deviceDescription() const {
+std::string GPUBackend::description() const {
   auto drv = cuda::Driver::get();
   if (!drv.ok())
     return "no GPU";
-  auto props = (*drv)->deviceProperties(impl_->options.device);
+  auto props = (*drv)->deviceProperties(options_.device);
   if (!props.ok())
     return "GPU";
   return props->name + " (sm_" + std::to_string(props->computeCapability()) +
          ", " + std::to_string(props->multiprocessorCount) + " SMs)";
 }
 
-Status GPUDecoder::prefill(const int32_t *tokens, int64_t count,
-                           float *lastLogits,
-                           const std::function<void(int64_t, int64_t)> &progress) {
-  Impl &d = *impl_;
-  const LlamaConfig &cfg = d.cfg;
-  if (count <= 0)
-    return Status::error("prefill: no tokens");
-  int64_t start = static_cast<int64_t>(d.history.size());
-  if ((start + count) > (d.maxPages - 1) * d.page)
-    return Status::error("prefill: " + std::to_string(start + count) +
-                         " tokens exceed the KV capacity of " +
-                         std::to_string((d.maxPages - 1) * d.page));
-  for (int64_t i = 0; i < count; ++i)
-    if (tokens[i] < 0 || tokens[i] >= cfg.vocab)
-      return Status::error("prefill: token " + std::to_string(tokens[i]) +
-                           " outside the vocabulary");
-  auto t0 = std::chrono::steady_clock::now();
-  const int64_t qDim = cfg.qDim(), kvDim = cfg.kvDim();
-  for (int64_t c0 = 0; c0 < count; c0 += d.chunk) {
-    int64_t T = std::min(d.chunk, count - c0);
-    std::vector<int32_t> pos(T), len(T);
-    for (int64_t t = 0; t < T; ++t) {
-      pos[t] = static_cast<int32_t>(start + c0 + t);
-      len[t] = pos[t] + 1;
-    }
-    CONDENSATE_RETURN_IF_ERROR(d.tokens.copyFromHost(tokens + c0, T * 4));
-    CONDENSATE_RETURN_IF_ERROR(d.positions.copyFromHost(pos.data(), T * 4));
-    CONDENSATE_RETURN_IF_ERROR(d.lens.copyFromHost(len.data(), T * 4));
-    {
-      cuda::KernelArgs a;
-      pushMemRef(a, d.embed.address(), {cfg.vocab, cfg.hidden});
-      pushMemRef(a, d.tokens.address(), {T});
-      pushMemRef(a, d.x.address(), {T, cfg.hidden});
-      CONDENSATE_RETURN_IF_ERROR(d.launch(
-          "embed",
-          {static_cast<unsigned>((cfg.hidden + 255) / 256),
-           static_cast<unsigned>(T), 1},
-          {256, 1, 1}, a));
-    }
-    for (int64_t l = 0; l < cfg.numLayers; ++l) {
-      DeviceLayer &L = d.layers[l];
-      CONDENSATE_RETURN_IF_ERROR(
-          d.rmsnorm(d.x.address(), L.attnNorm.address(), d.xn.address(), T));
-      DevicePtr w = L.wqkv.address();
-      CONDENSATE_RETURN_IF_ERROR(
-          d.gemm(T, qDim, cfg.hidden, d.xn.address(), w, d.q.address(), false));
-      CONDENSATE_RETURN_IF_ERROR(d.gemm(T, kvDim, cfg.hidden, d.xn.address(),
-                                        w + qDim * cfg.hidden * 4,
-                                        d.k.address(), false));
-      CONDENSATE_RETURN_IF_ERROR(
-          d.gemm(T, kvDim, cfg.hidden, d.xn.address(),
-                 w + (qDim + kvDim) * cfg.hidden * 4, d.v.address(), false));
-      if (cfg.attentionBias) {
-        DevicePtr b = L.bqkv.address();
-        CONDENSATE_RETURN_IF_ERROR(d.addBias(d.q.address(), b, T, qDim));
-        CONDENSATE_RETURN_IF_ERROR(
-            d.addBias(d.k.address(), b + qDim * 4, T, kvDim));
-        CONDENSATE_RETURN_IF_ERROR(
-            d.addBias(d.v.address(), b + (qDim + kvDim) * 4, T, kvDim));
-      }
-      CONDENSATE_RETURN_IF_ERROR(
-          d.rope(d.q.address(), T, cfg.qHeads, d.positions.address()));
-      CONDENSATE_RETURN_IF_ERROR(
-          d.rope(d.k.address(), T, cfg.kvHeads, d.positions.address()));
-      // Appends one position at a time: positions of one page updated by
-      // concurrent blocks would race on its summary.
-      for (int64_t t = 0; t < T; ++t)
-        CONDENSATE_RETURN_IF_ERROR(d.dense->append(
-            d.appendArgs(l, d.k.address() + t * kvDim * 4,
-                         d.v.address() + t * kvDim * 4,
-                         d.positions.address() + t * 4),
-            d.stream));
-      AttentionArgs at;
-      at.batch = T;
-      at.maxPages = d.maxPages;
-      at.numPages = d.maxPages;
-      at.q = reinterpret_cast<const float *>(d.q.address());
-      at.kCache = reinterpret_cast<const void *>(L.kCache.address());
-      at.vCache = reinterpret_cast<const void *>(L.vCache.address());
-      at.pageTable = reinterpret_cast<const int32_t *>(d.pageRows.address());
-      at.lens = reinterpret_cast<const int32_t *>(d.lens.address());
-      at.windows = reinterpret_cast<const int32_t *>(d.windows.address());
-      at.summaries = reinterpret_cast<const float *>(L.summaries.address());
-      at.out = reinterpret_cast<float *>(d.attn.address());
-      at.stats = reinterpret_cast<float *>(d.prefillStats.address());
-      CONDENSATE_RETURN_IF_ERROR(d.dense->attend(l, at, d.stream));
-      CONDENSATE_RETURN_IF_ERROR(d.gemm(T, cfg.hidden, qDim, d.attn.address(),
-                                        L.wo.address(), d.x.address(), true));
-      if (L.bo.size() > 4)
-        CONDENSATE_RETURN_IF_ERROR(
-            d.addBias(d.x.address(), L.bo.address(), T, cfg.hidden));
-      CONDENSATE_RETURN_IF_ERROR(
-          d.rmsnorm(d.x.address(), L.ffnNorm.address(), d.xn.address(), T));
-      CONDENSATE_RETURN_IF_ERROR(d.gemm(T, 2 * cfg.ffn, cfg.hidden,
-                                        d.xn.address(), L.wgu.address(),
-                                        d.gu.address(), false));
-      {
-        cuda::KernelArgs a;
-        pushMemRef(a, d.gu.address(), {T, 2 * cfg.ffn});
-        pushMemRef(a, d.act.address(), {T, cfg.ffn});
-        CONDENSATE_RETURN_IF_ERROR(d.launch(
-            "silu_mul",
-            {static_cast<unsigned>((cfg.ffn + 255) / 256),
-             static_cast<unsigned>(T), 1},
-            {256, 1, 1}, a));
-      }
-      CONDENSATE_RETURN_IF_ERROR(d.gemm(T, cfg.hidden, cfg.ffn,
-                                        d.act.address(), L.wdown.address(),
-                                        d.x.address(), true));
-    }
-    if (c0 + T >= count) {
-      DevicePtr last = d.x.address() + (T - 1) * cfg.hidden * 4;
-      CONDENSATE_RETURN_IF_ERROR(
-          d.rmsnorm(last, d.outNorm.address(), d.xn.address(), 1));
-      CONDENSATE_RETURN_IF_ERROR(d.gemm(1, cfg.vocab, cfg.hidden,
-                                        d.xn.address(), d.outW.address(),
-                                        d.logits.address(), false));
-    }
-    CONDENSATE_RETURN_IF_ERROR(d.stream.synchronize());
-    if (progress)
-      progress(c0 + T, count);
-  }
-  if (lastLogits)
-    CONDENSATE_RETURN_IF_ERROR(
-        d.logits.copyToHost(lastLogits, cfg.vocab * 4));
-  d.history.insert(d.history.end(), tokens, tokens + count);
-  d.timings.prefillSeconds += secondsSince(t0);
-  d.timings.prefillTokens += count;
+Status GPUBackend::setProgram(std::shared_ptr<const AttentionProgram> p) {
+  auto gpu = std::dynamic_pointer_cast<const GPUAttention>(p);
+  if (!gpu || gpu->owner != this)
+    return Status::error("setProgram: the program was not compiled by this "
+                         "GPU decoder");
+  // The graphs launch the old program's kernels.
+  graphs_.clear();
+  program_ = std::const_pointer_cast<GPUAttention>(std::move(gpu));
   return Status::success();
 }
 
-Status GPUDecoder::step(int32_t token, float *logits) {
-  Impl &d = *impl_;
-  const LlamaConfig &cfg = d.cfg;
-  if (token < 0 || token >= cfg.vocab)
-    return Status::error("step: token " + std::to_string(token) +
-                         " outside the vocabulary");
-  int64_t pos = static_cast<int64_t>(d.history.size());
-  if (pos + 1 > (d.maxPages - 1) * d.page)
-    return Status::error("step: the KV capacity of " +
-                         std::to_string((d.maxPages - 1) * d.page) +
-                         " tokens is full");
-  auto t0 = std::chrono::steady_clock::now();
-  d.history.push_back(token);
-  // Per-step inputs, in device memory the graph reads.
-  int32_t *scalars = d.hostScalars;
-  scalars[0] = token;
-  scalars[1] = static_cast<int32_t>(pos);
-  scalars[2] = static_cast<int32_t>(pos + 1);
-  double rep = repetitionScore(d.history.data(),
-                               static_cast<int64_t>(d.history.size()),
-                               d.options.repetitionSpan);
-  for (int64_t l = 0; l < cfg.numLayers; ++l) {
-    const Policy &p = d.schedule.policyFor(l, 0);
-    d.hostWindows[l] = static_cast<int32_t>(p.dense ? 0 : p.windowFor(rep));
-  }
-  CONDENSATE_RETURN_IF_ERROR(
-      d.tokens.copyFromHostAsync(&scalars[0], 4, d.stream));
-  CONDENSATE_RETURN_IF_ERROR(
-      d.positions.copyFromHostAsync(&scalars[1], 4, d.stream));
-  CONDENSATE_RETURN_IF_ERROR(d.lens.copyFromHostAsync(&scalars[2], 4, d.stream));
-  CONDENSATE_RETURN_IF_ERROR(d.windows.copyFromHostAsync(
-      d.hostWindows.data(), cfg.numLayers * 4, d.stream));
-  if (d.options.cudaGraph) {
-    if (!d.haveGraph) {
-      auto capture = cuda::StreamCapture::begin(d.stream);
-      if (!capture.ok())
-        return capture.status();
-      Status body = d.stepBody();
-      auto graph = capture->end();
-      if (!body.ok())
-        return body.withContext("capturing the decode step");
-      if (!graph.ok())
-        return graph.status();
-      auto exec = graph->instantiate();
-      if (!exec.ok())
-        return exec.status();
-      d.graph = exec.take();
-      d.haveGraph = true;
-    }
-    CONDENSATE_RETURN_IF_ERROR(d.graph.launch(d.stream));
-  } else {
-    CONDENSATE_RETURN_IF_ERROR(d.stepBody());
-  }
-  if (logits)
-    CONDENSATE_RETURN_IF_ERROR(
-        d.logits.copyToHostAsync(logits, cfg.vocab * 4, d.stream));
-  CONDENSATE_RETURN_IF_ERROR(d.stats.copyToHostAsync(
-      d.hostStats.data(), d.hostStats.size() * 4, d.stream));
-  CONDENSATE_RETURN_IF_ERROR(d.stream.synchronize());
-  d.timings.decodeSeconds += secondsSince(t0);
-  d.timings.decodeSteps += 1;
+Status GPUBackend::copyPage(int32_t from, int32_t to) {
+  const size_t pageBytes = size_t(cfg_.kvHeads * shape_.pageSize *
+                                  cfg_.headDim * kvTypeBytes(shape_.kvType));
+  const size_t summaryBytes = size_t(cfg_.kvHeads * 5 * cfg_.headDim * 4);
+  for (DeviceLayer &L : layers_)
+    for (auto [buffer, bytes] :
+         {std::pair{&L.k, pageBytes}, std::pair{&L.v, pageBytes},
+          std::pair{&L.summaries, summaryBytes}})
+      CONDENSATE_RETURN_IF_ERROR(buffer->copyFromDeviceAsync(
+          *buffer, bytes, stream_, size_t(from) * bytes, size_t(to) * bytes));
   return Status::success();
+}
+
+Decoder::CacheView GPUBackend::cache(int64_t layer) const {
+  Decoder::CacheView view;
+  if (layer < 0 || layer >= cfg_.numLayers || !stream_.synchronize().ok())
+    return view;
+  const DeviceLayer &L = layers_[size_t(layer)];
+  hostK_.resize(L.k.size());
+  hostV_.resize(L.v.size());
+  hostSummaries_.resize(L.summaries.size() / 4);
+  if (!L.k.download(hostK_).ok() || !L.v.download(hostV_).ok() ||
+      !L.summaries.download(hostSummaries_).ok())
+    return view;
+  view.k = hostK_.data();
+  view.v = hostV_.data();
+  view.summaries = hostSummaries_.data();
+  view.numPages = numPages_;
+  return view;
+}
+
+Status GPUBackend::begin(const ForwardBatch &batch) {
+  if (batch.rows > maxRows_ || batch.tableWidth != width_)
+    return Status::error("GPU forward of " + std::to_string(batch.rows) +
+                         " rows x " + std::to_string(batch.tableWidth) +
+                         " pages; sized for " + std::to_string(maxRows_) +
+                         " x " + std::to_string(width_));
+  batch_ = &batch;
+  const size_t R = size_t(batch.rows);
+  CONDENSATE_RETURN_IF_ERROR(
+      tokens_.copyFromHostAsync(batch.tokens.data(), R * 4, stream_));
+  CONDENSATE_RETURN_IF_ERROR(
+      positions_.copyFromHostAsync(batch.positions.data(), R * 4, stream_));
+  CONDENSATE_RETURN_IF_ERROR(
+      lens_.copyFromHostAsync(batch.lens.data(), R * 4, stream_));
+  CONDENSATE_RETURN_IF_ERROR(pageTable_.copyFromHostAsync(
+      batch.pageTable.data(), batch.pageTable.size() * 4, stream_));
+  if (batch.kind == ForwardKind::Decode)
+    CONDENSATE_RETURN_IF_ERROR(windows_.copyFromHostAsync(
+        batch.windows.data(), batch.windows.size() * 4, stream_));
+  return Status::success();
+}
+
+Status GPUBackend::run(const std::function<Status()> &body) {
+  if (batch_->kind != ForwardKind::Decode || !options_.cudaGraph)
+    return body();
+  auto it = graphs_.find(rows());
+  if (it == graphs_.end()) {
+    auto capture = cuda::StreamCapture::begin(stream_);
+    if (!capture.ok())
+      return capture.status();
+    Status st = body();
+    auto graph = capture->end();
+    if (!st.ok())
+      return st.withContext("capturing the decode step");
+    if (!graph.ok())
+      return graph.status();
+    auto exec = graph->instantiate();
+    if (!exec.ok())
+      return exec.status();
+    it = graphs_.emplace(rows(), exec.take()).first;
+  }
+  return it->second.launch(stream_);
+}
+
+Status GPUBackend::finish(float *logits, int64_t logitRows) {
+  if (logits && logitRows > 0)
+    CONDENSATE_RETURN_IF_ERROR(bufs_[size_t(Buf::Logits)].copyToHostAsync(
+        logits, size_t(logitRows * cfg_.vocab) * 4, stream_));
+  if (batch_->kind == ForwardKind::Decode) {
+    hostStats_.resize(
+        size_t(cfg_.numLayers * rows() * cfg_.qHeads * Decoder::kStatFields));
+    CONDENSATE_RETURN_IF_ERROR(stats_.copyToHostAsync(
+        hostStats_.data(), hostStats_.size() * 4, stream_));
+    queryRows_ = rows();
+    queriesFresh_ = false;
+  }
+  return stream_.synchronize();
+}
+
+const std::vector<float> &GPUBackend::queries() const {
+  // Downloaded on demand: only studies read them.
+  if (!queriesFresh_) {
+    hostQueries_.resize(size_t(cfg_.numLayers * queryRows_ * cfg_.qDim()));
+    if (!stream_.synchronize().ok() ||
+        !queries_.copyToHost(hostQueries_.data(), hostQueries_.size() * 4).ok())
+      hostQueries_.clear();
+    queriesFresh_ = true;
+  }
+  return hostQueries_;
+}
+
+Status GPUBackend::embed() {
+  cuda::KernelArgs a;
+  pushMemRef(a, params_.embedding.address, {cfg_.vocab, cfg_.hidden});
+  pushMemRef(a, tokens_.address(), {rows()});
+  pushMemRef(a, addr(Buf::X), {rows(), cfg_.hidden});
+  return launch("embed", {blocksFor(cfg_.hidden), unsigned(rows()), 1},
+                {256, 1, 1}, a);
+}
+
+Status GPUBackend::rmsNorm(Buf in, const Param &weight, Buf out, Rows r) {
+  const int64_t H = width(in), n = count(r);
+  cuda::KernelArgs a;
+  pushMemRef(a, addr(in) + DevicePtr(r.first * H * 4), {n, H});
+  pushMemRef(a, weight.address, {H});
+  pushMemRef(a, addr(out), {n, H});
+  a.f32(static_cast<float>(cfg_.rmsEps));
+  return launch("rmsnorm", {unsigned(n), 1, 1}, {256, 1, 1}, a);
+}
+
+Status GPUBackend::linear(Buf in, const Param &weight, const Param &bias,
+                          Buf out, bool accumulate, Rows r) {
+  const int64_t K = width(in), N = width(out), n = count(r);
+  if (weight.size != N * K)
+    return Status::error("linear: a weight of " + std::to_string(weight.size) +
+                         " elements for a [" + std::to_string(N) + ", " +
+                         std::to_string(K) + "] product");
+  cuda::GemmOptions o;
+  o.beta = accumulate ? 1.0f : 0.0f;
+  CONDENSATE_RETURN_IF_ERROR(blas_.gemm(
+      int(n), int(N), int(K), cuda::ElementType::F32,
+      addr(in) + DevicePtr(r.first * K * 4), weight.address, addr(out), o));
+  if (!bias.present())
+    return Status::success();
+  cuda::KernelArgs a;
+  pushMemRef(a, addr(out), {n, N});
+  pushMemRef(a, bias.address, {N});
+  return launch("add_bias", {blocksFor(N), unsigned(n), 1}, {256, 1, 1}, a);
+}
+
+Status GPUBackend::splitQKV() {
+  cuda::KernelArgs a;
+  pushMemRef(a, addr(Buf::QKV), {rows(), cfg_.qkvDim()});
+  pushMemRef(a, addr(Buf::Q), {rows(), cfg_.qDim()});
+  pushMemRef(a, addr(Buf::K), {rows(), cfg_.kvDim()});
+  pushMemRef(a, addr(Buf::V), {rows(), cfg_.kvDim()});
+  return launch("split_qkv", {blocksFor(cfg_.qkvDim()), unsigned(rows()), 1},
+                {256, 1, 1}, a);
+}
+
+Status GPUBackend::rope(Buf qOrK) {
+  const int64_t heads = qOrK == Buf::Q ? cfg_.qHeads : cfg_.kvHeads,
+                pairs = cfg_.ropeDim / 2;
+  cuda::KernelArgs a;
+  pushMemRef(a, addr(qOrK), {rows(), heads, cfg_.headDim});
+  pushMemRef(a, positions_.address(), {rows()});
+  pushMemRef(a, invFreq_.address(), {pairs});
+  a.i32(cfg_.ropeMode == RopeMode::Adjacent ? 1 : 0);
+  const unsigned threads = static_cast<unsigned>((pairs + 31) / 32 * 32);
+  return launch("rope", {unsigned(heads), unsigned(rows()), 1}, {threads, 1, 1},
+                a);
+}
+
+AppendArgs GPUBackend::appendArgs(int64_t l) const {
+  const DeviceLayer &L = layers_[size_t(l)];
+  AppendArgs a;
+  a.batch = rows();
+  a.maxPages = width_;
+  a.numPages = numPages_;
+  a.kNew = dev<const float>(addr(Buf::K));
+  a.vNew = dev<const float>(addr(Buf::V));
+  a.kCache = dev<void>(L.k.address());
+  a.vCache = dev<void>(L.v.address());
+  a.pageTable = dev<const int32_t>(pageTable_.address());
+  a.positions = dev<const int32_t>(positions_.address());
+  a.summaries = dev<float>(L.summaries.address());
+  return a;
+}
+
+Status GPUBackend::append(int64_t l) {
+  AppendArgs a = appendArgs(l);
+  if (batch_->kind == ForwardKind::Decode)
+    return program_->program->append(a, stream_);
+  // Prefill rows are one sequence: one position at a time, as positions of
+  // one page appended by concurrent blocks would race on its summary.
+  const int64_t kvDim = cfg_.kvDim();
+  a.batch = 1;
+  for (int64_t t = 0; t < rows(); ++t) {
+    a.kNew = dev<const float>(addr(Buf::K) + DevicePtr(t * kvDim * 4));
+    a.vNew = dev<const float>(addr(Buf::V) + DevicePtr(t * kvDim * 4));
+    a.pageTable =
+        dev<const int32_t>(pageTable_.address() + DevicePtr(t * width_ * 4));
+    a.positions = dev<const int32_t>(positions_.address() + DevicePtr(t * 4));
+    CONDENSATE_RETURN_IF_ERROR(dense_->program->append(a, stream_));
+  }
+  return Status::success();
+}
+
+AttentionArgs GPUBackend::attentionArgs(int64_t l) const {
+  const DeviceLayer &L = layers_[size_t(l)];
+  AttentionArgs a;
+  a.batch = rows();
+  a.maxPages = width_;
+  a.numPages = numPages_;
+  a.q = dev<const float>(addr(Buf::Q));
+  a.kCache = dev<const void>(L.k.address());
+  a.vCache = dev<const void>(L.v.address());
+  a.pageTable = dev<const int32_t>(pageTable_.address());
+  a.lens = dev<const int32_t>(lens_.address());
+  a.windows =
+      dev<const int32_t>(windows_.address() + DevicePtr(l * rows() * 4));
+  a.summaries = dev<const float>(L.summaries.address());
+  a.out = dev<float>(addr(Buf::Attn));
+  return a;
+}
+
+Status GPUBackend::attend(int64_t l) {
+  AttentionArgs a = attentionArgs(l);
+  a.stats = dev<float>(stats_.address() + DevicePtr(l * rows() * cfg_.qHeads *
+                                                    Decoder::kStatFields * 4));
+  return program_->program->attend(l, a, stream_);
+}
+
+Status GPUBackend::prefillAttend(int64_t l) {
+  // One "sequence" per prompt row: its own length over the shared page
+  // row, so the dense kernel is causal.
+  AttentionArgs a = attentionArgs(l);
+  a.windows = dev<const int32_t>(windows_.address()); // dense: unread
+  a.stats = dev<float>(prefillStats_.address());
+  return dense_->program->attend(l, a, stream_);
+}
+
+Status GPUBackend::activation(Activation kind) {
+  const char *name = nullptr;
+  switch (kind) {
+  case Activation::SwiGLU:
+    name = "silu_mul";
+    break;
+  }
+  if (!name)
+    return Status::error("unknown activation");
+  cuda::KernelArgs a;
+  pushMemRef(a, addr(Buf::GU), {rows(), 2 * cfg_.ffn});
+  pushMemRef(a, addr(Buf::Act), {rows(), cfg_.ffn});
+  return launch(name, {blocksFor(cfg_.ffn), unsigned(rows()), 1}, {256, 1, 1},
+                a);
+}
+
+Status GPUBackend::keepQueries(int64_t l) {
+  const size_t bytes = size_t(rows() * cfg_.qDim()) * 4;
+  return queries_.copyFromDeviceAsync(bufs_[size_t(Buf::Q)], bytes, stream_, 0,
+                                      size_t(l) * bytes);
+}
+
+} // namespace
+
+Result<std::unique_ptr<Backend>> createGPUBackend(const BackendSetup &setup) {
+  return GPUBackend::create(setup);
 }
 
 } // namespace condensate::decoder

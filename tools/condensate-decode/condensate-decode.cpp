@@ -5,11 +5,10 @@
 // speed and, with --compare dense, the policy's fidelity to dense decoding.
 //
 //===----------------------------------------------------------------------===//
-#include "condensate/Decoder/CPUDecoder.h"
-#include "condensate/Decoder/GPUDecoder.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Chat.h"
 #include "condensate/Decoder/Fidelity.h"
-#include "condensate/Decoder/Llama.h"
+#include "condensate/Decoder/Model.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
 #include "condensate/Runtime/Engine.h"
@@ -340,7 +339,7 @@ std::string profileText(const char *what, const char *unit,
 
 /// Greedy decoding state of one sequence.
 struct Run {
-  CPUDecoder::SeqId seq = -1;
+  Decoder::SeqId seq = -1;
   std::vector<int32_t> tokens; ///< generated, including a stop token
   bool stoppedAtEos = false;
   int64_t steps = 0;
@@ -351,23 +350,27 @@ struct Run {
 /// a second GPU decoder; teacher forcing re-prefills the policy decoder and
 /// feeds it the dense tokens in lockstep.
 int runGPU(const Options &o, const std::string &modelPath, double loadSeconds,
-           const LlamaConfig &cfg, const model::Tokenizer &tokenizer,
-           const std::shared_ptr<const LlamaWeights> &weights,
+           const ModelConfig &cfg, const model::Tokenizer &tokenizer,
+           const std::shared_ptr<const ModelWeights> &weights,
            const std::vector<int32_t> &prompt, const Schedule &schedule,
            const std::string &policyName,
            std::chrono::steady_clock::time_point start) {
   const bool text = !o.json && !o.quiet;
-  GPUDecoderOptions gopts;
+  DecoderOptions gopts;
+  gopts.backend = BackendKind::GPU;
   gopts.kvType = o.kvTypeGiven ? o.kvType : KVType::BF16;
   gopts.pageSize = o.pageSize;
   gopts.maxTokens = int64_t(prompt.size()) + o.maxNew + 1;
   auto compileStart = std::chrono::steady_clock::now();
-  std::unique_ptr<GPUDecoder> dec =
-      take(GPUDecoder::create(weights, schedule, gopts));
-  std::unique_ptr<GPUDecoder> denseDec;
-  if (o.compareDense)
-    denseDec = take(GPUDecoder::create(
+  std::unique_ptr<Decoder> dec =
+      take(Decoder::create(weights, schedule, gopts));
+  Decoder::SeqId seq = dec->newSequence(), denseSeq = -1;
+  std::unique_ptr<Decoder> denseDec;
+  if (o.compareDense) {
+    denseDec = take(Decoder::create(
         weights, Schedule::uniform(cfg.numLayers, Policy::makeDense()), gopts));
+    denseSeq = denseDec->newSequence();
+  }
   const double compileSeconds = seconds(compileStart);
   const int64_t V = cfg.vocab;
   std::vector<float> first(static_cast<size_t>(V)),
@@ -377,10 +380,11 @@ int runGPU(const Options &o, const std::string &modelPath, double loadSeconds,
                             tokenizer.tokenType(t) == model::TokenType::Control);
   };
   ProgressBar bar(text && prompt.size() > 256 && ::isatty(2));
-  check(dec->prefill(prompt.data(), int64_t(prompt.size()), first.data(),
+  check(dec->prefill(seq, prompt.data(), int64_t(prompt.size()), first.data(),
+                     nullptr,
                      [&](int64_t d, int64_t t) { bar.update(d, t); }));
   bar.finish();
-  const double prefillSeconds = dec->timings().prefillSeconds;
+  const double prefillSeconds = dec->prefillProfile().total;
   AttentionStatsAccumulator policyStats(schedule, cfg.numLayers, cfg.qHeads,
                                         cfg.kvHeads);
   std::vector<int32_t> tokens;
@@ -400,22 +404,24 @@ int runGPU(const Options &o, const std::string &modelPath, double loadSeconds,
     }
     if (i + 1 == o.maxNew)
       break;
-    check(dec->step(next, logits.data()));
-    int32_t len = int32_t(dec->length());
+    check(dec->step(seq, next, logits.data()));
+    int32_t len = int32_t(dec->length(seq));
     policyStats.add(dec->stats().data(), &len, 1);
     current = logits.data();
   }
   if (text)
     std::fputs("\n", stdout);
-  const GPUTimings policyTimes = dec->timings();
+  const StepProfile policyTimes = dec->profile();
   json compare;
   std::string compareReport;
   if (o.compareDense) {
-    check(denseDec->prefill(prompt.data(), int64_t(prompt.size()),
+    check(denseDec->prefill(denseSeq, prompt.data(), int64_t(prompt.size()),
                             dlogits.data()));
-    dec->reset();
-    check(dec->prefill(prompt.data(), int64_t(prompt.size()), logits.data()));
-    dec->resetTimings();
+    check(dec->release(seq));
+    seq = dec->newSequence();
+    check(dec->prefill(seq, prompt.data(), int64_t(prompt.size()),
+                       logits.data()));
+    dec->resetProfile();
     AttentionStatsAccumulator tfStats(schedule, cfg.numLayers, cfg.qHeads,
                                       cfg.kvHeads);
     std::vector<int32_t> denseTokens;
@@ -426,9 +432,9 @@ int runGPU(const Options &o, const std::string &modelPath, double loadSeconds,
       denseTokens.push_back(next);
       if (isStop(next) || i + 1 == o.maxNew)
         break;
-      check(denseDec->step(next, dlogits.data()));
-      check(dec->step(next, logits.data()));
-      int32_t len = int32_t(dec->length());
+      check(denseDec->step(denseSeq, next, dlogits.data()));
+      check(dec->step(seq, next, logits.data()));
+      int32_t len = int32_t(dec->length(seq));
       tfStats.add(dec->stats().data(), &len, 1);
       ++steps;
       agree += argmax(logits.data(), V) == argmax(dlogits.data(), V);
@@ -444,14 +450,14 @@ int runGPU(const Options &o, const std::string &modelPath, double loadSeconds,
     if (!divergence && denseTokens.size() != tokens.size())
       divergence = int64_t(common);
     const AttentionSummary tf = tfStats.summary();
-    const GPUTimings dt = denseDec->timings();
-    double denseRate = dt.decodeSeconds > 0
-                           ? double(dt.decodeSteps) / dt.decodeSeconds
+    const StepProfile dt = denseDec->profile();
+    double denseRate = dt.total > 0
+                           ? double(dt.steps) / dt.total
                            : 0.0;
     compare["against"] = "dense";
     compare["dense_tokens"] = denseTokens;
-    compare["dense_decode"] = {{"steps", dt.decodeSteps},
-                               {"seconds", dt.decodeSeconds},
+    compare["dense_decode"] = {{"steps", dt.steps},
+                               {"seconds", dt.total},
                                {"tokens_per_second", denseRate}};
     compare["first_divergence"] =
         divergence ? json(*divergence) : json(nullptr);
@@ -465,7 +471,7 @@ int runGPU(const Options &o, const std::string &modelPath, double loadSeconds,
         {"attention", attentionJSON(tf)}};
     std::ostringstream r;
     r << "compare dense (GPU):\n";
-    r << "  dense decode: " << dt.decodeSteps << " steps = "
+    r << "  dense decode: " << dt.steps << " steps = "
       << number(denseRate, "%.1f") << " tok/s\n";
     r << "  greedy: first divergence "
       << (divergence ? "at token " + std::to_string(*divergence) + " of " +
@@ -487,8 +493,8 @@ int runGPU(const Options &o, const std::string &modelPath, double loadSeconds,
     generated.pop_back();
   const double prefillRate = double(prompt.size()) / prefillSeconds;
   const double decodeRate =
-      policyTimes.decodeSeconds > 0
-          ? double(policyTimes.decodeSteps) / policyTimes.decodeSeconds
+      policyTimes.total > 0
+          ? double(policyTimes.steps) / policyTimes.total
           : 0.0;
   const AttentionSummary ps = policyStats.summary();
   if (o.json) {
@@ -507,8 +513,8 @@ int runGPU(const Options &o, const std::string &modelPath, double loadSeconds,
                     {"seconds", prefillSeconds},
                     {"tokens_per_second", prefillRate},
                     {"attention", "dense"}};
-    j["decode"] = {{"steps", policyTimes.decodeSteps},
-                   {"seconds", policyTimes.decodeSeconds},
+    j["decode"] = {{"steps", policyTimes.steps},
+                   {"seconds", policyTimes.total},
                    {"tokens_per_second", decodeRate},
                    {"cuda_graph", true}};
     j["attention"] = attentionJSON(ps);
@@ -533,7 +539,7 @@ int runGPU(const Options &o, const std::string &modelPath, double loadSeconds,
     << number(prefillSeconds, "%.3f") << " s = " << number(prefillRate, "%.1f")
     << " tok/s\n";
   r << "decode (CUDA graph per step): " << tokens.size() << " tokens, "
-    << policyTimes.decodeSteps << " steps = " << number(decodeRate, "%.1f")
+    << policyTimes.steps << " steps = " << number(decodeRate, "%.1f")
     << " tok/s\n";
   r << "keys read: " << percent(ps.keysRead) << "\n";
   r << "certificate: " << certificateLine(ps) << "\n";
@@ -558,8 +564,8 @@ int runTool(const Options &o) {
   auto loadStart = std::chrono::steady_clock::now();
   model::GGUFFile file = take(model::GGUFFile::open(modelPath));
   model::Tokenizer tokenizer = take(model::Tokenizer::fromGGUF(file));
-  std::shared_ptr<const LlamaWeights> weights = take(LlamaWeights::load(file));
-  const LlamaConfig &cfg = weights->config();
+  std::shared_ptr<const ModelWeights> weights = take(ModelWeights::load(file));
+  const ModelConfig &cfg = weights->config();
   const double loadSeconds = seconds(loadStart);
 
   // Prompt ------------------------------------------------------------------
@@ -657,10 +663,10 @@ int runTool(const Options &o) {
   // --compare), each wasting at most one page.
   dopts.maxTokens = (o.compareDense ? 3 : 2) * (perSeq + page);
   auto compileStart = std::chrono::steady_clock::now();
-  std::unique_ptr<CPUDecoder> dec =
-      take(CPUDecoder::create(weights, schedule, dopts));
-  std::shared_ptr<const CPUProgram> policyProgram = dec->programPtr();
-  std::shared_ptr<const CPUProgram> denseProgram;
+  std::unique_ptr<Decoder> dec =
+      take(Decoder::create(weights, schedule, dopts));
+  std::shared_ptr<const AttentionProgram> policyProgram = dec->program();
+  std::shared_ptr<const AttentionProgram> denseProgram;
   if (o.compareDense)
     denseProgram = take(dec->compile(
         Schedule::uniform(cfg.numLayers, Policy::makeDense())));
@@ -670,7 +676,7 @@ int runTool(const Options &o) {
   const int64_t V = cfg.vocab;
   std::vector<float> prefillLogits(static_cast<size_t>(V)),
       logits(static_cast<size_t>(V)), denseLogits(static_cast<size_t>(V));
-  CPUDecoder::SeqId base = dec->newSequence();
+  Decoder::SeqId base = dec->newSequence();
   ProgressBar bar(chatty && prompt.size() > 256 && ::isatty(2));
   auto prefillStart = std::chrono::steady_clock::now();
   check(dec->prefill(base, prompt.data(), int64_t(prompt.size()),
@@ -690,7 +696,7 @@ int runTool(const Options &o) {
   // Greedy decoding with the policy (streamed). -----------------------------
   AttentionStatsAccumulator policyStats(schedule, cfg.numLayers, cfg.qHeads,
                                         cfg.kvHeads);
-  auto greedy = [&](const std::shared_ptr<const CPUProgram> &program,
+  auto greedy = [&](const std::shared_ptr<const AttentionProgram> &program,
                     AttentionStatsAccumulator *acc, bool stream) {
     Run run;
     run.seq = take(dec->fork(base));
@@ -735,7 +741,7 @@ int runTool(const Options &o) {
                                       cfg.kvHeads);
     Run dense;
     dense.seq = take(dec->fork(base));
-    CPUDecoder::SeqId forced = take(dec->fork(base));
+    Decoder::SeqId forced = take(dec->fork(base));
     int64_t agree = 0, tfSteps = 0;
     double klSum = 0.0, klMax = 0.0;
     const float *current = prefillLogits.data();

@@ -21,9 +21,9 @@
 #include "Study.h"
 #include "Prompts.h"
 
-#include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Fidelity.h"
-#include "condensate/Decoder/Llama.h"
+#include "condensate/Decoder/Model.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
 #include "condensate/Runtime/Engine.h"
@@ -53,7 +53,7 @@ namespace {
 using namespace condensate::decoder;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-using SeqId = CPUDecoder::SeqId;
+using SeqId = Decoder::SeqId;
 
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -206,7 +206,7 @@ struct Acc {
   std::vector<CaseRecord> cases;
   double seconds = 0.0;
   int64_t steps = 0, rowSteps = 0;
-  double stepSeconds = 0.0;      ///< inside CPUDecoder::step
+  double stepSeconds = 0.0;      ///< inside Decoder::step
   double attentionSeconds = 0.0; ///< of which the attention kernels
   // True omitted softmax mass (float64 reference on the real KV cache).
   std::vector<double> epsTrue;
@@ -257,7 +257,7 @@ struct Reference {
 class GroupRunner {
 public:
   GroupRunner(const StudyOptions &o, const model::Tokenizer &tok,
-              CPUDecoder &dec, const std::vector<const PromptRecord *> &prompts,
+              Decoder &dec, const std::vector<const PromptRecord *> &prompts,
               const std::vector<std::vector<int32_t>> &promptIds)
       : o_(o), tok_(tok), dec_(dec), prompts_(prompts), ids_(promptIds),
         V_(dec.config().vocab) {}
@@ -265,7 +265,7 @@ public:
   Status prefill();
   /// Runs `policy`; the first call must be the dense reference.
   Status run(const PolicyDef &policy,
-             std::shared_ptr<const CPUProgram> program,
+             std::shared_ptr<const AttentionProgram> program,
              const std::vector<Acc *> &accs);
   Status releaseBases();
 
@@ -281,7 +281,7 @@ private:
 
   const StudyOptions &o_;
   const model::Tokenizer &tok_;
-  CPUDecoder &dec_;
+  Decoder &dec_;
   std::vector<const PromptRecord *> prompts_;
   const std::vector<std::vector<int32_t>> &ids_;
   const int64_t V_;
@@ -358,7 +358,7 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
       repetitionScore(tokens.data(), len, dec_.options().repetitionSpan);
   const std::vector<float> &q = dec_.lastQueries();
   const std::vector<float> &stats = dec_.stats();
-  constexpr int64_t F = CPUDecoder::kStatFields;
+  constexpr int64_t F = Decoder::kStatFields;
   for (int64_t l = 0; l < L; ++l) {
     std::vector<Policy> kv;
     bool anySparse = false;
@@ -369,7 +369,7 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
     if (!anySparse)
       continue;
     const int32_t window = int32_t(policy.schedule.policyFor(l, 0).windowFor(rep));
-    CPUDecoder::CacheView c = dec_.cache(l);
+    Decoder::CacheView c = dec_.cache(l);
     reference::Inputs in;
     in.batch = 1;
     in.qHeads = Hq;
@@ -412,7 +412,7 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
 }
 
 Status GroupRunner::run(const PolicyDef &policy,
-                        std::shared_ptr<const CPUProgram> program,
+                        std::shared_ptr<const AttentionProgram> program,
                         const std::vector<Acc *> &accs) {
   const bool reference = !haveReference_;
   const ModelShape &shape = dec_.shape();
@@ -519,7 +519,7 @@ Status GroupRunner::run(const PolicyDef &policy,
 
     // Attention statistics of the real rows only.
     const std::vector<float> &st = dec_.stats();
-    constexpr int64_t F = CPUDecoder::kStatFields;
+    constexpr int64_t F = Decoder::kStatFields;
     statsLive.resize(size_t(L * int64_t(real) * Hq * F));
     lensLive.resize(real);
     for (int64_t l = 0; l < L; ++l)
@@ -827,7 +827,7 @@ std::string csvNum(const json &j, const char *key) {
 
 /// Checks that a row's logits do not depend on the other rows of a batch
 /// of >= 3 (the premise of teacher forcing in mixed batches).
-Result<bool> checkBatchInvariance(CPUDecoder &dec,
+Result<bool> checkBatchInvariance(Decoder &dec,
                                   const model::Tokenizer &tok) {
   std::vector<int32_t> ids = tok.encode(
       "Batch invariance: a row's logits must not depend on its neighbours.");
@@ -881,10 +881,10 @@ Status runStudy(const StudyOptions &o) {
   Result<model::Tokenizer> tok = model::Tokenizer::fromGGUF(*file);
   if (!tok)
     return tok.status();
-  Result<std::shared_ptr<const LlamaWeights>> weights = LlamaWeights::load(*file);
+  Result<std::shared_ptr<const ModelWeights>> weights = ModelWeights::load(*file);
   if (!weights)
     return weights.status();
-  const LlamaConfig &cfg = (*weights)->config();
+  const ModelConfig &cfg = (*weights)->config();
 
   Result<std::vector<PromptRecord>> loaded = readPrompts(o.prompts);
   if (!loaded)
@@ -1081,8 +1081,8 @@ Status runStudy(const StudyOptions &o) {
       dopts.threads = o.threads;
       dopts.maxTokens = need;
       dopts.prefillChunk = 1024; // ~10% faster prefill than 256 at 4K
-      Result<std::unique_ptr<CPUDecoder>> dec =
-          CPUDecoder::create(*weights, denseSchedule, dopts);
+      Result<std::unique_ptr<Decoder>> dec =
+          Decoder::create(*weights, denseSchedule, dopts);
       if (!dec)
         return dec.status();
       if (!invarianceChecked) {
@@ -1116,7 +1116,7 @@ Status runStudy(const StudyOptions &o) {
           }
           continue;
         }
-        Result<std::shared_ptr<const CPUProgram>> prog =
+        Result<std::shared_ptr<const AttentionProgram>> prog =
             (*dec)->compile(d.schedule);
         if (!prog)
           return prog.status().withContext(d.name);

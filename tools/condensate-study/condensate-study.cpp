@@ -9,7 +9,7 @@
 #include "Prompts.h"
 #include "Study.h"
 
-#include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
 

@@ -133,8 +133,8 @@ public:
   /// Compiles `schedule` for the model's attention shape on the backend
   /// options.backend names and allocates the KV pool there.
   static Result<std::unique_ptr<Decoder>>
-  create(std::shared_ptr<const ModelWeights> weights,
-         const Schedule &schedule, const DecoderOptions &options = {});
+  create(std::shared_ptr<const ModelWeights> weights, const Schedule &schedule,
+         const DecoderOptions &options = {});
   ~Decoder();
   Decoder(const Decoder &) = delete;
   Decoder &operator=(const Decoder &) = delete;

@@ -1,4 +1,5 @@
-//===- Model.h - Architectures described as data, float32 weights from GGUF ===//
+//===- Model.h - Architectures described as data, float32 weights from GGUF
+//===//
 //
 // A GGUF architecture (general.architecture) is described once, as data: an
 // Architecture says which tensors its blocks hold, which are optional, how
@@ -49,11 +50,11 @@ enum class Presence { Absent, Optional, Required };
 /// One GGUF architecture, as data. Every block has attn_norm, attn_q/k/v,
 /// attn_output, ffn_norm, ffn_gate/up/down; the fields say what else.
 struct Architecture {
-  const char *name;        ///< general.architecture
-  RopeMode rope;           ///< llama.cpp's llama_model_rope_type
+  const char *name; ///< general.architecture
+  RopeMode rope;    ///< llama.cpp's llama_model_rope_type
   Activation activation;
-  Presence qkvBias;        ///< blk.N.attn_{q,k,v}.bias
-  Presence outputBias;     ///< blk.N.attn_output.bias
+  Presence qkvBias;    ///< blk.N.attn_{q,k,v}.bias
+  Presence outputBias; ///< blk.N.attn_output.bias
   /// output.weight; when absent the logits use token_embd (tied).
   Presence outputWeight;
 };
