@@ -55,14 +55,15 @@ void pushMemRef(cuda::KernelArgs &args, DevicePtr base,
 
 unsigned blocksFor(int64_t n) { return static_cast<unsigned>((n + 255) / 256); }
 
-/// A zeroed device buffer of `bytes` (at least 4, so it has an address).
-Status allocate(size_t bytes, cuda::DeviceBuffer &out) {
+/// A device buffer of `bytes` (at least 4, so it has an address), zeroed
+/// on `stream`.
+Status allocate(size_t bytes, const cuda::Stream &stream,
+                cuda::DeviceBuffer &out) {
   auto b = cuda::DeviceBuffer::allocate(std::max<size_t>(bytes, 4));
   if (!b.ok())
     return b.status();
   out = b.take();
-  std::vector<uint8_t> zero(out.size(), 0);
-  return out.copyFromHost(zero.data(), zero.size());
+  return out.memset8Async(0, out.size(), stream);
 }
 
 Status upload(const float *data, size_t count, cuda::DeviceBuffer &out) {
@@ -264,7 +265,7 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
          {std::pair{&L.k, pageBytes}, std::pair{&L.v, pageBytes},
           std::pair{&L.summaries, summaryBytes}})
       CONDENSATE_RETURN_IF_ERROR(
-          allocate(pages * bytes, *buffer)
+          allocate(pages * bytes, d.stream_, *buffer)
               .withContext("allocating the KV cache of layer " +
                            std::to_string(l)));
   }
@@ -272,17 +273,19 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
   // Activations and per-pass inputs, sized for the largest pass.
   const size_t R = size_t(d.maxRows_), L = size_t(cfg.numLayers);
   for (int b = 0; b < kNumBufs; ++b)
-    CONDENSATE_RETURN_IF_ERROR(
-        allocate(R * size_t(d.width(Buf(b))) * 4, d.bufs_[size_t(b)]));
+    CONDENSATE_RETURN_IF_ERROR(allocate(R * size_t(d.width(Buf(b))) * 4,
+                                        d.stream_, d.bufs_[size_t(b)]));
   for (cuda::DeviceBuffer *b : {&d.tokens_, &d.positions_, &d.lens_})
-    CONDENSATE_RETURN_IF_ERROR(allocate(R * 4, *b));
-  CONDENSATE_RETURN_IF_ERROR(allocate(R * size_t(d.width_) * 4, d.pageTable_));
-  CONDENSATE_RETURN_IF_ERROR(allocate(L * R * 4, d.windows_));
-  const size_t statRow = size_t(cfg.qHeads * Decoder::kStatFields) * 4;
-  CONDENSATE_RETURN_IF_ERROR(allocate(L * R * statRow, d.stats_));
-  CONDENSATE_RETURN_IF_ERROR(allocate(R * statRow, d.prefillStats_));
+    CONDENSATE_RETURN_IF_ERROR(allocate(R * 4, d.stream_, *b));
   CONDENSATE_RETURN_IF_ERROR(
-      allocate(L * R * size_t(cfg.qDim()) * 4, d.queries_));
+      allocate(R * size_t(d.width_) * 4, d.stream_, d.pageTable_));
+  CONDENSATE_RETURN_IF_ERROR(allocate(L * R * 4, d.stream_, d.windows_));
+  const size_t statRow = size_t(cfg.qHeads * Decoder::kStatFields) * 4;
+  CONDENSATE_RETURN_IF_ERROR(allocate(L * R * statRow, d.stream_, d.stats_));
+  CONDENSATE_RETURN_IF_ERROR(allocate(R * statRow, d.stream_, d.prefillStats_));
+  CONDENSATE_RETURN_IF_ERROR(
+      allocate(L * R * size_t(cfg.qDim()) * 4, d.stream_, d.queries_));
+  CONDENSATE_RETURN_IF_ERROR(d.stream_.synchronize());
   return std::unique_ptr<Backend>(std::move(be));
 }
 

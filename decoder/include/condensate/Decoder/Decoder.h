@@ -75,8 +75,8 @@ struct StepProfile {
   int64_t steps = 0;      ///< decode steps, or prompt tokens for prefill
   double norms = 0.0;     ///< RMSNorm, RoPE, SwiGLU and copies
   double qkv = 0.0;       ///< fused q/k/v projection
-  double append = 0.0;    ///< compiled append kernel (prefill: + gather)
-  double attention = 0.0; ///< compiled attention kernel (prefill: dense)
+  double append = 0.0;    ///< compiled append kernel
+  double attention = 0.0; ///< compiled kernel (prefill: dense, + gather)
   double output = 0.0;    ///< attention output projection
   double mlp = 0.0;       ///< gate/up and down projections
   double logits = 0.0;    ///< final norm and vocabulary projection
