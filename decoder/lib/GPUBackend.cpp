@@ -146,6 +146,20 @@ private:
   int64_t width(Buf b) const { return bufferWidth(b, cfg_); }
   int64_t rows() const { return batch_->rows; }
   int64_t count(Rows r) const { return r.count < 0 ? rows() : r.count; }
+  /// The fields of AttentionArgs and AppendArgs: sizes, layer `l`'s pool
+  /// and the page table.
+  template <typename Args> Args pagedArgs(int64_t l) const {
+    const DeviceLayer &L = layers_[size_t(l)];
+    Args a;
+    a.batch = rows();
+    a.maxPages = width_;
+    a.numPages = numPages_;
+    a.kCache = dev<void>(L.k.address());
+    a.vCache = dev<void>(L.v.address());
+    a.pageTable = dev<const int32_t>(pageTable_.address());
+    a.summaries = dev<float>(L.summaries.address());
+    return a;
+  }
   AttentionArgs attentionArgs(int64_t l) const;
   AppendArgs appendArgs(int64_t l) const;
 
@@ -521,18 +535,10 @@ Status GPUBackend::rope(Buf qOrK) {
 }
 
 AppendArgs GPUBackend::appendArgs(int64_t l) const {
-  const DeviceLayer &L = layers_[size_t(l)];
-  AppendArgs a;
-  a.batch = rows();
-  a.maxPages = width_;
-  a.numPages = numPages_;
+  AppendArgs a = pagedArgs<AppendArgs>(l);
   a.kNew = dev<const float>(addr(Buf::K));
   a.vNew = dev<const float>(addr(Buf::V));
-  a.kCache = dev<void>(L.k.address());
-  a.vCache = dev<void>(L.v.address());
-  a.pageTable = dev<const int32_t>(pageTable_.address());
   a.positions = dev<const int32_t>(positions_.address());
-  a.summaries = dev<float>(L.summaries.address());
   return a;
 }
 
@@ -556,19 +562,11 @@ Status GPUBackend::append(int64_t l) {
 }
 
 AttentionArgs GPUBackend::attentionArgs(int64_t l) const {
-  const DeviceLayer &L = layers_[size_t(l)];
-  AttentionArgs a;
-  a.batch = rows();
-  a.maxPages = width_;
-  a.numPages = numPages_;
+  AttentionArgs a = pagedArgs<AttentionArgs>(l);
   a.q = dev<const float>(addr(Buf::Q));
-  a.kCache = dev<const void>(L.k.address());
-  a.vCache = dev<const void>(L.v.address());
-  a.pageTable = dev<const int32_t>(pageTable_.address());
   a.lens = dev<const int32_t>(lens_.address());
   a.windows =
       dev<const int32_t>(windows_.address() + DevicePtr(l * rows() * 4));
-  a.summaries = dev<const float>(L.summaries.address());
   a.out = dev<float>(addr(Buf::Attn));
   return a;
 }
