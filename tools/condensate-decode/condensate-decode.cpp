@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 #include "ToolSupport.h"
 
-#include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Chat.h"
-#include "condensate/Decoder/Llama.h"
+#include "condensate/Decoder/Model.h"
 #include "condensate/Decoder/Session.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
@@ -271,8 +271,8 @@ int runTool(const Options &o) {
   auto loadStart = std::chrono::steady_clock::now();
   model::GGUFFile file = take(model::GGUFFile::open(modelPath));
   model::Tokenizer tokenizer = take(model::Tokenizer::fromGGUF(file));
-  std::shared_ptr<const LlamaWeights> weights = take(LlamaWeights::load(file));
-  const LlamaConfig &cfg = weights->config();
+  std::shared_ptr<const ModelWeights> weights = take(ModelWeights::load(file));
+  const ModelConfig &cfg = weights->config();
   const double loadSeconds = seconds(loadStart);
 
   // Prompt ------------------------------------------------------------------
@@ -319,7 +319,7 @@ int runTool(const Options &o) {
 
   // Session -----------------------------------------------------------------
   SessionOptions so;
-  so.device = o.device == "gpu" ? Device::GPU : Device::CPU;
+  so.device = o.device == "gpu" ? BackendKind::GPU : BackendKind::CPU;
   so.kvType = o.kvType;
   so.pageSize = o.pageSize;
   so.threads = int(o.threads);

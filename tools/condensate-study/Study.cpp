@@ -20,8 +20,8 @@
 //===----------------------------------------------------------------------===//
 #include "StudyParts.h"
 
-#include "condensate/Decoder/CPUDecoder.h"
-#include "condensate/Decoder/Llama.h"
+#include "condensate/Decoder/Decoder.h"
+#include "condensate/Decoder/Model.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
 
@@ -57,10 +57,10 @@ Status runStudy(const StudyOptions &o) {
   Result<model::Tokenizer> tok = model::Tokenizer::fromGGUF(*file);
   if (!tok)
     return tok.status();
-  Result<std::shared_ptr<const LlamaWeights>> weights = LlamaWeights::load(*file);
+  Result<std::shared_ptr<const ModelWeights>> weights = ModelWeights::load(*file);
   if (!weights)
     return weights.status();
-  const LlamaConfig &cfg = (*weights)->config();
+  const ModelConfig &cfg = (*weights)->config();
 
   Result<std::vector<PromptRecord>> loaded = readPrompts(o.prompts);
   if (!loaded)
@@ -174,8 +174,8 @@ Status runStudy(const StudyOptions &o) {
       dopts.threads = o.threads;
       dopts.maxTokens = need;
       dopts.prefillChunk = 1024; // ~10% faster prefill than 256 at 4K
-      Result<std::unique_ptr<CPUDecoder>> dec =
-          CPUDecoder::create(*weights, denseSchedule, dopts);
+      Result<std::unique_ptr<Decoder>> dec =
+          Decoder::create(*weights, denseSchedule, dopts);
       if (!dec)
         return dec.status();
       if (!invarianceChecked) {
@@ -209,7 +209,7 @@ Status runStudy(const StudyOptions &o) {
           }
           continue;
         }
-        Result<std::shared_ptr<const CPUProgram>> prog =
+        Result<std::shared_ptr<const AttentionProgram>> prog =
             (*dec)->compile(d.schedule);
         if (!prog)
           return prog.status().withContext(d.name);

@@ -64,7 +64,7 @@ Lane greedyLane(std::vector<int32_t> tokens, int64_t limit, bool stopAtEos) {
 } // namespace
 
 GroupRunner::GroupRunner(const StudyOptions &o, const model::Tokenizer &tok,
-                         CPUDecoder &dec,
+                         Decoder &dec,
                          const std::vector<const PromptRecord *> &prompts,
                          const std::vector<std::vector<int32_t>> &promptIds)
     : o_(o), tok_(tok), dec_(dec), prompts_(prompts), ids_(promptIds),
@@ -110,7 +110,7 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
       repetitionScore(tokens.data(), len, dec_.options().repetitionSpan);
   const std::vector<float> &q = dec_.lastQueries();
   const std::vector<float> &stats = dec_.stats();
-  constexpr int64_t F = CPUDecoder::kStatFields;
+  constexpr int64_t F = Decoder::kStatFields;
   for (int64_t l = 0; l < L; ++l) {
     std::vector<Policy> kv;
     bool anySparse = false;
@@ -121,7 +121,7 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
     if (!anySparse)
       continue;
     const int32_t window = int32_t(policy.schedule.policyFor(l, 0).windowFor(rep));
-    CPUDecoder::CacheView c = dec_.cache(l);
+    Decoder::CacheView c = dec_.cache(l);
     reference::Inputs in;
     in.batch = 1;
     in.qHeads = Hq;
@@ -164,10 +164,9 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
 }
 
 Status GroupRunner::run(const PolicyDef &policy,
-                        std::shared_ptr<const CPUProgram> program,
+                        std::shared_ptr<const AttentionProgram> program,
                         const std::vector<Acc *> &accs) {
   const bool reference = !haveReference_;
-  std::unique_ptr<StepTarget> target = cpuStepTarget(dec_, std::move(program));
   if (policy.threads > 0)
     openblas_set_num_threads(policy.threads);
   const Clock::time_point start = Clock::now();
@@ -181,7 +180,7 @@ Status GroupRunner::run(const PolicyDef &policy,
   bopts.padFrom = padBase_;
   for (Acc *a : accs)
     bopts.stats.push_back(&*a->attention);
-  Batch batch(*target, bopts);
+  Batch batch(dec_, std::move(program), bopts);
   std::deque<RowInfo> rows; ///< per lane (stable while lanes are added)
   auto add = [&](Lane lane, int64_t from, RowInfo info) -> Result<size_t> {
     Result<size_t> i = batch.start(std::move(lane), from);
@@ -312,7 +311,7 @@ Status GroupRunner::run(const PolicyDef &policy,
   return Status::success();
 }
 
-Result<bool> checkBatchInvariance(CPUDecoder &dec,
+Result<bool> checkBatchInvariance(Decoder &dec,
                                   const model::Tokenizer &tok) {
   std::vector<int32_t> ids = tok.encode(
       "Batch invariance: a row's logits must not depend on its neighbours.");
@@ -323,8 +322,7 @@ Result<bool> checkBatchInvariance(CPUDecoder &dec,
   // One step of a batch of forks of `base`, row i fed feed[i].
   auto runBatch = [&](const std::vector<int32_t> &feed)
       -> Result<std::vector<float>> {
-    std::unique_ptr<StepTarget> target = cpuStepTarget(dec, dec.programPtr());
-    Batch batch(*target);
+    Batch batch(dec, nullptr);
     for (int32_t t : feed) {
       Lane lane;
       lane.feed = Lane::Feed::Forced;

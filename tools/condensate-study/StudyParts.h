@@ -13,7 +13,7 @@
 #include "Study.h"
 
 #include "condensate/Decoder/Batch.h"
-#include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Fidelity.h"
 #include "condensate/Runtime/Policy.h"
 
@@ -78,7 +78,7 @@ struct Acc {
   std::vector<CaseRecord> cases;
   double seconds = 0.0;
   int64_t steps = 0, rowSteps = 0;
-  double stepSeconds = 0.0;      ///< inside CPUDecoder::step
+  double stepSeconds = 0.0;      ///< inside Decoder::step
   double attentionSeconds = 0.0; ///< of which the attention kernels
   // True omitted softmax mass (float64 reference on the real KV cache).
   std::vector<double> epsTrue;
@@ -95,14 +95,14 @@ struct Acc {
 class GroupRunner {
 public:
   GroupRunner(const StudyOptions &o, const model::Tokenizer &tok,
-              decoder::CPUDecoder &dec,
+              decoder::Decoder &dec,
               const std::vector<const PromptRecord *> &prompts,
               const std::vector<std::vector<int32_t>> &promptIds);
 
   Status prefill();
   /// Runs `policy`; the first call must be the dense reference.
   Status run(const PolicyDef &policy,
-             std::shared_ptr<const CPUProgram> program,
+             std::shared_ptr<const decoder::AttentionProgram> program,
              const std::vector<Acc *> &accs);
   Status releaseBases();
 
@@ -119,7 +119,7 @@ private:
 
   const StudyOptions &o_;
   const model::Tokenizer &tok_;
-  decoder::CPUDecoder &dec_;
+  decoder::Decoder &dec_;
   std::vector<const PromptRecord *> prompts_;
   const std::vector<std::vector<int32_t>> &ids_;
   const int64_t V_;
@@ -132,7 +132,7 @@ private:
 
 /// Whether a row's logits do not depend on the other rows of a batch of
 /// >= 3 (the premise of teacher forcing in mixed batches).
-Result<bool> checkBatchInvariance(decoder::CPUDecoder &dec,
+Result<bool> checkBatchInvariance(decoder::Decoder &dec,
                                   const model::Tokenizer &tok);
 
 //===----------------------------------------------------------------------===//

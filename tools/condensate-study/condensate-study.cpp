@@ -10,7 +10,7 @@
 #include "Study.h"
 #include "ToolSupport.h"
 
-#include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
 

@@ -1,16 +1,16 @@
 //===- SessionTest.cpp - The decode session against the decoder by hand ---===//
 //
 // Session's greedy run, dense comparison and scoring against loops written
-// here over CPUDecoder on the real model (skipped without it), and the
+// here over Decoder on the real model (skipped without it), and the
 // fidelity measures on small inputs.
 //
 //===----------------------------------------------------------------------===//
 #include "ModelTestSupport.h"
 
 #include "condensate/Decoder/Batch.h"
-#include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Fidelity.h"
-#include "condensate/Decoder/Llama.h"
+#include "condensate/Decoder/Model.h"
 #include "condensate/Decoder/Session.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
@@ -57,7 +57,7 @@ TEST(FidelityMeasures, TeacherForcedStatsAndQuantiles) {
 /// The real model, loaded once for the suite; null when it is absent.
 struct RealModel {
   Tokenizer tokenizer;
-  std::shared_ptr<const LlamaWeights> weights;
+  std::shared_ptr<const ModelWeights> weights;
 
   static const RealModel *get() {
     static const std::unique_ptr<RealModel> model = []() {
@@ -68,7 +68,7 @@ struct RealModel {
       if (!file)
         return none;
       Result<Tokenizer> tok = Tokenizer::fromGGUF(*file);
-      Result<std::shared_ptr<const LlamaWeights>> w = LlamaWeights::load(*file);
+      Result<std::shared_ptr<const ModelWeights>> w = ModelWeights::load(*file);
       if (!tok || !w)
         return none;
       return std::unique_ptr<RealModel>(new RealModel{tok.take(), w.take()});
@@ -109,7 +109,7 @@ protected:
   }
 
   const Tokenizer *tokenizer_ = nullptr;
-  const std::shared_ptr<const LlamaWeights> *weights_ = nullptr;
+  const std::shared_ptr<const ModelWeights> *weights_ = nullptr;
   std::vector<int32_t> prompt_;
 };
 
@@ -127,7 +127,7 @@ TEST_F(SessionRealModel, GreedyMatchesADecoderLoop) {
 
   DecoderOptions dopts;
   dopts.threads = 2;
-  auto dec = CPUDecoder::create(*weights_, window(), dopts);
+  auto dec = Decoder::create(*weights_, window(), dopts);
   ASSERT_TRUE(dec.ok()) << dec.message();
   const int64_t seq = (*dec)->newSequence();
   std::vector<float> logits(static_cast<size_t>(vocab()));
@@ -193,7 +193,7 @@ TEST_F(SessionRealModel, ScoreMatchesTeacherForce) {
 
   DecoderOptions dopts;
   dopts.threads = 2;
-  auto dec = CPUDecoder::create(*weights_, window(), dopts);
+  auto dec = Decoder::create(*weights_, window(), dopts);
   ASSERT_TRUE(dec.ok()) << dec.message();
   const int64_t seq = (*dec)->newSequence();
   std::vector<float> first(static_cast<size_t>(vocab())), forced;
@@ -217,15 +217,13 @@ TEST_F(SessionRealModel, StopTokensEndAGreedyLane) {
   // A greedy lane whose first token is a stop token takes no step.
   DecoderOptions dopts;
   dopts.threads = 2;
-  auto dec = CPUDecoder::create(*weights_, window(), dopts);
+  auto dec = Decoder::create(*weights_, window(), dopts);
   ASSERT_TRUE(dec.ok()) << dec.message();
   const StopTokens stop(*tokenizer_);
   ASSERT_TRUE(stop(tokenizer_->eosId()));
-  std::unique_ptr<StepTarget> target =
-      cpuStepTarget(**dec, (*dec)->programPtr());
   BatchOptions bo;
   bo.stop = &stop;
-  Batch batch(*target, bo);
+  Batch batch(**dec, nullptr, bo);
   Lane lane;
   lane.tokens = {tokenizer_->eosId()};
   lane.limit = 4;

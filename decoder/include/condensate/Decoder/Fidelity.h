@@ -91,7 +91,7 @@ struct AttentionSummary {
   }
 };
 
-/// Accumulates the decoders' stats() of decode steps under one schedule.
+/// Accumulates Decoder::stats() of decode steps under one schedule.
 class AttentionStatsAccumulator {
 public:
   AttentionStatsAccumulator(const Schedule &schedule, int64_t numLayers,

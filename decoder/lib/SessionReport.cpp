@@ -121,7 +121,7 @@ double prefillRate(const SessionReport &r) {
 } // namespace
 
 std::string reportJSON(const SessionReport &r) {
-  const bool gpu = r.device == Device::GPU;
+  const bool gpu = r.device == BackendKind::GPU;
   json j;
   if (gpu)
     j["device"] = r.deviceDescription;
@@ -158,7 +158,7 @@ std::string reportJSON(const SessionReport &r) {
 }
 
 std::string reportText(const SessionReport &r) {
-  const bool gpu = r.device == Device::GPU;
+  const bool gpu = r.device == BackendKind::GPU;
   std::ostringstream os;
   os << "---\n";
   if (gpu)

@@ -8,17 +8,17 @@
 // as JSON or text (condensate-decode's output). score() teacher-forces a
 // given continuation instead (its negative log-likelihood).
 //
-// Both devices go through Batch (Batch.h); what differs between them (one
-// decoder that switches programs and forks the prompt on the CPU, a decoder
-// per schedule that re-reads the prompt on the GPU) stays inside Session.cpp.
+// Every run is lanes of a Batch (Batch.h) on one Decoder, whatever its
+// backend: the policy and dense lanes share the decoder and fork one prefill
+// of the prompt (on the GPU the dense lanes have a decoder of their own).
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_DECODER_SESSION_H
 #define CONDENSATE_DECODER_SESSION_H
 
-#include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Fidelity.h"
-#include "condensate/Decoder/Llama.h"
+#include "condensate/Decoder/Model.h"
 #include "condensate/Runtime/Policy.h"
 #include "condensate/Runtime/Status.h"
 
@@ -35,10 +35,8 @@ class Tokenizer;
 
 namespace condensate::decoder {
 
-enum class Device { CPU, GPU };
-
 struct SessionOptions {
-  Device device = Device::CPU;
+  BackendKind device = BackendKind::CPU;
   /// KV element type; by default f32 on the CPU, bf16 on the GPU.
   std::optional<KVType> kvType;
   /// KV page size (0: the schedule's); the schedule must already use it
@@ -93,9 +91,9 @@ struct SessionReport {
   std::string blasNote;
 
   // Filled by the session.
-  Device device = Device::CPU;
+  BackendKind device = BackendKind::CPU;
   std::string deviceDescription; ///< the GPU's name; empty on the CPU
-  std::string architecture;      ///< LlamaConfig::describe()
+  std::string architecture;      ///< ModelConfig::describe()
   std::string scheduleMLIR;
   double compileSeconds = 0.0;
   KVType kvType = KVType::F32;
@@ -139,7 +137,7 @@ public:
   /// device and sizes the KV cache for SessionOptions' prompt and new
   /// tokens.
   static Result<std::unique_ptr<Session>>
-  create(std::shared_ptr<const LlamaWeights> weights,
+  create(std::shared_ptr<const ModelWeights> weights,
          const model::Tokenizer &tokenizer, const Schedule &schedule,
          const SessionOptions &options);
   ~Session();
@@ -155,15 +153,11 @@ public:
   Result<ScoreReport> score(const std::vector<int32_t> &prompt,
                             const std::vector<int32_t> &continuation);
 
-  struct Backend;
-
 private:
-  Session(std::unique_ptr<Backend> backend, const model::Tokenizer &tokenizer,
-          Schedule schedule, SessionOptions options);
-  std::unique_ptr<Backend> backend_;
-  const model::Tokenizer &tokenizer_;
-  Schedule schedule_;
-  SessionOptions options_;
+  struct Lanes;
+  struct Impl;
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 } // namespace condensate::decoder

@@ -9,16 +9,15 @@
 // finished. condensate-decode runs one lane per batch; the fidelity study
 // runs many (BatchOptions::minRows).
 //
-// The decoder is reached through StepTarget, a small seam that the two
-// decoders implement today (the CPU decoder with several sequences, the GPU
-// decoder with one) and that the unified decoder API will implement once.
+// A batch's lanes run under one attention program, set on the decoder
+// before each step, so that batches under two schedules (a policy and
+// dense) can share one decoder and fork the same prompt.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_DECODER_BATCH_H
 #define CONDENSATE_DECODER_BATCH_H
 
 #include "condensate/Decoder/Fidelity.h"
-#include "condensate/Decoder/Llama.h"
 #include "condensate/Runtime/Status.h"
 
 #include <cstdint>
@@ -31,13 +30,10 @@ namespace condensate::model {
 class Tokenizer;
 } // namespace condensate::model
 
-namespace condensate {
-class CPUProgram;
-} // namespace condensate
-
 namespace condensate::decoder {
 
-class CPUDecoder;
+class AttentionProgram;
+class Decoder;
 
 /// The tokens that end a generation: the tokenizer's end-of-generation token
 /// and every control token (<|im_end|> and the like).
@@ -50,32 +46,6 @@ public:
 private:
   const model::Tokenizer *tokenizer_;
 };
-
-/// What a Batch needs of a decoder: sequences stepped together under one
-/// attention program.
-class StepTarget {
-public:
-  virtual ~StepTarget() = default;
-  virtual const LlamaConfig &config() const = 0;
-  /// One decode step: tokens[i] is appended to seqs[i]; logits
-  /// [batch, vocab].
-  virtual Status step(const int64_t *seqs, const int32_t *tokens,
-                      int64_t batch, float *logits) = 0;
-  /// Attention statistics of the last step, [numLayers, batch, Hq,
-  /// kAttentionStatsWidth], and the context length of each row, [batch].
-  virtual const float *stats() const = 0;
-  virtual const int32_t *lens() const = 0;
-  /// A new sequence holding `seq`'s tokens and cache.
-  virtual Result<int64_t> fork(int64_t seq) = 0;
-  virtual Status release(int64_t seq) = 0;
-  /// Seconds spent in step() so far, as this decoder measures them.
-  virtual double stepSeconds() const = 0;
-};
-
-/// `decoder`'s sequences under `program` (set before each step, so several
-/// targets can share one decoder).
-std::unique_ptr<StepTarget>
-cpuStepTarget(CPUDecoder &decoder, std::shared_ptr<const CPUProgram> program);
 
 /// One sequence advanced by a Batch.
 struct Lane {
@@ -130,7 +100,9 @@ public:
   /// lane that is done is released after its observer returns.
   using Observer = std::function<Status(Lane &lane, const Row &row)>;
 
-  Batch(StepTarget &target, BatchOptions options = {});
+  /// Lanes of `decoder` under `program` (null: the decoder's current one).
+  Batch(Decoder &decoder, std::shared_ptr<const AttentionProgram> program,
+        BatchOptions options = {});
   /// Releases what is still held (errors ignored; call finish() to see
   /// them).
   ~Batch();
@@ -151,7 +123,7 @@ public:
   size_t size() const { return lanes_.size(); }
   Lane &lane(size_t i) { return lanes_[i]; }
   const Lane &lane(size_t i) const { return lanes_[i]; }
-  /// Decoder calls made and the seconds they took.
+  /// Decoder calls made and the seconds they took (wall time).
   int64_t steps() const { return steps_; }
   double seconds() const { return seconds_; }
   /// Lane rows stepped (pads not counted).
@@ -160,7 +132,8 @@ public:
 private:
   bool complete(Lane &lane) const;
 
-  StepTarget &target_;
+  Decoder &decoder_;
+  std::shared_ptr<const AttentionProgram> program_;
   BatchOptions options_;
   std::deque<Lane> lanes_; ///< stable references while lanes are added
   std::vector<int64_t> pads_;

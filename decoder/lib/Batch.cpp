@@ -1,12 +1,11 @@
 //===- Batch.cpp - Sequences decoded together, greedy or teacher-forced ---===//
 //
-// The decode loop (lanes gathered, padded, stepped, observed, released) and
-// the CPU decoder's StepTarget.
+// The decode loop: lanes gathered, padded, stepped, observed, released.
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Decoder/Batch.h"
 
-#include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Model/Tokenizer.h"
 
 #include <algorithm>
@@ -20,44 +19,10 @@ bool StopTokens::operator()(int32_t token) const {
          tokenizer_->tokenType(token) == model::TokenType::Control;
 }
 
-namespace {
-
-class CPUStepTarget final : public StepTarget {
-public:
-  CPUStepTarget(CPUDecoder &decoder, std::shared_ptr<const CPUProgram> program)
-      : decoder_(decoder), program_(std::move(program)) {}
-  const LlamaConfig &config() const override { return decoder_.config(); }
-  Status step(const int64_t *seqs, const int32_t *tokens, int64_t batch,
-              float *logits) override {
-    CONDENSATE_RETURN_IF_ERROR(decoder_.setProgram(program_));
-    const auto t0 = std::chrono::steady_clock::now();
-    Status st = decoder_.step(seqs, tokens, batch, logits);
-    seconds_ += std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - t0)
-                    .count();
-    return st;
-  }
-  const float *stats() const override { return decoder_.stats().data(); }
-  const int32_t *lens() const override { return decoder_.lastLens(); }
-  Result<int64_t> fork(int64_t seq) override { return decoder_.fork(seq); }
-  Status release(int64_t seq) override { return decoder_.release(seq); }
-  double stepSeconds() const override { return seconds_; }
-
-private:
-  CPUDecoder &decoder_;
-  std::shared_ptr<const CPUProgram> program_;
-  double seconds_ = 0.0;
-};
-
-} // namespace
-
-std::unique_ptr<StepTarget>
-cpuStepTarget(CPUDecoder &decoder, std::shared_ptr<const CPUProgram> program) {
-  return std::make_unique<CPUStepTarget>(decoder, std::move(program));
-}
-
-Batch::Batch(StepTarget &target, BatchOptions options)
-    : target_(target), options_(std::move(options)) {}
+Batch::Batch(Decoder &decoder, std::shared_ptr<const AttentionProgram> program,
+             BatchOptions options)
+    : decoder_(decoder), program_(std::move(program)),
+      options_(std::move(options)) {}
 
 Batch::~Batch() { (void)finish(); }
 
@@ -80,7 +45,7 @@ Result<size_t> Batch::start(Lane lane, int64_t from) {
   lane.seq = -1;
   lane.done = complete(lane);
   if (!lane.done) {
-    Result<int64_t> seq = target_.fork(from);
+    Result<int64_t> seq = decoder_.fork(from);
     if (!seq)
       return seq.status();
     lane.seq = *seq;
@@ -105,7 +70,7 @@ Status Batch::step(const Observer &observe) {
   const size_t rows = std::max(real, size_t(std::max<int64_t>(
                                          options_.minRows, 1)));
   while (pads_.size() < rows - real) {
-    Result<int64_t> pad = target_.fork(options_.padFrom);
+    Result<int64_t> pad = decoder_.fork(options_.padFrom);
     if (!pad)
       return pad.status().withContext("padding the batch");
     pads_.push_back(*pad);
@@ -126,19 +91,23 @@ Status Batch::step(const Observer &observe) {
   for (size_t i = real; i < rows; ++i)
     seqs_[i] = pads_[i - real];
 
-  const LlamaConfig &cfg = target_.config();
+  const ModelConfig &cfg = decoder_.config();
   const int64_t V = cfg.vocab, B = int64_t(rows);
   logits_.resize(size_t(B * V));
-  const double before = target_.stepSeconds();
+  if (program_)
+    CONDENSATE_RETURN_IF_ERROR(decoder_.setProgram(program_));
+  const auto t0 = std::chrono::steady_clock::now();
   CONDENSATE_RETURN_IF_ERROR(
-      target_.step(seqs_.data(), feed_.data(), B, logits_.data()));
-  seconds_ += target_.stepSeconds() - before;
+      decoder_.step(seqs_.data(), feed_.data(), B, logits_.data()));
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                            t0)
+                  .count();
   ++steps_;
   rowSteps_ += int64_t(real);
 
   if (!options_.stats.empty()) {
     // The lanes' rows come first in every layer; leave the pads out.
-    const float *st = target_.stats();
+    const float *st = decoder_.stats().data();
     if (rows != real) {
       const int64_t n = int64_t(real), F = kAttentionStatsWidth,
                     row = cfg.qHeads * F;
@@ -149,7 +118,7 @@ Status Batch::step(const Observer &observe) {
       st = stats_.data();
     }
     for (AttentionStatsAccumulator *acc : options_.stats)
-      acc->add(st, target_.lens(), int64_t(real));
+      acc->add(st, decoder_.lastLens(), int64_t(real));
   }
 
   for (size_t i = 0; i < real; ++i) {
@@ -167,7 +136,7 @@ Status Batch::step(const Observer &observe) {
     if (observe)
       CONDENSATE_RETURN_IF_ERROR(observe(lane, row));
     if (lane.done && lane.seq >= 0) {
-      CONDENSATE_RETURN_IF_ERROR(target_.release(lane.seq));
+      CONDENSATE_RETURN_IF_ERROR(decoder_.release(lane.seq));
       lane.seq = -1;
     }
   }
@@ -185,7 +154,7 @@ Status Batch::finish() {
   auto release = [&](int64_t &seq) {
     if (seq < 0)
       return;
-    Status st = target_.release(seq);
+    Status st = decoder_.release(seq);
     if (first.ok() && !st.ok())
       first = st;
     seq = -1;
