@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "Prompts.h"
 
+#include "ToolSupport.h"
+
 #include "condensate/Decoder/Chat.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
@@ -68,12 +70,10 @@ bool validUtf8(const std::string &s) {
 }
 
 std::optional<std::string> readText(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in)
+  auto content = readFile(p.string());
+  if (!content)
     return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
+  std::string s = std::move(*content);
   s.erase(std::remove(s.begin(), s.end(), '\r'), s.end());
   if (s.empty() || !validUtf8(s))
     return std::nullopt;

@@ -16,7 +16,7 @@
 #ifndef CONDENSATE_STUDY_PROMPTS_H
 #define CONDENSATE_STUDY_PROMPTS_H
 
-#include "condensate/Runtime/Status.h"
+#include "condensate/Support/Status.h"
 
 #include <cstdint>
 #include <string>

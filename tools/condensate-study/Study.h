@@ -1,6 +1,6 @@
 //===- Study.h - The fidelity study of sparse policies vs. dense decoding -===//
 //
-// Runs every policy of the study on every prompt through one CPUDecoder:
+// Runs every policy of the study on every prompt through one Decoder:
 // prompts are prefilled once (dense) and forked per policy; a dense run
 // produces the reference continuations and logits, and every policy is
 // then teacher-forced on them in the same batch layout, so that the only
@@ -10,7 +10,7 @@
 #ifndef CONDENSATE_STUDY_STUDY_H
 #define CONDENSATE_STUDY_STUDY_H
 
-#include "condensate/Runtime/Status.h"
+#include "condensate/Support/Status.h"
 
 #include <cstdint>
 #include <string>

@@ -8,8 +8,9 @@
 //===----------------------------------------------------------------------===//
 #include "Prompts.h"
 #include "Study.h"
+#include "ToolSupport.h"
 
-#include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
 
@@ -17,18 +18,16 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <vector>
 
 using namespace condensate;
 using namespace condensate::study;
+using namespace condensate::tools;
 
 namespace {
 
@@ -58,22 +57,18 @@ const char *kUsage =
     "  --threads N         OpenBLAS threads (default 2)\n"
     "  --pool-tokens N     KV tokens held at once (default 140000, ~7.4 GB)\n";
 
-struct Failure {
-  std::string message;
-};
-[[noreturn]] void fail(const std::string &m) { throw Failure{m}; }
-
-bool fileExists(const std::string &path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+/// `relative` in the current directory or the source tree; as given if in
+/// neither (the error then names it).
+std::string locateOr(const std::string &relative) {
+  std::string found = locate(relative);
+  return found.empty() ? relative : found;
 }
 
-/// `relative` in the current directory, else in the source tree.
-std::string locate(const std::string &relative) {
-  if (fileExists(relative))
-    return relative;
-  std::string repo = std::string(CONDENSATE_SOURCE_DIR) + "/" + relative;
-  return fileExists(repo) ? repo : relative;
+/// The value of the flag at argv[i] (the next argument); i moves onto it.
+std::string valueAfter(int argc, char **argv, int &i) {
+  if (i + 1 >= argc)
+    fail(std::string(argv[i]) + " needs a value");
+  return argv[++i];
 }
 
 int64_t parseInt(const std::string &flag, const std::string &text) {
@@ -103,16 +98,12 @@ std::string commandLine(int argc, char **argv) {
 }
 
 int runPrompts(int argc, char **argv) {
-  std::string model = locate("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  std::string model = locateOr("models/SmolLM2-135M-Instruct.Q4_1.gguf");
   std::string out = "reports/fidelity/prompts";
   uint64_t seed = 20261129;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc)
-        fail(a + " needs a value");
-      return argv[++i];
-    };
+    auto next = [&] { return valueAfter(argc, argv, i); };
     if (a == "--model")
       model = next();
     else if (a == "--seed")
@@ -172,19 +163,15 @@ int runPrompts(int argc, char **argv) {
 
 int runStudyCommand(int argc, char **argv) {
   StudyOptions o;
-  o.model = locate("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-  o.prompts = locate("reports/fidelity/prompts/prompts.jsonl");
-  o.paperSchedule = locate("examples/paper.mlir");
+  o.model = locateOr("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  o.prompts = locateOr("reports/fidelity/prompts/prompts.jsonl");
+  o.paperSchedule = locateOr("examples/paper.mlir");
   o.command = commandLine(argc, argv);
   std::string out;
   bool naturalSet = false, metricSet = false;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc)
-        fail(a + " needs a value");
-      return argv[++i];
-    };
+    auto next = [&] { return valueAfter(argc, argv, i); };
     if (a == "--model")
       o.model = next();
     else if (a == "--prompts")
@@ -228,26 +215,15 @@ int runStudyCommand(int argc, char **argv) {
   return 0;
 }
 
-/// OpenBLAS 0.3.21 does not know this CPU generation and falls back to
-/// generic kernels (2-3x slower); re-execute with OPENBLAS_CORETYPE set, as
-/// condensate-decode does. A user's own OPENBLAS_CORETYPE is left alone.
-void fixBlasKernels(char **argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") ||
-      std::getenv("CONDENSATE_STUDY_REEXEC"))
-    return;
-  std::string core = decoder::blasCoreRecommendation();
-  if (core.empty())
-    return;
-  ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-  ::setenv("CONDENSATE_STUDY_REEXEC", "1", 1);
-  ::execv("/proc/self/exe", argv);
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
-  fixBlasKernels(argv);
-  try {
+  // OpenBLAS 0.3.21 does not know this CPU generation and falls back to
+  // generic kernels (2-3x slower): re-execute with the core type set, as
+  // condensate-decode does.
+  reexecWith(argv, "OPENBLAS_CORETYPE", decoder::blasCoreRecommendation(),
+             "CONDENSATE_STUDY_REEXEC");
+  return runMain(kTool, [&] {
     std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "--help" || cmd == "-h" || cmd.empty()) {
       std::fputs(kUsage, cmd.empty() ? stderr : stdout);
@@ -258,12 +234,5 @@ int main(int argc, char **argv) {
     if (cmd == "run")
       return runStudyCommand(argc, argv);
     fail("unknown command '" + cmd + "' (expected 'prompts' or 'run')");
-  } catch (const Failure &f) {
-    std::fprintf(stderr, "%s: error: %s\n", kTool, f.message.c_str());
-  } catch (const std::bad_alloc &) {
-    std::fprintf(stderr, "%s: error: out of memory\n", kTool);
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "%s: error: %s\n", kTool, e.what());
-  }
-  return 1;
+  });
 }

@@ -8,13 +8,13 @@
 //===----------------------------------------------------------------------===//
 #include "ModelTestSupport.h"
 
-#include "condensate/Decoder/CPUDecoder.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Chat.h"
 #include "condensate/Decoder/Fidelity.h"
-#include "condensate/Decoder/Llama.h"
+#include "condensate/Decoder/Model.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
-#include "condensate/Runtime/Engine.h"
+#include "condensate/Compiler/Compiler.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -57,12 +57,12 @@ Schedule parseOrDie(const std::string &text, int64_t layers) {
   return s.ok() ? *s : denseSchedule(layers);
 }
 
-std::unique_ptr<CPUDecoder> makeDecoder(std::shared_ptr<const LlamaWeights> w,
+std::unique_ptr<Decoder> makeDecoder(std::shared_ptr<const ModelWeights> w,
                                         const Schedule &schedule,
                                         DecoderOptions options = {}) {
   if (!options.maxTokens)
     options.maxTokens = 4096;
-  auto d = CPUDecoder::create(std::move(w), schedule, options);
+  auto d = Decoder::create(std::move(w), schedule, options);
   EXPECT_TRUE(d.ok()) << d.message();
   return d.ok() ? d.take() : nullptr;
 }
@@ -257,13 +257,13 @@ std::vector<double> naiveForward(const TinySpec &s, const TensorMap &t,
   return out;
 }
 
-std::shared_ptr<const LlamaWeights> loadTiny(const TinySpec &s,
+std::shared_ptr<const ModelWeights> loadTiny(const TinySpec &s,
                                              const TensorMap &t) {
   Result<GGUFFile> f = GGUFFile::fromBuffer(tinyGGUF(s, t), "tiny.gguf");
   EXPECT_TRUE(f.ok()) << f.message();
   if (!f.ok())
     return nullptr;
-  auto w = LlamaWeights::load(*f);
+  auto w = ModelWeights::load(*f);
   EXPECT_TRUE(w.ok()) << w.message();
   return w.ok() ? *w : nullptr;
 }
@@ -351,7 +351,7 @@ TEST(DecoderSynthetic, ConfigFromMetadata) {
   s.linearScale = 2.0;
   auto w = loadTiny(s, tinyTensors(s, 1));
   ASSERT_TRUE(w);
-  const LlamaConfig &c = w->config();
+  const ModelConfig &c = w->config();
   EXPECT_EQ(c.numLayers, 2);
   EXPECT_EQ(c.hidden, 64);
   EXPECT_EQ(c.qHeads, 4);
@@ -373,7 +373,7 @@ TEST(DecoderSynthetic, MissingAndMisshapenTensorsAreNamed) {
   t.erase("blk.1.ffn_down.weight");
   Result<GGUFFile> f = GGUFFile::fromBuffer(tinyGGUF(s, t), "tiny.gguf");
   ASSERT_TRUE(f.ok());
-  auto w = LlamaWeights::load(*f);
+  auto w = ModelWeights::load(*f);
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.message(), "tiny.gguf: missing tensor 'blk.1.ffn_down.weight'");
 
@@ -382,7 +382,7 @@ TEST(DecoderSynthetic, MissingAndMisshapenTensorsAreNamed) {
   t["blk.0.attn_k.weight"].second.resize(64 * 16);
   f = GGUFFile::fromBuffer(tinyGGUF(s, t), "tiny.gguf");
   ASSERT_TRUE(f.ok());
-  w = LlamaWeights::load(*f);
+  w = ModelWeights::load(*f);
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.message(), "tiny.gguf: tensor 'blk.0.attn_k.weight' has shape "
                          "[64, 16], expected [64, 32]");
@@ -391,7 +391,7 @@ TEST(DecoderSynthetic, MissingAndMisshapenTensorsAreNamed) {
   g.addString("general.architecture", "gpt2");
   f = GGUFFile::fromBuffer(g.build(), "other.gguf");
   ASSERT_TRUE(f.ok());
-  w = LlamaWeights::load(*f);
+  w = ModelWeights::load(*f);
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.message().find("unsupported architecture 'gpt2'"),
             std::string::npos)
@@ -402,7 +402,7 @@ TEST(DecoderSynthetic, MissingAndMisshapenTensorsAreNamed) {
   h.addU32("llama.block_count", 2);
   f = GGUFFile::fromBuffer(h.build(), "keys.gguf");
   ASSERT_TRUE(f.ok());
-  w = LlamaWeights::load(*f);
+  w = ModelWeights::load(*f);
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.message(), "keys.gguf: missing key 'llama.embedding_length'");
 }
@@ -427,7 +427,7 @@ TEST(DecoderSynthetic, SequencesForkAndBatch) {
   auto fa = dec->fork(a);
   ASSERT_TRUE(fa.ok());
   EXPECT_EQ(dec->length(*fa), 20);
-  CPUDecoder::SeqId both[2] = {a, b};
+  Decoder::SeqId both[2] = {a, b};
   int32_t toks[2] = {ids[35], ids[36]};
   std::vector<float> batch(static_cast<size_t>(2 * V)), alone(static_cast<size_t>(V));
   ASSERT_TRUE(dec->step(both, toks, 2, batch.data()).ok());
@@ -443,7 +443,7 @@ TEST(DecoderSynthetic, SequencesForkAndBatch) {
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("does not exist"), std::string::npos);
   // The same sequence twice in one batch, and bad token ids, are errors.
-  CPUDecoder::SeqId twice[2] = {a, a};
+  Decoder::SeqId twice[2] = {a, a};
   EXPECT_FALSE(dec->step(twice, toks, 2, batch.data()).ok());
   EXPECT_FALSE(dec->step(a, int32_t(V), alone.data()).ok());
   // The pool is finite.
@@ -464,12 +464,12 @@ TEST(DecoderSynthetic, ScheduleAndPageSizeMismatch) {
       s.layers);
   DecoderOptions opts;
   opts.pageSize = 16;
-  auto d = CPUDecoder::create(w, sparse, opts);
+  auto d = Decoder::create(w, sparse, opts);
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.message().find("page_size 8"), std::string::npos) << d.message();
-  d = CPUDecoder::create(w, withPageSize(sparse, 16), opts);
+  d = Decoder::create(w, withPageSize(sparse, 16), opts);
   EXPECT_TRUE(d.ok()) << d.message();
-  d = CPUDecoder::create(w, denseSchedule(s.layers + 1), opts);
+  d = Decoder::create(w, denseSchedule(s.layers + 1), opts);
   EXPECT_FALSE(d.ok());
 }
 
@@ -487,9 +487,9 @@ protected:
     auto tk = Tokenizer::fromGGUF(*f);
     ASSERT_TRUE(tk.ok()) << tk.message();
     tokenizer_ = new Tokenizer(tk.take());
-    auto w = LlamaWeights::load(*f);
+    auto w = ModelWeights::load(*f);
     ASSERT_TRUE(w.ok()) << w.message();
-    weights_ = new std::shared_ptr<const LlamaWeights>(*w);
+    weights_ = new std::shared_ptr<const ModelWeights>(*w);
   }
   static void TearDownTestSuite() {
     delete weights_;
@@ -502,12 +502,12 @@ protected:
       GTEST_SKIP() << modelSkipMessage();
     ASSERT_TRUE(weights_ && tokenizer_);
   }
-  static std::shared_ptr<const LlamaWeights> weights() { return *weights_; }
+  static std::shared_ptr<const ModelWeights> weights() { return *weights_; }
   static const Tokenizer &tokenizer() { return *tokenizer_; }
   static int64_t layers() { return (*weights_)->config().numLayers; }
   static int64_t vocab() { return (*weights_)->config().vocab; }
 
-  static inline std::shared_ptr<const LlamaWeights> *weights_ = nullptr;
+  static inline std::shared_ptr<const ModelWeights> *weights_ = nullptr;
   static inline Tokenizer *tokenizer_ = nullptr;
 };
 
@@ -754,7 +754,7 @@ TEST_F(DecoderRealModel, ChatTemplateAddsDefaultSystemPrompt) {
 //===----------------------------------------------------------------------===//
 
 TEST(DecoderErrors, MissingModelFile) {
-  auto w = LlamaWeights::load("/nonexistent/model.gguf");
+  auto w = ModelWeights::load("/nonexistent/model.gguf");
   ASSERT_FALSE(w.ok());
   expectOneLineError(w.status(), "/nonexistent/model.gguf");
 }
@@ -766,7 +766,7 @@ TEST(DecoderErrors, TruncatedModel) {
   ASSERT_GT(bytes.size(), 1u << 20);
   const TempPath cut("truncated.gguf");
   writeFile(cut, bytes.data(), 1u << 20);
-  auto w = LlamaWeights::load(cut.str());
+  auto w = ModelWeights::load(cut.str());
   ASSERT_FALSE(w.ok());
   expectOneLineError(w.status(), cut.str());
   std::printf("[ truncated ] %s\n", w.message().c_str());
@@ -804,12 +804,12 @@ TEST(DecoderCLI, Errors) {
     return;
   const std::string m = "--model " + shellQuote(modelPath()) + " ";
   expectToolError(m + "--prompt-file /nonexistent.txt",
-                  "cannot read prompt file");
+                  "prompt file: cannot read");
   expectToolError(m + "--prompt hi --policy '{\"window\": -1}'", "window");
   expectToolError(m + "--prompt hi --policy '#condensate.policy<nonsense>'",
                   "--policy");
   expectToolError(m + "--prompt hi --policy @/nonexistent.json",
-                  "cannot read policy file");
+                  "policy file: cannot read");
   const std::string bytes = readFile(modelPath());
   const TempPath cut("cli_truncated.gguf");
   writeFile(cut, bytes.data(), 1u << 20);

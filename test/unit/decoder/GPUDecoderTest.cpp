@@ -1,16 +1,17 @@
-//===- GPUDecoderTest.cpp - the GPU decoder against the CPU decoder -------===//
+//===- GPUDecoderTest.cpp - the GPU backend against the CPU backend -------===//
 //
-// Label "gpu": on the real model, the GPU decoder's dense prefill and decode
-// steps (CUDA graph replays) give the CPU decoder's logits (float32 KV on
-// both), and a sparse schedule runs and reports statistics. Skips, saying
-// why, without a GPU or the model.
+// Label "gpu": on the real model, the GPU backend's dense prefill and decode
+// steps (CUDA graph replays) give the CPU backend's logits (float32 KV on
+// both), for one sequence and for a batch of sequences of different prompt
+// lengths decoded together through the page pool (with a fork); a sparse
+// schedule runs and reports statistics. Skips, saying why, without a GPU or
+// the model.
 //
 //===----------------------------------------------------------------------===//
 #include "ModelTestSupport.h"
 
 #include "condensate/Cuda/Driver.h"
-#include "condensate/Decoder/CPUDecoder.h"
-#include "condensate/Decoder/GPUDecoder.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Fidelity.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
@@ -35,21 +36,28 @@ double maxRelative(const std::vector<float> &a, const std::vector<float> &b) {
   return num / std::max(den, 1e-30);
 }
 
-TEST(GPUDecoder, MatchesCPUDecoderDense) {
+/// Why the GPU tests cannot run here, or "" when they can.
+std::string skipReason() {
   auto drv = cuda::Driver::get();
   if (!drv.ok())
-    GTEST_SKIP() << "no CUDA driver: " << drv.message();
+    return "no CUDA driver: " + drv.message();
   if ((*drv)->deviceCount() == 0)
-    GTEST_SKIP() << "no CUDA device";
+    return "no CUDA device";
   if (modelPath().empty())
-    GTEST_SKIP() << modelSkipMessage();
+    return modelSkipMessage();
+  return "";
+}
+
+TEST(GPUDecoder, MatchesCPUDecoderDense) {
+  if (std::string why = skipReason(); !why.empty())
+    GTEST_SKIP() << why;
   auto file = model::GGUFFile::open(modelPath());
   ASSERT_TRUE(file.ok()) << file.message();
   auto tok = model::Tokenizer::fromGGUF(*file);
   ASSERT_TRUE(tok.ok());
-  auto weights = LlamaWeights::load(*file);
+  auto weights = ModelWeights::load(*file);
   ASSERT_TRUE(weights.ok()) << weights.message();
-  const LlamaConfig &cfg = (*weights)->config();
+  const ModelConfig &cfg = (*weights)->config();
   std::vector<int32_t> prompt = tok->encode(
       "The capital of France is Paris. The capital of Germany is Berlin. "
       "Rivers: the Seine flows through Paris and the Spree through",
@@ -62,21 +70,25 @@ TEST(GPUDecoder, MatchesCPUDecoderDense) {
   DecoderOptions copts;
   copts.kvType = KVType::F32;
   copts.pageSize = 64;
-  auto cpu = CPUDecoder::create(*weights, dense, copts);
+  auto cpu = Decoder::create(*weights, dense, copts);
   ASSERT_TRUE(cpu.ok()) << cpu.message();
-  GPUDecoderOptions gopts;
+  DecoderOptions gopts;
+  gopts.backend = BackendKind::GPU;
   gopts.kvType = KVType::F32;
   gopts.pageSize = 64;
   gopts.maxTokens = 1024;
   gopts.prefillChunk = 128;
-  auto gpu = GPUDecoder::create(*weights, dense, gopts);
+  auto gpu = Decoder::create(*weights, dense, gopts);
   ASSERT_TRUE(gpu.ok()) << gpu.message();
 
   int64_t V = cfg.vocab;
   std::vector<float> cl(V), gl(V, NAN);
   auto seq = (*cpu)->newSequence();
-  ASSERT_TRUE((*cpu)->prefill(seq, prompt.data(), prompt.size(), cl.data()).ok());
-  ASSERT_TRUE((*gpu)->prefill(prompt.data(), prompt.size(), gl.data()).ok());
+  auto gseq = (*gpu)->newSequence();
+  ASSERT_TRUE(
+      (*cpu)->prefill(seq, prompt.data(), prompt.size(), cl.data()).ok());
+  ASSERT_TRUE(
+      (*gpu)->prefill(gseq, prompt.data(), prompt.size(), gl.data()).ok());
   double prefillErr = maxRelative(gl, cl);
   std::printf("prefill (%zu tokens): max |gpu - cpu| / max |cpu| = %.2e\n",
               prompt.size(), prefillErr);
@@ -87,29 +99,104 @@ TEST(GPUDecoder, MatchesCPUDecoderDense) {
     int32_t next = argmax(cl.data(), V);
     std::fill(gl.begin(), gl.end(), NAN);
     ASSERT_TRUE((*cpu)->step(seq, next, cl.data()).ok());
-    ASSERT_TRUE((*gpu)->step(next, gl.data()).ok());
+    ASSERT_TRUE((*gpu)->step(gseq, next, gl.data()).ok());
     double err = maxRelative(gl, cl);
     EXPECT_LT(err, 1e-3) << "step " << i;
     if (i % 8 == 0)
       std::printf("step %d: max relative logit difference %.2e\n", i, err);
   }
-  const GPUTimings &t = (*gpu)->timings();
+  const StepProfile &p = (*gpu)->prefillProfile();
   std::printf("GPU: %s; prefill %.0f tok/s; %lld decode steps\n",
-              (*gpu)->deviceDescription().c_str(),
-              t.prefillTokens / t.prefillSeconds, (long long)t.decodeSteps);
+              (*gpu)->deviceDescription().c_str(), p.steps / p.total,
+              (long long)(*gpu)->profile().steps);
+}
+
+// Several sequences of different prompt lengths (and a fork of one) decode
+// together, one batched step (one CUDA graph per batch size) at a time, and
+// each row gives the CPU backend's logits for the same batch.
+TEST(GPUDecoder, BatchedSequencesMatchCPUDecoder) {
+  if (std::string why = skipReason(); !why.empty())
+    GTEST_SKIP() << why;
+  auto file = model::GGUFFile::open(modelPath());
+  ASSERT_TRUE(file.ok()) << file.message();
+  auto weights = ModelWeights::load(*file);
+  ASSERT_TRUE(weights.ok()) << weights.message();
+  const ModelConfig &cfg = (*weights)->config();
+  const int64_t V = cfg.vocab;
+  Schedule dense = Schedule::uniform(cfg.numLayers, Policy::makeDense());
+  DecoderOptions opts;
+  opts.kvType = KVType::F32;
+  opts.pageSize = 16;
+  opts.maxTokens = 4096;
+  opts.prefillChunk = 64;
+  opts.maxBatch = 8;
+  auto cpu = Decoder::create(*weights, dense, opts);
+  ASSERT_TRUE(cpu.ok()) << cpu.message();
+  opts.backend = BackendKind::GPU;
+  auto gpu = Decoder::create(*weights, dense, opts);
+  ASSERT_TRUE(gpu.ok()) << gpu.message();
+
+  // Prompts of 5, 37, 100 and 203 tokens: within one page, across pages,
+  // across prefill chunks.
+  std::vector<Decoder::SeqId> cs, gs;
+  std::vector<int32_t> next;
+  std::vector<float> cl(static_cast<size_t>(V)),
+      gl(static_cast<size_t>(V), NAN);
+  for (int64_t len : {5, 37, 100, 203}) {
+    std::vector<int32_t> prompt(static_cast<size_t>(len));
+    for (int64_t i = 0; i < len; ++i)
+      prompt[size_t(i)] = int32_t(100 + (i * 37 + len * 11) % 5000);
+    cs.push_back((*cpu)->newSequence());
+    gs.push_back((*gpu)->newSequence());
+    ASSERT_TRUE((*cpu)->prefill(cs.back(), prompt.data(), len, cl.data()).ok());
+    ASSERT_TRUE((*gpu)->prefill(gs.back(), prompt.data(), len, gl.data()).ok());
+    EXPECT_LT(maxRelative(gl, cl), 1e-3) << "prefill of " << len;
+    next.push_back(argmax(cl.data(), V));
+  }
+  // A fork of the 37-token sequence: its first page shared, the rest copied.
+  auto cf = (*cpu)->fork(cs[1]);
+  auto gf = (*gpu)->fork(gs[1]);
+  ASSERT_TRUE(cf.ok() && gf.ok()) << cf.message() << gf.message();
+  cs.push_back(*cf);
+  gs.push_back(*gf);
+  next.push_back(next[1] == 7 ? 8 : 7); // diverges from its source
+
+  std::vector<float> cb, gb;
+  for (int step = 0; step < 12; ++step) {
+    // Batches of 5, then 4 (a sequence leaves), then 3: several graphs.
+    const int64_t B = step < 4 ? 5 : step < 8 ? 4 : 3;
+    cb.assign(size_t(B * V), 0.0f);
+    gb.assign(size_t(B * V), NAN);
+    ASSERT_TRUE((*cpu)->step(cs.data(), next.data(), B, cb.data()).ok());
+    ASSERT_TRUE((*gpu)->step(gs.data(), next.data(), B, gb.data()).ok());
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<float> c(cb.begin() + b * V, cb.begin() + (b + 1) * V);
+      std::vector<float> g(gb.begin() + b * V, gb.begin() + (b + 1) * V);
+      const double err = maxRelative(g, c);
+      EXPECT_LT(err, 1e-3) << "step " << step << ", row " << b;
+      EXPECT_EQ(argmax(g.data(), V), argmax(c.data(), V))
+          << "step " << step << ", row " << b;
+      next[size_t(b)] = argmax(c.data(), V);
+    }
+    for (int64_t b = 0; b < B; ++b)
+      EXPECT_EQ((*gpu)->lastLens()[b], (*cpu)->lastLens()[b]);
+    if (step == 0)
+      std::printf("batch of %lld: row errors within 1e-3\n", (long long)B);
+  }
+  EXPECT_EQ((*gpu)->freePages(), (*cpu)->freePages());
+  for (size_t i = 0; i < gs.size(); ++i)
+    ASSERT_TRUE((*gpu)->release(gs[i]).ok());
+  EXPECT_EQ((*gpu)->freePages(), (*gpu)->totalPages());
 }
 
 TEST(GPUDecoder, SparseScheduleRuns) {
-  auto drv = cuda::Driver::get();
-  if (!drv.ok() || (*drv)->deviceCount() == 0)
-    GTEST_SKIP() << "no CUDA driver or device";
-  if (modelPath().empty())
-    GTEST_SKIP() << modelSkipMessage();
+  if (std::string why = skipReason(); !why.empty())
+    GTEST_SKIP() << why;
   auto file = model::GGUFFile::open(modelPath());
   ASSERT_TRUE(file.ok());
-  auto weights = LlamaWeights::load(*file);
+  auto weights = ModelWeights::load(*file);
   ASSERT_TRUE(weights.ok());
-  const LlamaConfig &cfg = (*weights)->config();
+  const ModelConfig &cfg = (*weights)->config();
   Policy p;
   p.anchor = 1;
   p.window = p.windowMax = 64;
@@ -118,17 +205,23 @@ TEST(GPUDecoder, SparseScheduleRuns) {
   p.tau = 1e-2;
   p.maxExtra = 4;
   Schedule s = Schedule::uniform(cfg.numLayers, p);
-  GPUDecoderOptions gopts;
+  DecoderOptions gopts;
+  gopts.backend = BackendKind::GPU;
+  gopts.kvType = KVType::BF16;
   gopts.maxTokens = 2048;
-  auto gpu = GPUDecoder::create(*weights, s, gopts);
+  auto gpu = Decoder::create(*weights, s, gopts);
   ASSERT_TRUE(gpu.ok()) << gpu.message();
   std::vector<int32_t> prompt(1000);
   for (size_t i = 0; i < prompt.size(); ++i)
     prompt[i] = int32_t(100 + (i * 37) % 5000);
   std::vector<float> logits(cfg.vocab);
-  ASSERT_TRUE((*gpu)->prefill(prompt.data(), prompt.size(), logits.data()).ok());
+  auto seq = (*gpu)->newSequence();
+  ASSERT_TRUE(
+      (*gpu)->prefill(seq, prompt.data(), prompt.size(), logits.data()).ok());
   for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE((*gpu)->step(argmax(logits.data(), cfg.vocab), logits.data()).ok());
+    ASSERT_TRUE((*gpu)
+                    ->step(seq, argmax(logits.data(), cfg.vocab), logits.data())
+                    .ok());
     for (float x : logits)
       ASSERT_TRUE(std::isfinite(x));
     // Every head reports either a bound within tau or a dense fallback.

@@ -37,8 +37,8 @@
 #include <sys/stat.h>
 
 #ifdef CONDENSATE_HAVE_DECODER
-#include "condensate/Decoder/CPUDecoder.h"
-#include "condensate/Decoder/Llama.h"
+#include "condensate/Decoder/Decoder.h"
+#include "condensate/Decoder/Model.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
 #endif
@@ -881,9 +881,9 @@ TEST(Certificate, RealModelKV) {
   ASSERT_TRUE(file.ok()) << file.message();
   auto tok = model::Tokenizer::fromGGUF(*file);
   ASSERT_TRUE(tok.ok()) << tok.message();
-  auto weights = decoder::LlamaWeights::load(*file);
+  auto weights = decoder::ModelWeights::load(*file);
   ASSERT_TRUE(weights.ok()) << weights.message();
-  const decoder::LlamaConfig &cfg = (*weights)->config();
+  const decoder::ModelConfig &cfg = (*weights)->config();
 
   std::ifstream in(textPath);
   std::stringstream ss;
@@ -894,10 +894,10 @@ TEST(Certificate, RealModelKV) {
 
   decoder::DecoderOptions opts;
   opts.maxTokens = promptLen + steps + 64;
-  auto dec = decoder::CPUDecoder::create(
+  auto dec = decoder::Decoder::create(
       *weights, Schedule::uniform(cfg.numLayers, Policy::makeDense()), opts);
   ASSERT_TRUE(dec.ok()) << dec.message();
-  decoder::CPUDecoder &d = **dec;
+  decoder::Decoder &d = **dec;
   const auto seq = d.newSequence();
   ASSERT_TRUE(d.prefill(seq, ids.data(), promptLen, nullptr).ok());
 
@@ -920,7 +920,7 @@ TEST(Certificate, RealModelKV) {
     const std::vector<int32_t> &pages = d.pages(seq);
     const int32_t len = static_cast<int32_t>(d.length(seq));
     for (int64_t l = 0; l < cfg.numLayers; ++l) {
-      const decoder::CPUDecoder::CacheView view = d.cache(l);
+      const decoder::Decoder::CacheView view = d.cache(l);
       // The decoder's pool, viewed as a one-sequence cache.
       Cache cache;
       CacheCase &c = cache.c;

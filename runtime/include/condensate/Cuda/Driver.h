@@ -26,7 +26,7 @@
 #define CONDENSATE_CUDA_DRIVER_H
 
 #include "condensate/Cuda/Handle.h"
-#include "condensate/Runtime/Status.h"
+#include "condensate/Support/Status.h"
 
 #include <cassert>
 #include <cstddef>

@@ -13,7 +13,7 @@
 #ifndef CONDENSATE_MODEL_GGUF_H
 #define CONDENSATE_MODEL_GGUF_H
 
-#include "condensate/Runtime/Status.h"
+#include "condensate/Support/Status.h"
 
 #include <array>
 #include <cstddef>

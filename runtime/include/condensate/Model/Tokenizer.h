@@ -21,7 +21,7 @@
 #ifndef CONDENSATE_MODEL_TOKENIZER_H
 #define CONDENSATE_MODEL_TOKENIZER_H
 
-#include "condensate/Runtime/Status.h"
+#include "condensate/Support/Status.h"
 
 #include <array>
 #include <cstdint>

@@ -10,7 +10,7 @@
 #ifndef CONDENSATE_DECODER_CHAT_H
 #define CONDENSATE_DECODER_CHAT_H
 
-#include "condensate/Runtime/Status.h"
+#include "condensate/Support/Status.h"
 
 #include <string>
 

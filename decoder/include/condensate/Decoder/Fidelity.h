@@ -1,18 +1,20 @@
 //===- Fidelity.h - Measures of a sparse policy against dense decoding ----===//
 //
 // Next-token comparisons (argmax, KL divergence of the softmax
-// distributions) and an accumulator of the attention kernels' per-head
-// statistics: the fraction of keys read and the certificate's eps_hat,
-// pass rate and dense fallbacks.
+// distributions, negative log-likelihood), their accumulation over the
+// steps of a teacher-forced run, and an accumulator of the attention
+// kernels' per-head statistics: the fraction of keys read and the
+// certificate's eps_hat, pass rate and dense fallbacks.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_DECODER_FIDELITY_H
 #define CONDENSATE_DECODER_FIDELITY_H
 
-#include "condensate/Runtime/Engine.h"
+#include "condensate/Runtime/Attention.h"
 #include "condensate/Runtime/Policy.h"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace condensate::decoder {
@@ -22,6 +24,50 @@ int32_t argmax(const float *logits, int64_t n);
 
 /// KL(softmax(p) || softmax(q)) in nats, computed in float64.
 double klDivergence(const float *pLogits, const float *qLogits, int64_t n);
+
+/// Negative log-likelihood in nats of `token` under softmax(logits),
+/// computed in float64.
+double nll(const float *logits, int64_t n, int32_t token);
+
+/// The mean of `v` (0 if empty) and its p-quantile (0 <= p <= 1, linear
+/// between order statistics; 0 if empty).
+double mean(const std::vector<double> &v);
+double percentile(std::vector<double> v, double p);
+
+/// Index of the first token where two generations differ; the shorter
+/// one's length when one is a prefix of the other; none if they are equal.
+std::optional<int64_t> firstDivergence(const std::vector<int32_t> &a,
+                                       const std::vector<int32_t> &b);
+
+/// One teacher-forced step: a policy's next-token logits against the
+/// reference's (dense) at the same position.
+struct TokenComparison {
+  bool agree = false;     ///< same argmax
+  bool identical = false; ///< bitwise equal logits
+  double kl = 0.0;        ///< KL(reference || policy), nats
+};
+TokenComparison compareLogits(const float *reference, const float *policy,
+                              int64_t n);
+
+/// Comparisons accumulated over the steps of teacher-forced runs.
+class TeacherForcedStats {
+public:
+  void add(const TokenComparison &c);
+  int64_t steps() const { return int64_t(kl_.size()); }
+  int64_t agree() const { return agree_; }
+  int64_t identical() const { return identical_; }
+  /// Fractions of the steps (1 when there were none: nothing disagreed).
+  double agreement() const;
+  double identicalRate() const;
+  double klMean() const { return mean(kl_); }
+  double klMax() const;
+  /// Every step's KL, in order (for quantiles).
+  const std::vector<double> &kl() const { return kl_; }
+
+private:
+  int64_t agree_ = 0, identical_ = 0;
+  std::vector<double> kl_;
+};
 
 /// Aggregate of decode-step attention statistics.
 struct AttentionSummary {
@@ -45,7 +91,7 @@ struct AttentionSummary {
   }
 };
 
-/// Accumulates CPUDecoder::stats() of decode steps under one schedule.
+/// Accumulates Decoder::stats() of decode steps under one schedule.
 class AttentionStatsAccumulator {
 public:
   AttentionStatsAccumulator(const Schedule &schedule, int64_t numLayers,

@@ -1,11 +1,12 @@
-//===- Llama.cpp - Llama-family architecture and weights from GGUF --------===//
+//===- Model.cpp - The architecture table and the one GGUF weight loader --===//
 //
-// Reads `{arch}.*` metadata into a LlamaConfig, checks every tensor's
-// presence and shape against it, and dequantises the weights to float32
-// straight into their (fused) destination buffers.
+// The supported architectures as rows of data; the loader reads `{arch}.*`
+// metadata into a ModelConfig, checks every tensor the description names
+// for presence and shape, and dequantises the weights to float32 straight
+// into their (fused) destination buffers.
 //
 //===----------------------------------------------------------------------===//
-#include "condensate/Decoder/Llama.h"
+#include "condensate/Decoder/Model.h"
 
 #include "condensate/Model/GGUF.h"
 
@@ -21,17 +22,29 @@ namespace {
 
 std::string quoted(const std::string &s) { return "'" + s + "'"; }
 
-/// Architectures whose blocks are plain Llama blocks, and their RoPE form
-/// (llama.cpp's llama_model_rope_type: Qwen2 is NEOX, Llama is NORM).
-struct ArchInfo {
-  const char *name;
-  RopeMode rope;
+/// Every supported architecture. The RoPE form is llama.cpp's
+/// llama_model_rope_type (Qwen2 is NEOX, Llama NORM). Biases are optional
+/// everywhere because the files decide: Qwen2 ships q/k/v biases, some
+/// Llama fine-tunes do too.
+constexpr Architecture kArchitectures[] = {
+    {"llama", RopeMode::Adjacent, Activation::SwiGLU, Presence::Optional,
+     Presence::Optional, Presence::Optional},
+    {"mistral", RopeMode::Adjacent, Activation::SwiGLU, Presence::Optional,
+     Presence::Optional, Presence::Optional},
+    {"qwen2", RopeMode::Halves, Activation::SwiGLU, Presence::Optional,
+     Presence::Optional, Presence::Optional},
 };
-constexpr ArchInfo kArchitectures[] = {
-    {"llama", RopeMode::Adjacent},
-    {"mistral", RopeMode::Adjacent},
-    {"qwen2", RopeMode::Halves},
-};
+
+/// Whether file `f` holds the tensor an architecture gives `presence`,
+/// judged by `probe` (its layer-0 instance for per-block tensors); a
+/// required one must be there. Later layers are checked as they load.
+Result<bool> holds(const GGUFFile &f, Presence presence,
+                   const std::string &probe) {
+  const bool found = f.findTensor(probe) != nullptr;
+  if (presence == Presence::Required && !found)
+    return Status::error(f.name() + ": missing tensor " + quoted(probe));
+  return presence != Presence::Absent && found;
+}
 
 /// An optional non-negative integer key; `def` when absent.
 Result<int64_t> optionalInt(const GGUFFile &f, const std::string &key,
@@ -108,7 +121,21 @@ Status loadTensor(const GGUFFile &f, const std::string &name, int64_t ne0,
 
 } // namespace
 
-std::string LlamaConfig::describe() const {
+const Architecture *findArchitecture(const std::string &name) {
+  for (const Architecture &a : kArchitectures)
+    if (name == a.name)
+      return &a;
+  return nullptr;
+}
+
+std::string supportedArchitectures() {
+  std::string names;
+  for (const Architecture &a : kArchitectures)
+    names += (names.empty() ? "" : ", ") + std::string(a.name);
+  return names;
+}
+
+std::string ModelConfig::describe() const {
   std::ostringstream os;
   os << architecture << ": " << numLayers << " layers, hidden " << hidden
      << ", heads " << qHeads << "/" << kvHeads << " x " << headDim << ", ffn "
@@ -118,25 +145,25 @@ std::string LlamaConfig::describe() const {
     os << " linear x" << ropeLinearScale;
   if (attentionBias)
     os << ", qkv bias";
+  if (outputBias)
+    os << ", output bias";
   os << (tiedOutput ? ", tied output" : "");
   return os.str();
 }
 
-Result<LlamaConfig> LlamaWeights::readConfig(const GGUFFile &f) {
-  LlamaConfig c;
+Result<ModelConfig> ModelWeights::readConfig(const GGUFFile &f) {
+  ModelConfig c;
   Result<std::string> arch = f.getString("general.architecture");
   if (!arch)
     return arch.status();
   c.architecture = *arch;
-  const ArchInfo *info = nullptr;
-  for (const ArchInfo &a : kArchitectures)
-    if (c.architecture == a.name)
-      info = &a;
+  const Architecture *info = findArchitecture(c.architecture);
   if (!info)
     return Status::error(f.name() + ": unsupported architecture " +
-                         quoted(c.architecture) +
-                         " (supported: llama, mistral, qwen2)");
+                         quoted(c.architecture) + " (supported: " +
+                         supportedArchitectures() + ")");
   c.ropeMode = info->rope;
+  c.activation = info->activation;
   const std::string p = c.architecture + ".";
 
 #define CONDENSATE_TAKE(var, expr)                                             \
@@ -222,27 +249,35 @@ Result<LlamaConfig> LlamaWeights::readConfig(const GGUFFile &f) {
                          embd->shapeString() + ", expected [" +
                          std::to_string(c.hidden) + ", n_vocab]");
   c.vocab = embd->ne[1];
-  c.tiedOutput = f.findTensor("output.weight") == nullptr;
-  c.attentionBias = f.findTensor("blk.0.attn_q.bias") != nullptr;
+  Result<bool> output = holds(f, info->outputWeight, "output.weight");
+  Result<bool> qkvBias = holds(f, info->qkvBias, "blk.0.attn_q.bias");
+  Result<bool> outputBias =
+      holds(f, info->outputBias, "blk.0.attn_output.bias");
+  for (const Result<bool> *r : {&output, &qkvBias, &outputBias})
+    if (!*r)
+      return r->status();
+  c.tiedOutput = !*output;
+  c.attentionBias = *qkvBias;
+  c.outputBias = *outputBias;
   return c;
 }
 
-Result<std::shared_ptr<const LlamaWeights>>
-LlamaWeights::load(const std::string &path) {
+Result<std::shared_ptr<const ModelWeights>>
+ModelWeights::load(const std::string &path) {
   Result<GGUFFile> file = GGUFFile::open(path);
   if (!file)
     return file.status();
   return load(*file);
 }
 
-Result<std::shared_ptr<const LlamaWeights>>
-LlamaWeights::load(const GGUFFile &f) {
-  Result<LlamaConfig> config = readConfig(f);
+Result<std::shared_ptr<const ModelWeights>>
+ModelWeights::load(const GGUFFile &f) {
+  Result<ModelConfig> config = readConfig(f);
   if (!config)
     return config.status();
-  auto w = std::make_shared<LlamaWeights>();
+  auto w = std::make_shared<ModelWeights>();
   w->config_ = *config;
-  const LlamaConfig &c = w->config_;
+  const ModelConfig &c = w->config_;
   const int64_t H = c.hidden;
   try {
     CONDENSATE_RETURN_IF_ERROR(
@@ -279,7 +314,7 @@ LlamaWeights::load(const GGUFFile &f) {
       }
       CONDENSATE_RETURN_IF_ERROR(
           loadTensor(f, b + "attn_output.weight", c.qDim(), H, L.wo));
-      if (f.findTensor(b + "attn_output.bias"))
+      if (c.outputBias)
         CONDENSATE_RETURN_IF_ERROR(
             loadTensor(f, b + "attn_output.bias", H, 0, L.bo));
       CONDENSATE_RETURN_IF_ERROR(
@@ -296,10 +331,10 @@ LlamaWeights::load(const GGUFFile &f) {
     return Status::error(f.name() + ": out of memory dequantising the "
                                     "weights to float32");
   }
-  return std::shared_ptr<const LlamaWeights>(std::move(w));
+  return std::shared_ptr<const ModelWeights>(std::move(w));
 }
 
-int64_t LlamaWeights::bytes() const {
+int64_t ModelWeights::bytes() const {
   size_t n = tokenEmbd_.size() + output_.size() + outputNorm_.size();
   for (const LayerWeights &L : layers_)
     n += L.attnNorm.size() + L.wqkv.size() + L.bqkv.size() + L.wo.size() +

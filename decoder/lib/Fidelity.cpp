@@ -1,13 +1,15 @@
 //===- Fidelity.cpp - Measures of a sparse policy against dense decoding --===//
 //
-// Argmax, KL divergence of next-token distributions and the accumulator of
-// the attention kernels' per-head statistics.
+// Argmax, KL divergence and NLL of next-token distributions, teacher-forced
+// comparisons and the accumulator of the attention kernels' per-head
+// statistics.
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Decoder/Fidelity.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace condensate::decoder {
 
@@ -38,6 +40,71 @@ double klDivergence(const float *p, const float *q, int64_t n) {
     kl += std::exp(lp) * (lp - lq);
   }
   return std::max(0.0, kl); // Rounding can leave a tiny negative.
+}
+
+double nll(const float *logits, int64_t n, int32_t token) {
+  double m = logits[0];
+  for (int64_t i = 1; i < n; ++i)
+    m = std::max(m, double(logits[i]));
+  double z = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    z += std::exp(double(logits[i]) - m);
+  return m + std::log(z) - double(logits[token]);
+}
+
+double mean(const std::vector<double> &v) {
+  double s = 0.0;
+  for (double x : v)
+    s += x;
+  return v.empty() ? 0.0 : s / double(v.size());
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty())
+    return 0.0;
+  std::sort(v.begin(), v.end());
+  const double pos = p * double(v.size() - 1);
+  const size_t i = size_t(pos);
+  const double f = pos - double(i);
+  return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
+}
+
+std::optional<int64_t> firstDivergence(const std::vector<int32_t> &a,
+                                       const std::vector<int32_t> &b) {
+  const size_t common = std::min(a.size(), b.size());
+  for (size_t i = 0; i < common; ++i)
+    if (a[i] != b[i])
+      return int64_t(i);
+  if (a.size() != b.size())
+    return int64_t(common);
+  return std::nullopt;
+}
+
+TokenComparison compareLogits(const float *reference, const float *policy,
+                              int64_t n) {
+  TokenComparison c;
+  c.agree = argmax(reference, n) == argmax(policy, n);
+  c.identical = std::memcmp(reference, policy, size_t(n) * sizeof(float)) == 0;
+  c.kl = klDivergence(reference, policy, n);
+  return c;
+}
+
+void TeacherForcedStats::add(const TokenComparison &c) {
+  agree_ += c.agree;
+  identical_ += c.identical;
+  kl_.push_back(c.kl);
+}
+
+double TeacherForcedStats::agreement() const {
+  return steps() ? double(agree_) / double(steps()) : 1.0;
+}
+
+double TeacherForcedStats::identicalRate() const {
+  return steps() ? double(identical_) / double(steps()) : 1.0;
+}
+
+double TeacherForcedStats::klMax() const {
+  return kl_.empty() ? 0.0 : *std::max_element(kl_.begin(), kl_.end());
 }
 
 AttentionStatsAccumulator::AttentionStatsAccumulator(const Schedule &schedule,

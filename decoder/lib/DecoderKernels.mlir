@@ -1,9 +1,9 @@
 // The GPU decoder's non-attention kernels, written in the gpu dialect and
 // compiled to PTX by the same NVVM lowering as the condensate kernels
-// (GPUDecoder embeds this file). Rows are independent tokens; every kernel
+// (GPUBackend.cpp embeds this file). Rows are independent tokens; every kernel
 // takes its sizes from its memref arguments, so one PTX serves any model.
 //
-// Check it lowers: condensate-opt runtime/decoder/DecoderKernels.mlir \
+// Check it lowers: condensate-opt decoder/lib/DecoderKernels.mlir \
 //   --pass-pipeline="builtin.module(nvvm-attach-target{chip=sm_90 features=+ptx80 O=3},gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})"
 module attributes {gpu.container_module} {
 gpu.module @decoder_kernels {
@@ -158,6 +158,42 @@ gpu.module @decoder_kernels {
       %s = arith.divf %g, %den : f32
       %r = arith.mulf %s, %u : f32
       memref.store %r, %act[%t, %i] : memref<?x?xf32>
+    }
+    gpu.return
+  }
+
+  // Splits the fused projection's rows into the contiguous q, k and v the
+  // attention and append kernels read: q[t] = qkv[t, 0:qd], k[t] =
+  // qkv[t, qd:qd+kd], v[t] = qkv[t, qd+kd:]; grid (ceil(qkv width / 256),
+  // rows).
+  gpu.func @split_qkv(%qkv: memref<?x?xf32>, %q: memref<?x?xf32>,
+                      %k: memref<?x?xf32>, %v: memref<?x?xf32>) kernel {
+    %c1 = arith.constant 1 : index
+    %c256 = arith.constant 256 : index
+    %tid = gpu.thread_id x
+    %bx = gpu.block_id x
+    %t = gpu.block_id y
+    %base = arith.muli %bx, %c256 : index
+    %i = arith.addi %base, %tid : index
+    %n = memref.dim %qkv, %c1 : memref<?x?xf32>
+    %qd = memref.dim %q, %c1 : memref<?x?xf32>
+    %kd = memref.dim %k, %c1 : memref<?x?xf32>
+    %in = arith.cmpi slt, %i, %n : index
+    scf.if %in {
+      %x = memref.load %qkv[%t, %i] : memref<?x?xf32>
+      %isQ = arith.cmpi slt, %i, %qd : index
+      scf.if %isQ {
+        memref.store %x, %q[%t, %i] : memref<?x?xf32>
+      } else {
+        %j = arith.subi %i, %qd : index
+        %isK = arith.cmpi slt, %j, %kd : index
+        scf.if %isK {
+          memref.store %x, %k[%t, %j] : memref<?x?xf32>
+        } else {
+          %m = arith.subi %j, %kd : index
+          memref.store %x, %v[%t, %m] : memref<?x?xf32>
+        }
+      }
     }
     gpu.return
   }

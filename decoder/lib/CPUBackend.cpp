@@ -1,0 +1,567 @@
+//===- CPUBackend.cpp - The recipe's operations on the CPU ----------------===//
+//
+// Every matrix product goes through OpenBLAS (sgemv for a single row, sgemm
+// otherwise); decode attention and the KV append run through the compiled
+// condensate kernels (CPUProgram) on a host page pool; prefill attention is
+// dense BLAS blocks over the keys read back from that pool. The loops here
+// are element-wise only.
+//
+//===----------------------------------------------------------------------===//
+#include "Backend.h"
+
+#include "condensate/Compiler/CPUProgram.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace condensate::decoder {
+
+namespace {
+
+using blas_int = blasint;
+
+/// y[rows, out] = x[rows, in] * W[out, in]^T + beta * y: sgemv for one
+/// row (the decode step's shape), sgemm for several.
+void linear(const float *x, int64_t rows, int64_t in, const float *w,
+            int64_t out, float *y, float beta) {
+  if (rows == 1)
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, blas_int(out), blas_int(in), 1.0f,
+                w, blas_int(in), x, 1, beta, y, 1);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows),
+                blas_int(out), blas_int(in), 1.0f, x, blas_int(in), w,
+                blas_int(in), beta, y, blas_int(out));
+}
+
+/// Adds `bias` [n] to each of `rows` rows of y (row stride n).
+void addBias(float *y, int64_t rows, const float *bias, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      y[r * n + i] += bias[i];
+}
+
+/// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for `rows` rows of `n`.
+void rmsNorm(const float *x, int64_t rows, int64_t n, const float *w,
+             double eps, float *out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * n;
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+      ss += double(xr[i]) * double(xr[i]);
+    const float inv = float(1.0 / std::sqrt(ss / double(n) + eps));
+    float *o = out + r * n;
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = xr[i] * inv * w[i];
+  }
+}
+
+/// exp(x) for x <= 0 (larger x is clamped to 0) in branch-free float
+/// arithmetic the compiler vectorises, unlike calls to std::exp: x = n ln2
+/// + f with n = round(x / ln2), 2^n placed in the exponent bits, e^f by its
+/// degree-7 Taylor polynomial (|f| <= ln2 / 2). Relative error < 1.1e-7
+/// (checked against exp() for every float in [-87, 0]); below -87 the
+/// result is exp(-87) ~ 1.6e-38, negligible next to the row maximum's 1.
+inline float expNonPositive(float x) {
+  x = x < -87.0f ? -87.0f : (x > 0.0f ? 0.0f : x);
+  const float magic = 12582912.0f; // 1.5 * 2^23: adding rounds to integer
+  float n = (x * 1.44269504088896341f + magic) - magic;
+  float f = x - n * 0.693145751953125f; // ln2 split hi/lo for exactness
+  f = f - n * 1.42860682030941723e-6f;
+  float p = 1.0f / 5040.0f;
+  p = p * f + 1.0f / 720.0f;
+  p = p * f + 1.0f / 120.0f;
+  p = p * f + 1.0f / 24.0f;
+  p = p * f + 1.0f / 6.0f;
+  p = p * f + 0.5f;
+  p = p * f + 1.0f;
+  p = p * f + 1.0f;
+  int32_t bits;
+  std::memcpy(&bits, &p, 4);
+  bits += int32_t(n) << 23;
+  std::memcpy(&p, &bits, 4);
+  return p;
+}
+
+/// act[r, i] = silu(gu[r, i]) * gu[r, ffn + i], with silu(g) = g sigmoid(g)
+/// and sigmoid from t = exp(-|g|) <= 1 so the exponential never overflows.
+void swiglu(const float *gu, int64_t rows, int64_t ffn, float *act) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *g = gu + r * 2 * ffn, *u = g + ffn;
+    float *a = act + r * ffn;
+    for (int64_t i = 0; i < ffn; ++i) {
+      const float t = expNonPositive(-std::fabs(g[i]));
+      const float sigmoid = (g[i] >= 0.0f ? 1.0f : t) / (1.0f + t);
+      a[i] = g[i] * sigmoid * u[i];
+    }
+  }
+}
+
+/// s[0, valid) becomes softmax(s[0, valid)); s[valid, end) becomes 0 (the
+/// causal mask). Written as lane-parallel loops the compiler vectorises:
+/// prefill spends a third of its time here otherwise.
+void causalSoftmax(float *s, int64_t valid, int64_t end) {
+  constexpr int64_t W = 16;
+  float lanes[W];
+  std::fill(lanes, lanes + W, -std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; j + W <= valid; j += W)
+    for (int64_t k = 0; k < W; ++k)
+      lanes[k] = std::max(lanes[k], s[j + k]);
+  float m = *std::max_element(lanes, lanes + W);
+  for (; j < valid; ++j)
+    m = std::max(m, s[j]);
+  for (j = 0; j < valid; ++j)
+    s[j] = expNonPositive(s[j] - m);
+  double sums[W] = {};
+  for (j = 0; j + W <= valid; j += W)
+    for (int64_t k = 0; k < W; ++k)
+      sums[k] += double(s[j + k]);
+  double sum = 0.0;
+  for (; j < valid; ++j)
+    sum += double(s[j]);
+  for (double v : sums)
+    sum += v;
+  const float inv = float(1.0 / sum);
+  for (j = 0; j < valid; ++j)
+    s[j] *= inv;
+  std::fill(s + valid, s + end, 0.0f);
+}
+
+float halfToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else { // Subnormal: normalise.
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while (!(mant & 0x400u));
+      bits = sign | uint32_t(127 - 15 - e) << 23 | (mant & 0x3ffu) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | mant << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float bf16ToFloat(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+/// One layer's KV pages, [numPages, Hkv, P, D] in the KV type, and their
+/// summaries [numPages, Hkv, 5, D]. Storage is float-typed so it is
+/// float-aligned; f16/bf16 pages use half of it.
+struct LayerCache {
+  std::vector<float> k, v, summaries;
+};
+
+/// A schedule compiled for the CPU.
+class CPUAttention final : public AttentionProgram {
+public:
+  explicit CPUAttention(std::shared_ptr<const CPUProgram> program)
+      : program(std::move(program)) {}
+  const Schedule &schedule() const override { return program->schedule(); }
+  double compileSeconds() const override { return program->info().seconds; }
+  std::shared_ptr<const CPUProgram> program;
+};
+
+const float *host(const Param &p) {
+  return reinterpret_cast<const float *>(uintptr_t(p.address));
+}
+Param param(const float *data, size_t size) {
+  return Param{uint64_t(reinterpret_cast<uintptr_t>(data)), int64_t(size)};
+}
+Param param(const std::vector<float> &v) { return param(v.data(), v.size()); }
+
+class CPUBackend final : public Backend {
+public:
+  static Result<std::unique_ptr<Backend>> create(const BackendSetup &setup);
+
+  std::string description() const override { return blasDescription(); }
+  double compileSeconds() const override { return compileSeconds_; }
+  bool synchronous() const override { return true; }
+  int64_t maxRows() const override { return 0; }
+  int64_t tableWidth(int64_t pages) const override { return pages; }
+  const ModelParams &params() const override { return params_; }
+
+  Result<std::shared_ptr<const AttentionProgram>>
+  compile(const Schedule &schedule) const override {
+    auto program = CPUProgram::compile(shape_, schedule);
+    if (!program)
+      return program.status();
+    return std::shared_ptr<const AttentionProgram>(
+        std::make_shared<CPUAttention>(*program));
+  }
+  std::shared_ptr<const AttentionProgram> program() const override {
+    return program_;
+  }
+  Status setProgram(std::shared_ptr<const AttentionProgram> p) override {
+    auto cpu = std::dynamic_pointer_cast<const CPUAttention>(p);
+    if (!cpu)
+      return Status::error("setProgram: not a CPU program");
+    const ModelShape &a = cpu->program->shape(), &b = shape_;
+    if (a.numLayers != b.numLayers || a.qHeads != b.qHeads ||
+        a.kvHeads != b.kvHeads || a.headDim != b.headDim ||
+        a.pageSize != b.pageSize || a.kvType != b.kvType ||
+        a.effectiveScale() != b.effectiveScale())
+      return Status::error("setProgram: the program was compiled for another "
+                           "model shape");
+    program_ = std::move(cpu);
+    return Status::success();
+  }
+
+  Status copyPage(int32_t from, int32_t to) override {
+    const int64_t E = pageElems_, S = cfg_.kvHeads * 5 * cfg_.headDim;
+    for (LayerCache &c : caches_) {
+      std::memcpy(c.k.data() + to * E, c.k.data() + from * E, size_t(E) * 4);
+      std::memcpy(c.v.data() + to * E, c.v.data() + from * E, size_t(E) * 4);
+      std::memcpy(c.summaries.data() + to * S, c.summaries.data() + from * S,
+                  size_t(S) * 4);
+    }
+    return Status::success();
+  }
+  Decoder::CacheView cache(int64_t layer) const override {
+    Decoder::CacheView view;
+    if (layer < 0 || layer >= cfg_.numLayers)
+      return view;
+    const LayerCache &c = caches_[size_t(layer)];
+    view.k = c.k.data();
+    view.v = c.v.data();
+    view.summaries = c.summaries.data();
+    view.numPages = numPages_;
+    return view;
+  }
+
+  Status begin(const ForwardBatch &batch) override {
+    batch_ = &batch;
+    for (int b = 0; b < kNumBufs; ++b) {
+      const size_t n = size_t(batch.rows * width(Buf(b)));
+      if (bufs_[size_t(b)].size() < n)
+        bufs_[size_t(b)].resize(n);
+    }
+    if (batch.kind == ForwardKind::Decode) {
+      stats_.resize(size_t(cfg_.numLayers * batch.rows * cfg_.qHeads *
+                           Decoder::kStatFields));
+      queries_.resize(size_t(cfg_.numLayers * batch.rows * cfg_.qDim()));
+    }
+    return Status::success();
+  }
+  Status run(const std::function<Status()> &body) override { return body(); }
+  Status finish(float *logits, int64_t logitRows) override {
+    if (logits && logitRows > 0)
+      std::memcpy(logits, buf(Buf::Logits), size_t(logitRows * cfg_.vocab) * 4);
+    return Status::success();
+  }
+  const std::vector<float> &stats() const override { return stats_; }
+  const std::vector<float> &queries() const override { return queries_; }
+
+  Status embed() override {
+    const int64_t H = cfg_.hidden;
+    for (int64_t r = 0; r < batch_->rows; ++r)
+      std::memcpy(buf(Buf::X) + r * H,
+                  host(params_.embedding) +
+                      int64_t(batch_->tokens[size_t(r)]) * H,
+                  size_t(H) * 4);
+    return Status::success();
+  }
+  Status rmsNorm(Buf in, const Param &weight, Buf out, Rows rows) override {
+    const int64_t H = width(in);
+    decoder::rmsNorm(buf(in) + rows.first * H, count(rows), H, host(weight),
+                     cfg_.rmsEps, buf(out));
+    return Status::success();
+  }
+  Status linear(Buf in, const Param &weight, const Param &bias, Buf out,
+                bool accumulate, Rows rows) override {
+    const int64_t K = width(in), N = width(out), R = count(rows);
+    if (weight.size != N * K)
+      return Status::error("linear: a weight of " +
+                           std::to_string(weight.size) + " elements for a [" +
+                           std::to_string(N) + ", " + std::to_string(K) +
+                           "] product");
+    decoder::linear(buf(in) + rows.first * K, R, K, host(weight), N, buf(out),
+                    accumulate ? 1.0f : 0.0f);
+    if (bias.present())
+      addBias(buf(out), R, host(bias), N);
+    return Status::success();
+  }
+  Status splitQKV() override {
+    const int64_t qDim = cfg_.qDim(), kvDim = cfg_.kvDim(),
+                  qkvDim = cfg_.qkvDim();
+    for (int64_t r = 0; r < batch_->rows; ++r) {
+      const float *row = buf(Buf::QKV) + r * qkvDim;
+      std::memcpy(buf(Buf::Q) + r * qDim, row, size_t(qDim) * 4);
+      std::memcpy(buf(Buf::K) + r * kvDim, row + qDim, size_t(kvDim) * 4);
+      std::memcpy(buf(Buf::V) + r * kvDim, row + qDim + kvDim,
+                  size_t(kvDim) * 4);
+    }
+    return Status::success();
+  }
+  Status rope(Buf qOrK) override {
+    const int64_t half = cfg_.ropeDim / 2, D = cfg_.headDim,
+                  heads = qOrK == Buf::Q ? cfg_.qHeads : cfg_.kvHeads;
+    const bool adjacent = cfg_.ropeMode == RopeMode::Adjacent;
+    for (int64_t r = 0; r < batch_->rows; ++r) {
+      const double p =
+          double(batch_->positions[size_t(r)]) / cfg_.ropeLinearScale;
+      for (size_t i = 0; i < invFreq_.size(); ++i) {
+        const double a = p * invFreq_[i];
+        ropeCos_[i] = float(std::cos(a));
+        ropeSin_[i] = float(std::sin(a));
+      }
+      float *v = buf(qOrK) + r * heads * D;
+      for (int64_t hd = 0; hd < heads; ++hd) {
+        float *x = v + hd * D;
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t a = adjacent ? 2 * i : i,
+                        b = adjacent ? 2 * i + 1 : i + half;
+          const float x0 = x[a], x1 = x[b];
+          x[a] = x0 * ropeCos_[size_t(i)] - x1 * ropeSin_[size_t(i)];
+          x[b] = x0 * ropeSin_[size_t(i)] + x1 * ropeCos_[size_t(i)];
+        }
+      }
+    }
+    return Status::success();
+  }
+  Status append(int64_t l) override {
+    LayerCache &c = caches_[size_t(l)];
+    AppendArgs a;
+    a.maxPages = batch_->tableWidth;
+    a.numPages = numPages_;
+    a.kCache = c.k.data();
+    a.vCache = c.v.data();
+    a.summaries = c.summaries.data();
+    const CPUProgram &program = *program_->program;
+    if (batch_->kind == ForwardKind::Decode) {
+      a.batch = batch_->rows;
+      a.kNew = buf(Buf::K);
+      a.vNew = buf(Buf::V);
+      a.pageTable = batch_->pageTable.data();
+      a.positions = batch_->positions.data();
+      return program.append(a);
+    }
+    // Prefill rows are one sequence: one position at a time, as positions of
+    // one page appended together would race on its summary.
+    const int64_t kvDim = cfg_.kvDim();
+    a.batch = 1;
+    for (int64_t r = 0; r < batch_->rows; ++r) {
+      a.kNew = buf(Buf::K) + r * kvDim;
+      a.vNew = buf(Buf::V) + r * kvDim;
+      a.pageTable = batch_->pageTable.data() + r * batch_->tableWidth;
+      a.positions = batch_->positions.data() + r;
+      CONDENSATE_RETURN_IF_ERROR(program.append(a));
+    }
+    return Status::success();
+  }
+  Status attend(int64_t l) override {
+    const int64_t B = batch_->rows;
+    LayerCache &c = caches_[size_t(l)];
+    AttentionArgs a;
+    a.batch = B;
+    a.maxPages = batch_->tableWidth;
+    a.numPages = numPages_;
+    a.q = buf(Buf::Q);
+    a.kCache = c.k.data();
+    a.vCache = c.v.data();
+    a.pageTable = batch_->pageTable.data();
+    a.lens = batch_->lens.data();
+    a.windows = batch_->windows.data() + l * B;
+    a.summaries = c.summaries.data();
+    a.out = buf(Buf::Attn);
+    a.stats = stats_.data() + l * B * cfg_.qHeads * Decoder::kStatFields;
+    return program_->program->attend(l, a);
+  }
+  Status prefillAttend(int64_t l) override {
+    const int64_t T = batch_->rows, D = cfg_.headDim, Hq = cfg_.qHeads,
+                  G = Hq / cfg_.kvHeads, qDim = cfg_.qDim();
+    const int64_t end = batch_->positions[size_t(T - 1)] + 1;
+    const size_t kvFloats = size_t(cfg_.kvHeads * end * D);
+    if (kSeq_.size() < kvFloats) {
+      kSeq_.resize(kvFloats);
+      vSeq_.resize(kvFloats);
+    }
+    if (scores_.size() < size_t(T * end))
+      scores_.resize(size_t(T * end));
+    gather(l, batch_->pageTable.data(), end);
+    // Dense causal attention of the T query rows over keys [0, end):
+    // S = scale Q K^T, row-wise masked softmax, O = S V.
+    const float scale = shape_.effectiveScale();
+    for (int64_t hq = 0; hq < Hq; ++hq) {
+      const float *kg = kSeq_.data() + (hq / G) * end * D;
+      const float *vg = vSeq_.data() + (hq / G) * end * D;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(T),
+                  blas_int(end), blas_int(D), scale, buf(Buf::Q) + hq * D,
+                  blas_int(qDim), kg, blas_int(D), 0.0f, scores_.data(),
+                  blas_int(end));
+      for (int64_t t = 0; t < T; ++t)
+        causalSoftmax(scores_.data() + t * end,
+                      batch_->positions[size_t(t)] + 1, end);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(T),
+                  blas_int(D), blas_int(end), 1.0f, scores_.data(),
+                  blas_int(end), vg, blas_int(D), 0.0f, buf(Buf::Attn) + hq * D,
+                  blas_int(qDim));
+    }
+    return Status::success();
+  }
+  Status activation(Activation kind) override {
+    switch (kind) {
+    case Activation::SwiGLU:
+      swiglu(buf(Buf::GU), batch_->rows, cfg_.ffn, buf(Buf::Act));
+      return Status::success();
+    }
+    return Status::error("unknown activation");
+  }
+  Status keepQueries(int64_t l) override {
+    const int64_t n = batch_->rows * cfg_.qDim();
+    std::memcpy(queries_.data() + l * n, buf(Buf::Q), size_t(n) * 4);
+    return Status::success();
+  }
+
+private:
+  float *buf(Buf b) { return bufs_[size_t(b)].data(); }
+  int64_t width(Buf b) const { return bufferWidth(b, cfg_); }
+  int64_t count(Rows r) const { return r.count < 0 ? batch_->rows : r.count; }
+  /// Reads positions [0, end) of the sequence whose page-table row is
+  /// `pages` in layer `l` back from the cache as float32 into kSeq/vSeq
+  /// [Hkv][end][D].
+  void gather(int64_t l, const int32_t *pages, int64_t end);
+
+  std::shared_ptr<const ModelWeights> weights_;
+  ModelConfig cfg_;
+  ModelShape shape_;
+  ModelParams params_;
+  std::shared_ptr<const CPUAttention> program_;
+  double compileSeconds_ = 0.0;
+  int64_t numPages_ = 0;
+  int64_t pageElems_ = 0; ///< floats of storage per page of K (or V)
+  std::vector<LayerCache> caches_;
+  std::vector<double> invFreq_; ///< [ropeDim / 2]
+
+  const ForwardBatch *batch_ = nullptr;
+  // Scratch, grown on demand and reused so steady-state steps allocate
+  // nothing.
+  std::vector<std::vector<float>> bufs_ =
+      std::vector<std::vector<float>>(kNumBufs);
+  std::vector<float> stats_, queries_;
+  std::vector<float> ropeCos_, ropeSin_, kSeq_, vSeq_, scores_;
+};
+
+Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
+  auto be = std::make_unique<CPUBackend>();
+  be->weights_ = setup.weights;
+  be->cfg_ = setup.weights->config();
+  be->shape_ = setup.shape;
+  const ModelConfig &cfg = be->cfg_;
+  if (setup.options.threads > 0)
+    openblas_set_num_threads(setup.options.threads);
+  auto program = CPUProgram::compile(be->shape_, setup.schedule);
+  if (!program)
+    return program.status();
+  be->program_ = std::make_shared<CPUAttention>(*program);
+  be->compileSeconds_ = (*program)->info().seconds;
+
+  const ModelWeights &w = *setup.weights;
+  be->params_.embedding =
+      param(w.tokenEmbedding(), size_t(cfg.vocab * cfg.hidden));
+  be->params_.output = param(w.outputWeights(), size_t(cfg.vocab * cfg.hidden));
+  be->params_.outputNorm = param(w.outputNorm(), size_t(cfg.hidden));
+  for (int64_t l = 0; l < cfg.numLayers; ++l) {
+    const LayerWeights &L = w.layer(l);
+    be->params_.layers.push_back(
+        {param(L.attnNorm), param(L.wqkv), param(L.bqkv), param(L.wo),
+         param(L.bo), param(L.ffnNorm), param(L.wGateUp), param(L.wDown)});
+  }
+
+  be->numPages_ = setup.numPages;
+  be->pageElems_ = cfg.kvHeads * setup.shape.pageSize * cfg.headDim *
+                   kvTypeBytes(setup.shape.kvType) / 4;
+  try {
+    be->caches_.resize(size_t(cfg.numLayers));
+    for (LayerCache &c : be->caches_) {
+      c.k.resize(size_t(be->numPages_ * be->pageElems_));
+      c.v.resize(size_t(be->numPages_ * be->pageElems_));
+      c.summaries.resize(size_t(be->numPages_ * cfg.kvHeads * 5 * cfg.headDim));
+    }
+  } catch (const std::bad_alloc &) {
+    return Status::error("out of memory allocating a KV cache of " +
+                         std::to_string(be->numPages_) + " pages");
+  }
+  be->invFreq_.resize(size_t(cfg.ropeDim / 2));
+  for (int64_t i = 0; i < cfg.ropeDim / 2; ++i)
+    be->invFreq_[size_t(i)] =
+        std::pow(cfg.ropeTheta, -2.0 * double(i) / double(cfg.ropeDim));
+  be->ropeCos_.resize(be->invFreq_.size());
+  be->ropeSin_.resize(be->invFreq_.size());
+  return std::unique_ptr<Backend>(std::move(be));
+}
+
+void CPUBackend::gather(int64_t l, const int32_t *pages, int64_t end) {
+  const int64_t P = shape_.pageSize, D = cfg_.headDim, G = cfg_.kvHeads;
+  const LayerCache &c = caches_[size_t(l)];
+  for (int64_t pos = 0; pos < end; ++pos) {
+    const int64_t page = pages[pos / P], slot = pos % P;
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t src = ((page * G + g) * P + slot) * D;
+      float *kd = kSeq_.data() + (g * end + pos) * D;
+      float *vd = vSeq_.data() + (g * end + pos) * D;
+      switch (shape_.kvType) {
+      case KVType::F32:
+        std::memcpy(kd, c.k.data() + src, size_t(D) * 4);
+        std::memcpy(vd, c.v.data() + src, size_t(D) * 4);
+        break;
+      case KVType::F16:
+      case KVType::BF16: {
+        auto *ks = reinterpret_cast<const uint16_t *>(c.k.data()) + src;
+        auto *vs = reinterpret_cast<const uint16_t *>(c.v.data()) + src;
+        const bool f16 = shape_.kvType == KVType::F16;
+        for (int64_t i = 0; i < D; ++i) {
+          kd[i] = f16 ? halfToFloat(ks[i]) : bf16ToFloat(ks[i]);
+          vd[i] = f16 ? halfToFloat(vs[i]) : bf16ToFloat(vs[i]);
+        }
+        break;
+      }
+      }
+    }
+  }
+}
+
+} // namespace
+
+std::string blasDescription() {
+  std::string config = openblas_get_config();
+  while (!config.empty() && config.back() == ' ')
+    config.pop_back();
+  return config + "; core " + openblas_get_corename() + "; " +
+         std::to_string(openblas_get_num_threads()) + " threads";
+}
+
+std::string blasCoreRecommendation() {
+  if (std::string(openblas_get_corename()) != "Prescott")
+    return "";
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2"))
+    return "Haswell";
+  return "";
+}
+
+Result<std::unique_ptr<Backend>> createCPUBackend(const BackendSetup &setup) {
+  return CPUBackend::create(setup);
+}
+
+} // namespace condensate::decoder

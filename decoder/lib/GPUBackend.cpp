@@ -1,0 +1,619 @@
+//===- GPUBackend.cpp - The recipe's operations on an NVIDIA GPU ----------===//
+//
+// Weights (float32), activations, the page pool and every per-pass input
+// live in device memory. Projections run through cuBLAS, the element-wise
+// work through kernels compiled from DecoderKernels.mlir, attention and the
+// KV append through the generated condensate kernels (GPUProgram: the
+// schedule's for decode rows, a dense one for prefill rows). A decode pass
+// is captured into a CUDA graph once per batch size and replayed: its
+// inputs sit at fixed device addresses that begin() refills, and the page
+// table has a fixed row width, so one graph serves every step of that size.
+//
+//===----------------------------------------------------------------------===//
+#include "Backend.h"
+
+#include "condensate/Cuda/Blas.h"
+#include "condensate/Cuda/Driver.h"
+#include "condensate/Compiler/Compiler.h"
+#include "condensate/Runtime/GPUProgram.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+namespace condensate::decoder {
+
+namespace {
+
+#include "DecoderKernels.inc" // kDecoderKernelsMLIR
+
+using cuda::DevicePtr;
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
+/// A device address as the pointer type of the runtime's argument structs.
+template <typename T> T *dev(DevicePtr p) {
+  return reinterpret_cast<T *>(static_cast<uintptr_t>(p));
+}
+
+/// Appends a contiguous memref descriptor (base, base, 0, sizes, strides).
+void pushMemRef(cuda::KernelArgs &args, DevicePtr base,
+                std::initializer_list<int64_t> sizes) {
+  args.u64(base).u64(base).i64(0);
+  std::vector<int64_t> s(sizes);
+  for (int64_t v : s)
+    args.i64(v);
+  std::vector<int64_t> strides(s.size(), 1);
+  for (int64_t i = static_cast<int64_t>(s.size()) - 2; i >= 0; --i)
+    strides[size_t(i)] = strides[size_t(i + 1)] * s[size_t(i + 1)];
+  for (int64_t v : strides)
+    args.i64(v);
+}
+
+unsigned blocksFor(int64_t n) { return static_cast<unsigned>((n + 255) / 256); }
+
+/// A device buffer of `bytes` (at least 4, so it has an address), zeroed
+/// on `stream`.
+Status allocate(size_t bytes, const cuda::Stream &stream,
+                cuda::DeviceBuffer &out) {
+  auto b = cuda::DeviceBuffer::allocate(std::max<size_t>(bytes, 4));
+  if (!b.ok())
+    return b.status();
+  out = b.take();
+  return out.memset8Async(0, out.size(), stream);
+}
+
+Status upload(const float *data, size_t count, cuda::DeviceBuffer &out) {
+  auto b = cuda::DeviceBuffer::allocate(std::max<size_t>(count * 4, 4));
+  if (!b.ok())
+    return b.status();
+  out = b.take();
+  return count ? out.copyFromHost(data, count * 4) : Status::success();
+}
+
+/// A schedule loaded on the device; serves the decoder that compiled it.
+class GPUAttention final : public AttentionProgram {
+public:
+  const Schedule &schedule() const override { return schedule_; }
+  double compileSeconds() const override { return seconds; }
+  Schedule schedule_;
+  double seconds = 0.0;
+  std::unique_ptr<GPUProgram> program;
+  const void *owner = nullptr;
+};
+
+struct DeviceLayer {
+  cuda::DeviceBuffer attnNorm, wqkv, bqkv, wo, bo, ffnNorm, wGateUp, wDown;
+  cuda::DeviceBuffer k, v, summaries;
+};
+
+class GPUBackend final : public Backend {
+public:
+  static Result<std::unique_ptr<Backend>> create(const BackendSetup &setup);
+
+  std::string description() const override;
+  double compileSeconds() const override { return compileSeconds_; }
+  bool synchronous() const override { return false; }
+  int64_t maxRows() const override { return maxRows_; }
+  int64_t tableWidth(int64_t) const override { return width_; }
+  const ModelParams &params() const override { return params_; }
+
+  Result<std::shared_ptr<const AttentionProgram>>
+  compile(const Schedule &schedule) const override {
+    auto p = load(schedule);
+    if (!p)
+      return p.status();
+    return std::shared_ptr<const AttentionProgram>(p.take());
+  }
+  std::shared_ptr<const AttentionProgram> program() const override {
+    return program_;
+  }
+  Status setProgram(std::shared_ptr<const AttentionProgram> p) override;
+
+  Status copyPage(int32_t from, int32_t to) override;
+  Decoder::CacheView cache(int64_t layer) const override;
+
+  Status begin(const ForwardBatch &batch) override;
+  Status run(const std::function<Status()> &body) override;
+  Status finish(float *logits, int64_t logitRows) override;
+  const std::vector<float> &stats() const override { return hostStats_; }
+  const std::vector<float> &queries() const override;
+
+  Status embed() override;
+  Status rmsNorm(Buf in, const Param &weight, Buf out, Rows rows) override;
+  Status linear(Buf in, const Param &weight, const Param &bias, Buf out,
+                bool accumulate, Rows rows) override;
+  Status splitQKV() override;
+  Status rope(Buf qOrK) override;
+  Status append(int64_t layer) override;
+  Status attend(int64_t layer) override;
+  Status prefillAttend(int64_t layer) override;
+  Status activation(Activation kind) override;
+  Status keepQueries(int64_t layer) override;
+
+private:
+  Result<std::shared_ptr<GPUAttention>> load(const Schedule &schedule) const;
+  Status uploadWeights(const ModelWeights &w);
+  Status launch(const char *name, cuda::Dim3 grid, cuda::Dim3 block,
+                cuda::KernelArgs &args) {
+    return cuda::launch(functions_.at(name), grid, block, 0, stream_,
+                        args.data());
+  }
+  DevicePtr addr(Buf b) const { return bufs_[size_t(b)].address(); }
+  int64_t width(Buf b) const { return bufferWidth(b, cfg_); }
+  int64_t rows() const { return batch_->rows; }
+  int64_t count(Rows r) const { return r.count < 0 ? rows() : r.count; }
+  /// The fields of AttentionArgs and AppendArgs: sizes, layer `l`'s pool
+  /// and the page table.
+  template <typename Args> Args pagedArgs(int64_t l) const {
+    const DeviceLayer &L = layers_[size_t(l)];
+    Args a;
+    a.batch = rows();
+    a.maxPages = width_;
+    a.numPages = numPages_;
+    a.kCache = dev<void>(L.k.address());
+    a.vCache = dev<void>(L.v.address());
+    a.pageTable = dev<const int32_t>(pageTable_.address());
+    a.summaries = dev<float>(L.summaries.address());
+    return a;
+  }
+  AttentionArgs attentionArgs(int64_t l) const;
+  AppendArgs appendArgs(int64_t l) const;
+
+  ModelConfig cfg_;
+  ModelShape shape_;
+  DecoderOptions options_;
+  int64_t numPages_ = 0, width_ = 0, maxRows_ = 0;
+  double compileSeconds_ = 0.0;
+
+  cuda::Context context_;
+  cuda::Stream stream_;
+  cuda::Blas blas_;
+  cuda::Module kernels_;
+  std::map<std::string, cuda::Function> functions_;
+  std::shared_ptr<GPUAttention> program_, dense_;
+
+  std::vector<DeviceLayer> layers_;
+  cuda::DeviceBuffer embedding_, outputNorm_, output_, invFreq_;
+  ModelParams params_;
+  std::vector<cuda::DeviceBuffer> bufs_ =
+      std::vector<cuda::DeviceBuffer>(kNumBufs);
+  cuda::DeviceBuffer tokens_, positions_, lens_, pageTable_, windows_;
+  cuda::DeviceBuffer stats_, prefillStats_, queries_;
+
+  const ForwardBatch *batch_ = nullptr;
+  /// Decode graphs by batch size; cleared when the program changes.
+  std::map<int64_t, cuda::GraphExec> graphs_;
+  std::vector<float> hostStats_;
+  int64_t queryRows_ = 0; ///< rows of the last decode
+  mutable bool queriesFresh_ = false;
+  mutable std::vector<float> hostQueries_;
+  mutable std::vector<uint8_t> hostK_, hostV_;
+  mutable std::vector<float> hostSummaries_;
+};
+
+Result<std::shared_ptr<GPUAttention>>
+GPUBackend::load(const Schedule &schedule) const {
+  auto start = std::chrono::steady_clock::now();
+  GPUCompileOptions copts;
+  copts.chip = options_.chip;
+  auto library = getGPULibrary(shape_, schedule, copts);
+  if (!library.ok())
+    return library.status();
+  auto program = GPUProgram::load(*library, options_.device);
+  if (!program.ok())
+    return program.status();
+  auto p = std::make_shared<GPUAttention>();
+  p->schedule_ = schedule;
+  p->program = program.take();
+  // Sized for the largest call, so no launch allocates (graph capture).
+  CONDENSATE_RETURN_IF_ERROR(p->program->reserve(maxRows_, width_, numPages_));
+  p->owner = this;
+  p->seconds = secondsSince(start);
+  return p;
+}
+
+Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
+  auto start = std::chrono::steady_clock::now();
+  auto be = std::make_unique<GPUBackend>();
+  GPUBackend &d = *be;
+  d.cfg_ = setup.weights->config();
+  d.shape_ = setup.shape;
+  d.options_ = setup.options;
+  d.numPages_ = setup.numPages;
+  d.width_ = setup.maxTablePages;
+  d.maxRows_ = std::max(setup.options.prefillChunk, setup.options.maxBatch);
+  const ModelConfig &cfg = d.cfg_;
+
+  auto ctx = cuda::Context::primary(setup.options.device);
+  if (!ctx.ok())
+    return ctx.status();
+  d.context_ = ctx.take();
+  auto stream = cuda::Stream::create();
+  if (!stream.ok())
+    return stream.status();
+  d.stream_ = stream.take();
+  auto blas = cuda::Blas::create(d.stream_);
+  if (!blas.ok())
+    return blas.status();
+  d.blas_ = blas.take();
+
+  // Kernels: the element-wise ones, the schedule's attention and the dense
+  // attention of prefill.
+  auto ptx = compileGPUModulesToPTX(kDecoderKernelsMLIR, "DecoderKernels.mlir",
+                                    setup.options.chip);
+  if (!ptx.ok())
+    return ptx.status();
+  auto module = cuda::Module::loadPtx(*ptx);
+  if (!module.ok())
+    return module.status();
+  d.kernels_ = module.take();
+  for (const char *name :
+       {"embed", "rmsnorm", "rope", "silu_mul", "add_bias", "split_qkv"}) {
+    auto f = d.kernels_.getFunction(name);
+    if (!f.ok())
+      return f.status();
+    d.functions_.emplace(name, f.take());
+  }
+  auto program = d.load(setup.schedule);
+  if (!program.ok())
+    return program.status();
+  d.program_ = program.take();
+  auto dense = d.load(Schedule::uniform(cfg.numLayers, Policy::makeDense()));
+  if (!dense.ok())
+    return dense.status();
+  d.dense_ = dense.take();
+  d.compileSeconds_ = secondsSince(start);
+
+  CONDENSATE_RETURN_IF_ERROR(d.uploadWeights(*setup.weights));
+  const size_t pageBytes = size_t(cfg.kvHeads * d.shape_.pageSize *
+                                  cfg.headDim * kvTypeBytes(d.shape_.kvType));
+  const size_t summaryBytes = size_t(cfg.kvHeads * 5 * cfg.headDim * 4);
+  for (int64_t l = 0; l < cfg.numLayers; ++l) {
+    DeviceLayer &L = d.layers_[size_t(l)];
+    const size_t pages = size_t(d.numPages_);
+    for (auto [buffer, bytes] :
+         {std::pair{&L.k, pageBytes}, std::pair{&L.v, pageBytes},
+          std::pair{&L.summaries, summaryBytes}})
+      CONDENSATE_RETURN_IF_ERROR(
+          allocate(pages * bytes, d.stream_, *buffer)
+              .withContext("allocating the KV cache of layer " +
+                           std::to_string(l)));
+  }
+
+  // Activations and per-pass inputs, sized for the largest pass.
+  const size_t R = size_t(d.maxRows_), L = size_t(cfg.numLayers);
+  for (int b = 0; b < kNumBufs; ++b)
+    CONDENSATE_RETURN_IF_ERROR(allocate(R * size_t(d.width(Buf(b))) * 4,
+                                        d.stream_, d.bufs_[size_t(b)]));
+  for (cuda::DeviceBuffer *b : {&d.tokens_, &d.positions_, &d.lens_})
+    CONDENSATE_RETURN_IF_ERROR(allocate(R * 4, d.stream_, *b));
+  CONDENSATE_RETURN_IF_ERROR(
+      allocate(R * size_t(d.width_) * 4, d.stream_, d.pageTable_));
+  CONDENSATE_RETURN_IF_ERROR(allocate(L * R * 4, d.stream_, d.windows_));
+  const size_t statRow = size_t(cfg.qHeads * Decoder::kStatFields) * 4;
+  CONDENSATE_RETURN_IF_ERROR(allocate(L * R * statRow, d.stream_, d.stats_));
+  CONDENSATE_RETURN_IF_ERROR(allocate(R * statRow, d.stream_, d.prefillStats_));
+  CONDENSATE_RETURN_IF_ERROR(
+      allocate(L * R * size_t(cfg.qDim()) * 4, d.stream_, d.queries_));
+  CONDENSATE_RETURN_IF_ERROR(d.stream_.synchronize());
+  return std::unique_ptr<Backend>(std::move(be));
+}
+
+Status GPUBackend::uploadWeights(const ModelWeights &w) {
+  const ModelConfig &cfg = cfg_;
+  auto put = [](const std::vector<float> &v, cuda::DeviceBuffer &out,
+                Param &p) -> Status {
+    CONDENSATE_RETURN_IF_ERROR(upload(v.data(), v.size(), out));
+    p = Param{out.address(), int64_t(v.size())};
+    return Status::success();
+  };
+  layers_.resize(size_t(cfg.numLayers));
+  params_.layers.resize(size_t(cfg.numLayers));
+  for (int64_t l = 0; l < cfg.numLayers; ++l) {
+    const LayerWeights &src = w.layer(l);
+    DeviceLayer &L = layers_[size_t(l)];
+    LayerParams &P = params_.layers[size_t(l)];
+    CONDENSATE_RETURN_IF_ERROR(put(src.attnNorm, L.attnNorm, P.attnNorm));
+    CONDENSATE_RETURN_IF_ERROR(put(src.wqkv, L.wqkv, P.wqkv));
+    CONDENSATE_RETURN_IF_ERROR(put(src.bqkv, L.bqkv, P.bqkv));
+    CONDENSATE_RETURN_IF_ERROR(put(src.wo, L.wo, P.wo));
+    CONDENSATE_RETURN_IF_ERROR(put(src.bo, L.bo, P.bo));
+    CONDENSATE_RETURN_IF_ERROR(put(src.ffnNorm, L.ffnNorm, P.ffnNorm));
+    CONDENSATE_RETURN_IF_ERROR(put(src.wGateUp, L.wGateUp, P.wGateUp));
+    CONDENSATE_RETURN_IF_ERROR(put(src.wDown, L.wDown, P.wDown));
+  }
+  const size_t table = size_t(cfg.vocab * cfg.hidden);
+  CONDENSATE_RETURN_IF_ERROR(upload(w.tokenEmbedding(), table, embedding_));
+  params_.embedding = Param{embedding_.address(), int64_t(table)};
+  if (cfg.tiedOutput) {
+    params_.output = params_.embedding; // one copy serves both
+  } else {
+    CONDENSATE_RETURN_IF_ERROR(upload(w.outputWeights(), table, output_));
+    params_.output = Param{output_.address(), int64_t(table)};
+  }
+  CONDENSATE_RETURN_IF_ERROR(
+      upload(w.outputNorm(), size_t(cfg.hidden), outputNorm_));
+  params_.outputNorm = Param{outputNorm_.address(), cfg.hidden};
+  // Inverse frequencies with the linear scale folded in: the rope kernel's
+  // angle is position * invFreq.
+  std::vector<float> inv(size_t(cfg.ropeDim / 2));
+  for (size_t i = 0; i < inv.size(); ++i)
+    inv[i] = static_cast<float>(
+        std::pow(cfg.ropeTheta, -2.0 * double(i) / double(cfg.ropeDim)) /
+        cfg.ropeLinearScale);
+  return upload(inv.data(), inv.size(), invFreq_);
+}
+
+std::string GPUBackend::description() const {
+  auto drv = cuda::Driver::get();
+  if (!drv.ok())
+    return "no GPU";
+  auto props = (*drv)->deviceProperties(options_.device);
+  if (!props.ok())
+    return "GPU";
+  return props->name + " (sm_" + std::to_string(props->computeCapability()) +
+         ", " + std::to_string(props->multiprocessorCount) + " SMs)";
+}
+
+Status GPUBackend::setProgram(std::shared_ptr<const AttentionProgram> p) {
+  auto gpu = std::dynamic_pointer_cast<const GPUAttention>(p);
+  if (!gpu || gpu->owner != this)
+    return Status::error("setProgram: the program was not compiled by this "
+                         "GPU decoder");
+  // The graphs launch the old program's kernels.
+  graphs_.clear();
+  program_ = std::const_pointer_cast<GPUAttention>(std::move(gpu));
+  return Status::success();
+}
+
+Status GPUBackend::copyPage(int32_t from, int32_t to) {
+  const size_t pageBytes = size_t(cfg_.kvHeads * shape_.pageSize *
+                                  cfg_.headDim * kvTypeBytes(shape_.kvType));
+  const size_t summaryBytes = size_t(cfg_.kvHeads * 5 * cfg_.headDim * 4);
+  for (DeviceLayer &L : layers_)
+    for (auto [buffer, bytes] :
+         {std::pair{&L.k, pageBytes}, std::pair{&L.v, pageBytes},
+          std::pair{&L.summaries, summaryBytes}})
+      CONDENSATE_RETURN_IF_ERROR(buffer->copyFromDeviceAsync(
+          *buffer, bytes, stream_, size_t(from) * bytes, size_t(to) * bytes));
+  return Status::success();
+}
+
+Decoder::CacheView GPUBackend::cache(int64_t layer) const {
+  Decoder::CacheView view;
+  if (layer < 0 || layer >= cfg_.numLayers || !stream_.synchronize().ok())
+    return view;
+  const DeviceLayer &L = layers_[size_t(layer)];
+  hostK_.resize(L.k.size());
+  hostV_.resize(L.v.size());
+  hostSummaries_.resize(L.summaries.size() / 4);
+  if (!L.k.download(hostK_).ok() || !L.v.download(hostV_).ok() ||
+      !L.summaries.download(hostSummaries_).ok())
+    return view;
+  view.k = hostK_.data();
+  view.v = hostV_.data();
+  view.summaries = hostSummaries_.data();
+  view.numPages = numPages_;
+  return view;
+}
+
+Status GPUBackend::begin(const ForwardBatch &batch) {
+  if (batch.rows > maxRows_ || batch.tableWidth != width_)
+    return Status::error("GPU forward of " + std::to_string(batch.rows) +
+                         " rows x " + std::to_string(batch.tableWidth) +
+                         " pages; sized for " + std::to_string(maxRows_) +
+                         " x " + std::to_string(width_));
+  batch_ = &batch;
+  const size_t R = size_t(batch.rows);
+  CONDENSATE_RETURN_IF_ERROR(
+      tokens_.copyFromHostAsync(batch.tokens.data(), R * 4, stream_));
+  CONDENSATE_RETURN_IF_ERROR(
+      positions_.copyFromHostAsync(batch.positions.data(), R * 4, stream_));
+  CONDENSATE_RETURN_IF_ERROR(
+      lens_.copyFromHostAsync(batch.lens.data(), R * 4, stream_));
+  CONDENSATE_RETURN_IF_ERROR(pageTable_.copyFromHostAsync(
+      batch.pageTable.data(), batch.pageTable.size() * 4, stream_));
+  if (batch.kind == ForwardKind::Decode)
+    CONDENSATE_RETURN_IF_ERROR(windows_.copyFromHostAsync(
+        batch.windows.data(), batch.windows.size() * 4, stream_));
+  return Status::success();
+}
+
+Status GPUBackend::run(const std::function<Status()> &body) {
+  if (batch_->kind != ForwardKind::Decode || !options_.cudaGraph)
+    return body();
+  auto it = graphs_.find(rows());
+  if (it == graphs_.end()) {
+    auto capture = cuda::StreamCapture::begin(stream_);
+    if (!capture.ok())
+      return capture.status();
+    Status st = body();
+    auto graph = capture->end();
+    if (!st.ok())
+      return st.withContext("capturing the decode step");
+    if (!graph.ok())
+      return graph.status();
+    auto exec = graph->instantiate();
+    if (!exec.ok())
+      return exec.status();
+    it = graphs_.emplace(rows(), exec.take()).first;
+  }
+  return it->second.launch(stream_);
+}
+
+Status GPUBackend::finish(float *logits, int64_t logitRows) {
+  if (logits && logitRows > 0)
+    CONDENSATE_RETURN_IF_ERROR(bufs_[size_t(Buf::Logits)].copyToHostAsync(
+        logits, size_t(logitRows * cfg_.vocab) * 4, stream_));
+  if (batch_->kind == ForwardKind::Decode) {
+    hostStats_.resize(
+        size_t(cfg_.numLayers * rows() * cfg_.qHeads * Decoder::kStatFields));
+    CONDENSATE_RETURN_IF_ERROR(stats_.copyToHostAsync(
+        hostStats_.data(), hostStats_.size() * 4, stream_));
+    queryRows_ = rows();
+    queriesFresh_ = false;
+  }
+  return stream_.synchronize();
+}
+
+const std::vector<float> &GPUBackend::queries() const {
+  // Downloaded on demand: only studies read them.
+  if (!queriesFresh_) {
+    hostQueries_.resize(size_t(cfg_.numLayers * queryRows_ * cfg_.qDim()));
+    if (!stream_.synchronize().ok() ||
+        !queries_.copyToHost(hostQueries_.data(), hostQueries_.size() * 4).ok())
+      hostQueries_.clear();
+    queriesFresh_ = true;
+  }
+  return hostQueries_;
+}
+
+Status GPUBackend::embed() {
+  cuda::KernelArgs a;
+  pushMemRef(a, params_.embedding.address, {cfg_.vocab, cfg_.hidden});
+  pushMemRef(a, tokens_.address(), {rows()});
+  pushMemRef(a, addr(Buf::X), {rows(), cfg_.hidden});
+  return launch("embed", {blocksFor(cfg_.hidden), unsigned(rows()), 1},
+                {256, 1, 1}, a);
+}
+
+Status GPUBackend::rmsNorm(Buf in, const Param &weight, Buf out, Rows r) {
+  const int64_t H = width(in), n = count(r);
+  cuda::KernelArgs a;
+  pushMemRef(a, addr(in) + DevicePtr(r.first * H * 4), {n, H});
+  pushMemRef(a, weight.address, {H});
+  pushMemRef(a, addr(out), {n, H});
+  a.f32(static_cast<float>(cfg_.rmsEps));
+  return launch("rmsnorm", {unsigned(n), 1, 1}, {256, 1, 1}, a);
+}
+
+Status GPUBackend::linear(Buf in, const Param &weight, const Param &bias,
+                          Buf out, bool accumulate, Rows r) {
+  const int64_t K = width(in), N = width(out), n = count(r);
+  if (weight.size != N * K)
+    return Status::error("linear: a weight of " + std::to_string(weight.size) +
+                         " elements for a [" + std::to_string(N) + ", " +
+                         std::to_string(K) + "] product");
+  cuda::GemmOptions o;
+  o.beta = accumulate ? 1.0f : 0.0f;
+  CONDENSATE_RETURN_IF_ERROR(blas_.gemm(
+      int(n), int(N), int(K), cuda::ElementType::F32,
+      addr(in) + DevicePtr(r.first * K * 4), weight.address, addr(out), o));
+  if (!bias.present())
+    return Status::success();
+  cuda::KernelArgs a;
+  pushMemRef(a, addr(out), {n, N});
+  pushMemRef(a, bias.address, {N});
+  return launch("add_bias", {blocksFor(N), unsigned(n), 1}, {256, 1, 1}, a);
+}
+
+Status GPUBackend::splitQKV() {
+  cuda::KernelArgs a;
+  pushMemRef(a, addr(Buf::QKV), {rows(), cfg_.qkvDim()});
+  pushMemRef(a, addr(Buf::Q), {rows(), cfg_.qDim()});
+  pushMemRef(a, addr(Buf::K), {rows(), cfg_.kvDim()});
+  pushMemRef(a, addr(Buf::V), {rows(), cfg_.kvDim()});
+  return launch("split_qkv", {blocksFor(cfg_.qkvDim()), unsigned(rows()), 1},
+                {256, 1, 1}, a);
+}
+
+Status GPUBackend::rope(Buf qOrK) {
+  const int64_t heads = qOrK == Buf::Q ? cfg_.qHeads : cfg_.kvHeads,
+                pairs = cfg_.ropeDim / 2;
+  cuda::KernelArgs a;
+  pushMemRef(a, addr(qOrK), {rows(), heads, cfg_.headDim});
+  pushMemRef(a, positions_.address(), {rows()});
+  pushMemRef(a, invFreq_.address(), {pairs});
+  a.i32(cfg_.ropeMode == RopeMode::Adjacent ? 1 : 0);
+  const unsigned threads = static_cast<unsigned>((pairs + 31) / 32 * 32);
+  return launch("rope", {unsigned(heads), unsigned(rows()), 1}, {threads, 1, 1},
+                a);
+}
+
+AppendArgs GPUBackend::appendArgs(int64_t l) const {
+  AppendArgs a = pagedArgs<AppendArgs>(l);
+  a.kNew = dev<const float>(addr(Buf::K));
+  a.vNew = dev<const float>(addr(Buf::V));
+  a.positions = dev<const int32_t>(positions_.address());
+  return a;
+}
+
+Status GPUBackend::append(int64_t l) {
+  AppendArgs a = appendArgs(l);
+  if (batch_->kind == ForwardKind::Decode)
+    return program_->program->append(a, stream_);
+  // Prefill rows are one sequence: one position at a time, as positions of
+  // one page appended by concurrent blocks would race on its summary.
+  const int64_t kvDim = cfg_.kvDim();
+  a.batch = 1;
+  for (int64_t t = 0; t < rows(); ++t) {
+    a.kNew = dev<const float>(addr(Buf::K) + DevicePtr(t * kvDim * 4));
+    a.vNew = dev<const float>(addr(Buf::V) + DevicePtr(t * kvDim * 4));
+    a.pageTable =
+        dev<const int32_t>(pageTable_.address() + DevicePtr(t * width_ * 4));
+    a.positions = dev<const int32_t>(positions_.address() + DevicePtr(t * 4));
+    CONDENSATE_RETURN_IF_ERROR(dense_->program->append(a, stream_));
+  }
+  return Status::success();
+}
+
+AttentionArgs GPUBackend::attentionArgs(int64_t l) const {
+  AttentionArgs a = pagedArgs<AttentionArgs>(l);
+  a.q = dev<const float>(addr(Buf::Q));
+  a.lens = dev<const int32_t>(lens_.address());
+  a.windows =
+      dev<const int32_t>(windows_.address() + DevicePtr(l * rows() * 4));
+  a.out = dev<float>(addr(Buf::Attn));
+  return a;
+}
+
+Status GPUBackend::attend(int64_t l) {
+  AttentionArgs a = attentionArgs(l);
+  a.stats = dev<float>(stats_.address() + DevicePtr(l * rows() * cfg_.qHeads *
+                                                    Decoder::kStatFields * 4));
+  return program_->program->attend(l, a, stream_);
+}
+
+Status GPUBackend::prefillAttend(int64_t l) {
+  // One "sequence" per prompt row: its own length over the shared page
+  // row, so the dense kernel is causal.
+  AttentionArgs a = attentionArgs(l);
+  a.windows = dev<const int32_t>(windows_.address()); // dense: unread
+  a.stats = dev<float>(prefillStats_.address());
+  return dense_->program->attend(l, a, stream_);
+}
+
+Status GPUBackend::activation(Activation kind) {
+  const char *name = nullptr;
+  switch (kind) {
+  case Activation::SwiGLU:
+    name = "silu_mul";
+    break;
+  }
+  if (!name)
+    return Status::error("unknown activation");
+  cuda::KernelArgs a;
+  pushMemRef(a, addr(Buf::GU), {rows(), 2 * cfg_.ffn});
+  pushMemRef(a, addr(Buf::Act), {rows(), cfg_.ffn});
+  return launch(name, {blocksFor(cfg_.ffn), unsigned(rows()), 1}, {256, 1, 1},
+                a);
+}
+
+Status GPUBackend::keepQueries(int64_t l) {
+  const size_t bytes = size_t(rows() * cfg_.qDim()) * 4;
+  return queries_.copyFromDeviceAsync(bufs_[size_t(Buf::Q)], bytes, stream_, 0,
+                                      size_t(l) * bytes);
+}
+
+} // namespace
+
+Result<std::unique_ptr<Backend>> createGPUBackend(const BackendSetup &setup) {
+  return GPUBackend::create(setup);
+}
+
+} // namespace condensate::decoder

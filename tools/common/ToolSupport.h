@@ -1,0 +1,53 @@
+//===- ToolSupport.h - What the command-line tools share --------*- C++ -*-===//
+//
+// Finding the repository's default inputs, re-executing with
+// a fixed environment, and the tools' one error convention: a Failure thrown
+// anywhere below main becomes `<tool>: error: <message>` and exit code 1.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_TOOLS_TOOLSUPPORT_H
+#define CONDENSATE_TOOLS_TOOLSUPPORT_H
+
+#include "condensate/Runtime/Files.h"
+#include "condensate/Support/Status.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace condensate::tools {
+
+bool isRegularFile(const std::string &path);
+
+/// `relative` in the current directory, else in the source tree the tools
+/// were built from; "" if in neither.
+std::string locate(const std::string &relative);
+
+/// Re-executes this program with `variable=value` when `value` is not empty,
+/// unless the user set `variable` or this is the re-executed program
+/// (`marker` set). Used to hand OpenBLAS a core type it did not detect
+/// (blasCoreRecommendation); if exec fails the program carries on.
+void reexecWith(char **argv, const char *variable, const std::string &value,
+                const char *marker);
+
+/// An error to report and exit on.
+struct Failure {
+  std::string message;
+};
+[[noreturn]] void fail(const std::string &message);
+/// The value of `r`, or fail with its message.
+template <typename T> T take(Result<T> r) {
+  if (!r)
+    fail(r.message());
+  return r.take();
+}
+/// Fails with `s`'s message unless it is ok.
+void check(const Status &s);
+
+/// Runs `body` and returns its exit code; a Failure, std::bad_alloc or other
+/// exception is printed as one `<tool>: error: ...` line and returns 1.
+int runMain(const char *tool, const std::function<int()> &body);
+
+} // namespace condensate::tools
+
+#endif // CONDENSATE_TOOLS_TOOLSUPPORT_H

@@ -1,0 +1,123 @@
+//===- StudyPolicies.cpp - The policies the fidelity study compares -------===//
+//
+// Dense (and a one-thread dense run as the noise floor), sliding windows,
+// top-k with each selector at four budgets, the certificate at three
+// tolerances, and the paper schedule with and without its dense pillar.
+//
+//===----------------------------------------------------------------------===//
+#include "StudyParts.h"
+
+#include "ToolSupport.h"
+
+#include "condensate/Compiler/Compiler.h"
+
+#include <algorithm>
+
+namespace condensate::study {
+
+bool coversContext(const Schedule &s, int64_t n, int64_t kvHeads) {
+  for (int64_t l = 0; l < s.numLayers; ++l)
+    for (int64_t g = 0; g < kvHeads; ++g) {
+      const Policy &p = s.policyFor(l, g);
+      if (!p.dense && (p.certified() || p.anchor + p.windowMax + p.topk < n))
+        return false;
+    }
+  return true;
+}
+
+namespace {
+
+std::string topkJSON(int64_t topk, const char *selector) {
+  return "{\"anchor\": 1, \"window\": 64, \"topk\": " + std::to_string(topk) +
+         ", \"selector\": \"" + selector + "\", \"page_size\": 16}";
+}
+
+} // namespace
+
+Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
+                                             int64_t numLayers) {
+  std::vector<PolicyDef> defs;
+  auto add = [&](std::string name, std::string family, int64_t budget,
+                 std::string spec, int threads = 0) {
+    PolicyDef d;
+    d.name = std::move(name);
+    d.family = std::move(family);
+    d.budget = budget;
+    d.spec = std::move(spec);
+    d.threads = threads;
+    defs.push_back(std::move(d));
+  };
+  add("dense", "dense", 0, "#condensate.dense");
+  add("dense-1thread", "noise", 0, "#condensate.dense", 1);
+  defs.back().survival = false;
+  add("window-97", "window", 97, "{\"anchor\": 1, \"window\": 96}");
+  add("window-1025", "window", 1025, "{\"anchor\": 1, \"window\": 1024}");
+  for (int64_t b : {97, 257, 513, 1025}) {
+    add("exact-" + std::to_string(b), "exact", b, topkJSON(b - 65, "exact"));
+    add("minmax-" + std::to_string(b), "block_minmax", b,
+        topkJSON(b - 65, "block_minmax"));
+    add("mean-" + std::to_string(b), "block_mean", b,
+        topkJSON(b - 65, "block_mean"));
+  }
+  const std::pair<const char *, const char *> taus[] = {
+      {"cert-1e-2", "0.01"}, {"cert-1e-4", "0.0001"},
+      {"cert-strict", "\"strict\""}};
+  for (const auto &[name, tau] : taus)
+    add(name, "certified", 97,
+        "{\"anchor\": 1, \"window\": 64, \"topk\": 32, \"selector\": "
+        "\"block_minmax\", \"page_size\": 16, \"tau\": " +
+            std::string(tau) + ", \"max_extra\": 60}");
+  auto paperText = readFile(o.paperSchedule);
+  if (!paperText)
+    return paperText.status().withContext("the paper schedule");
+  add("paper", "paper", 97, *paperText);
+  add("paper-nopillar", "paper", 97, ""); // derived below
+
+  for (PolicyDef &d : defs) {
+    if (d.name == "paper-nopillar")
+      continue;
+    Result<Schedule> s = parseSchedule(d.spec, numLayers, d.name);
+    if (!s)
+      return s.status();
+    d.schedule = s.take();
+  }
+  // The paper schedule without its pillar: drop the rules that make a
+  // layer dense, so layer 15 gets the default adaptive policy.
+  const auto paper = std::find_if(defs.begin(), defs.end(), [](auto &d) {
+    return d.name == "paper";
+  });
+  for (PolicyDef &d : defs)
+    if (d.name == "paper-nopillar") {
+      d.schedule = paper->schedule;
+      auto &rules = d.schedule.rules;
+      rules.erase(std::remove_if(rules.begin(), rules.end(),
+                                 [](const ScheduleRule &r) {
+                                   return r.policy.dense;
+                                 }),
+                  rules.end());
+      d.spec = d.schedule.toMLIR();
+    }
+
+  static const char *kQuick[] = {"dense",     "dense-1thread", "window-97",
+                                 "exact-97",  "minmax-97",     "mean-97",
+                                 "cert-1e-2", "cert-1e-4",     "cert-strict",
+                                 "paper",     "paper-nopillar"};
+  std::vector<std::string> wanted = o.policies;
+  if (wanted.empty() && o.quick)
+    wanted.assign(std::begin(kQuick), std::end(kQuick));
+  if (wanted.empty())
+    return defs;
+  for (const std::string &w : wanted)
+    if (std::none_of(defs.begin(), defs.end(),
+                     [&](const PolicyDef &d) { return d.name == w; }))
+      return Status::error("unknown policy '" + w + "'");
+  if (std::find(wanted.begin(), wanted.end(), "dense") == wanted.end())
+    wanted.insert(wanted.begin(), "dense"); // the reference is always run
+  std::vector<PolicyDef> picked;
+  for (PolicyDef &d : defs)
+    if (std::find(wanted.begin(), wanted.end(), d.name) != wanted.end())
+      picked.push_back(std::move(d));
+  return picked;
+}
+
+} // namespace condensate::study
