@@ -219,4 +219,24 @@ TEST(Policy, HostileJSONIsRefusedWithOneLine) {
       << ok.message();
 }
 
+
+TEST(Policy, DeepMLIRIsRefusedBeforeParsing) {
+  std::string deep = "#condensate.schedule<layers = 2, default = ";
+  for (int i = 0; i < 10000; ++i)
+    deep += "#condensate.policy<";
+  auto r = parseSchedule(deep, 2, "deep.mlir");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("deep.mlir:1:"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("nested deeper than 64 levels"), std::string::npos)
+      << r.message();
+  auto m = parseModel("module {" + std::string(10000, '[') + "}", "m.mlir");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("nested deeper"), std::string::npos)
+      << m.message();
+  // Arrows, comments and strings are not brackets.
+  auto ok = parseSchedule("// <<<<[[[[ a comment\n#condensate.policy<window = 4>",
+                          2, "ok.mlir");
+  EXPECT_TRUE(ok.ok()) << ok.message();
+}
+
 } // namespace
