@@ -26,7 +26,7 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/Codegen/Passes.h"
 
-#include "Emitter.h"
+#include "Common/Emitter.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"

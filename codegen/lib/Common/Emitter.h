@@ -6,8 +6,8 @@
 // condensate-set enumeration), so both targets compute the same function.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CONDENSATE_CODEGEN_EMITTER_H
-#define CONDENSATE_CODEGEN_EMITTER_H
+#ifndef CONDENSATE_CODEGEN_COMMON_EMITTER_H
+#define CONDENSATE_CODEGEN_COMMON_EMITTER_H
 
 #include "condensate/Dialect/CondensateDialect.h"
 
@@ -23,6 +23,11 @@
 #include <memory>
 
 namespace mlir::condensate {
+
+/// Static size of dimension i of memref value v.
+inline int64_t staticDim(Value v, int64_t i) {
+  return cast<MemRefType>(v.getType()).getDimSize(i);
+}
 
 class Emitter {
 public:
@@ -265,4 +270,4 @@ struct CondensateSlots {
 
 } // namespace mlir::condensate
 
-#endif // CONDENSATE_CODEGEN_EMITTER_H
+#endif // CONDENSATE_CODEGEN_COMMON_EMITTER_H

@@ -1,0 +1,95 @@
+//===- Lowering.h - pieces of the loop lowering shared by its stages -*- C++ -*-===//
+//
+// Head-dimension rows as vectors of kLanes floats (RowOps) and the
+// populate functions of the stage files that make up
+// convert-condensate-to-loops.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_CODEGEN_TOLOOPS_LOWERING_H
+#define CONDENSATE_CODEGEN_TOLOOPS_LOWERING_H
+
+#include "../Common/Emitter.h"
+
+namespace mlir {
+class RewritePatternSet;
+} // namespace mlir
+
+namespace mlir::condensate {
+
+namespace loops {
+
+/// Lanes per vector chunk of a head-dimension row.
+constexpr int64_t kLanes = 8;
+
+/// Row-vector helpers on top of Emitter for the CPU lowering.
+struct RowOps {
+  Emitter &e;
+  int64_t d;
+
+  VectorType vecType(Type elt) const { return VectorType::get({kLanes}, elt); }
+  int64_t chunks() const { return d / kLanes; }
+
+  /// Loads row `prefix` (all indices but the last) of `mem` as f32 chunks.
+  SmallVector<Value> loadRow(Value mem, ValueRange prefix) {
+    Type elt = cast<MemRefType>(mem.getType()).getElementType();
+    SmallVector<Value> out;
+    for (int64_t c = 0; c < chunks(); ++c) {
+      SmallVector<Value> ivs(prefix.begin(), prefix.end());
+      ivs.push_back(e.idx(c * kLanes));
+      Value v = vector::LoadOp::create(e.builder(), e.location(),
+                                       vecType(elt), mem, ivs);
+      out.push_back(e.toF32(v));
+    }
+    return out;
+  }
+  void storeRow(ArrayRef<Value> chunksIn, Value mem, ValueRange prefix) {
+    for (int64_t c = 0; c < chunks(); ++c) {
+      SmallVector<Value> ivs(prefix.begin(), prefix.end());
+      ivs.push_back(e.idx(c * kLanes));
+      vector::StoreOp::create(e.builder(), e.location(), chunksIn[c], mem,
+                              ivs);
+    }
+  }
+  Value splat(Value scalar) {
+    return vector::BroadcastOp::create(e.builder(), e.location(),
+                                       vecType(scalar.getType()), scalar);
+  }
+  SmallVector<Value> zeros() {
+    SmallVector<Value> out;
+    for (int64_t c = 0; c < chunks(); ++c)
+      out.push_back(splat(e.f32(0.0)));
+    return out;
+  }
+  Value reduceAdd(Value vec) {
+    return vector::ReductionOp::create(e.builder(), e.location(),
+                                       vector::CombiningKind::ADD, vec,
+                                       arith::FastMathFlags::reassoc);
+  }
+  /// q . row(mem, prefix) with q given as f32 chunks.
+  Value dot(ArrayRef<Value> q, Value mem, ValueRange prefix) {
+    SmallVector<Value> k = loadRow(mem, prefix);
+    Value acc = e.fmul(q[0], k[0]);
+    for (int64_t c = 1; c < chunks(); ++c)
+      acc = e.fma(q[c], k[c], acc);
+    return reduceAdd(acc);
+  }
+};
+
+} // namespace loops
+
+/// score_pages and score_tokens.
+void populateScoreToLoopsPatterns(RewritePatternSet &patterns);
+/// select_topk.
+void populateSelectToLoopsPatterns(RewritePatternSet &patterns);
+/// sparse_attend and dense_attend.
+void populateAttendToLoopsPatterns(RewritePatternSet &patterns);
+/// certify.
+void populateCertifyToLoopsPatterns(RewritePatternSet &patterns);
+/// merge.
+void populateMergeToLoopsPatterns(RewritePatternSet &patterns);
+/// append_kv.
+void populateAppendToLoopsPatterns(RewritePatternSet &patterns);
+
+} // namespace mlir::condensate
+
+#endif // CONDENSATE_CODEGEN_TOLOOPS_LOWERING_H
