@@ -1,0 +1,196 @@
+//===- KernelBuilder.h - GPU emitter and kernel builder ---------*- C++ -*-===//
+//
+// What every GPU stage lowering builds on: GPUEmitter (thread and block ids,
+// shuffles, barriers, vector loads, atomics on top of Emitter), the
+// KernelBuilder that creates kernels in one gpu.module and launches them
+// from the host, and KernelPattern, the rewrite pattern that runs a stage's
+// lowering function.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_CODEGEN_TOGPU_KERNELBUILDER_H
+#define CONDENSATE_CODEGEN_TOGPU_KERNELBUILDER_H
+
+#include "../Common/Emitter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::condensate::kernel {
+
+/// Threads of a warp.
+constexpr int64_t kWarp = 32;
+
+inline Type elementType(Value v) {
+  return cast<MemRefType>(v.getType()).getElementType();
+}
+inline int64_t elementBytes(Type t) { return t.getIntOrFloatBitWidth() / 8; }
+
+/// How a lane group covers one head_dim row: `lanes` lanes, `elems`
+/// consecutive elements each (16 bytes when the row allows it).
+struct RowSplit {
+  int64_t lanes;
+  int64_t elems;
+  static RowSplit of(int64_t d, int64_t bytes) {
+    int64_t elems = std::max<int64_t>(1, 16 / bytes);
+    int64_t lanes = d / elems;
+    if (lanes > kWarp) {
+      lanes = kWarp;
+      elems = d / kWarp;
+    }
+    if (lanes < 1) {
+      lanes = 1;
+      elems = d;
+    }
+    return {lanes, elems};
+  }
+};
+
+/// Emitter with GPU-specific helpers.
+class GPUEmitter : public Emitter {
+public:
+  using Emitter::Emitter;
+  std::unique_ptr<Emitter> nested(OpBuilder &nb, Location nloc) const override {
+    return std::make_unique<GPUEmitter>(nb, nloc);
+  }
+
+  Value tid() { return gpu::ThreadIdOp::create(builder(), location(), gpu::Dimension::x); }
+  Value bid(gpu::Dimension d) {
+    return gpu::BlockIdOp::create(builder(), location(), d);
+  }
+  void barrier() { gpu::BarrierOp::create(builder(), location()); }
+
+  /// XOR shuffle of a 32-bit value across `width` lanes.
+  Value shuffleXor(Value v, int64_t offset) {
+    Value off = i32(offset), width = i32(kWarp);
+    return gpu::ShuffleOp::create(builder(), location(), v, off, width,
+                                  gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  }
+  Value shuffleUp(Value v, int64_t offset) {
+    Value off = i32(offset), width = i32(kWarp);
+    return gpu::ShuffleOp::create(builder(), location(), v, off, width,
+                                  gpu::ShuffleMode::UP)
+        .getShuffleResult();
+  }
+  Value shuffleDown(Value v, int64_t offset) {
+    Value off = i32(offset), width = i32(kWarp);
+    return gpu::ShuffleOp::create(builder(), location(), v, off, width,
+                                  gpu::ShuffleMode::DOWN)
+        .getShuffleResult();
+  }
+  /// Sum over the `lanes` lanes of an aligned lane group.
+  Value groupSum(Value v, int64_t lanes) {
+    for (int64_t o = lanes / 2; o >= 1; o /= 2)
+      v = fadd(v, shuffleXor(v, o));
+    return v;
+  }
+  Value groupMax(Value v, int64_t lanes) {
+    for (int64_t o = lanes / 2; o >= 1; o /= 2)
+      v = fmax(v, shuffleXor(v, o));
+    return v;
+  }
+  Value warpSumI32(Value v) {
+    for (int64_t o = kWarp / 2; o >= 1; o /= 2)
+      v = add(v, shuffleXor(v, o));
+    return v;
+  }
+  /// Inclusive prefix sum of an i32 across the warp.
+  Value warpScanI32(Value v, Value lane) {
+    for (int64_t o = 1; o < kWarp; o *= 2) {
+      Value up = shuffleUp(v, o);
+      v = select(ge(lane, idx(o)), add(v, up), v);
+    }
+    return v;
+  }
+  Value fastExp(Value x) {
+    auto flags = arith::FastMathFlagsAttr::get(ctx(), arith::FastMathFlags::afn);
+    return math::ExpOp::create(builder(), location(), x, flags);
+  }
+  Value vecLoad(Value mem, ValueRange ivs, int64_t n, int64_t alignBytes) {
+    auto type = VectorType::get({n}, elementType(mem));
+    return vector::LoadOp::create(builder(), location(), type, mem, ivs,
+                                  /*nontemporal=*/false,
+                                  llvm::MaybeAlign(alignBytes));
+  }
+  Value splat(Value scalar, int64_t n) {
+    return vector::BroadcastOp::create(
+        builder(), location(), VectorType::get({n}, scalar.getType()), scalar);
+  }
+  Value reduceAdd(Value vec) {
+    return vector::ReductionOp::create(builder(), location(),
+                                       vector::CombiningKind::ADD, vec,
+                                       arith::FastMathFlags::reassoc);
+  }
+  Value extractElt(Value vec, int64_t i) {
+    return vector::ExtractOp::create(builder(), location(), vec, i);
+  }
+  Value atomicAddI32(Value mem, ValueRange ivs, Value v) {
+    return memref::AtomicRMWOp::create(builder(), location(),
+                                       arith::AtomicRMWKind::addi, v, mem, ivs);
+  }
+  Value atomicAddF64(Value mem, ValueRange ivs, Value v) {
+    return memref::AtomicRMWOp::create(builder(), location(),
+                                       arith::AtomicRMWKind::addf, v, mem, ivs);
+  }
+};
+
+/// Builds kernels into one gpu.module and launches them from the host.
+class KernelBuilder {
+public:
+  explicit KernelBuilder(gpu::GPUModuleOp kernels) : kernels(kernels) {}
+
+  /// Creates kernel `name` taking `operands`' types; `body` receives the
+  /// kernel arguments and an emitter at the kernel entry.
+  gpu::GPUFuncOp createKernel(
+      StringRef base, ValueRange operands, ArrayRef<Type> workgroup,
+      const std::function<void(GPUEmitter &, ValueRange, ValueRange)> &body)
+      const;
+
+  /// Launch bounds for ptxas: at most `threads` threads per block and at
+  /// least `minBlocks` resident blocks per SM, which caps the registers a
+  /// thread may use (65536 / (threads * minBlocks)).
+  static void launchBounds(gpu::GPUFuncOp fn, int64_t threads,
+                           int64_t minBlocks);
+
+  static MemRefType workgroupType(MLIRContext *ctx, ArrayRef<int64_t> shape,
+                                  Type elt);
+
+private:
+  std::string uniqueName(StringRef base) const;
+
+  gpu::GPUModuleOp kernels;
+};
+
+/// Host-side launch of `fn` with grid (x, y, z) and `threads` threads.
+void launch(OpBuilder &b, Location loc, gpu::GPUFuncOp fn, Value x, Value y,
+            Value z, int64_t threads, ValueRange operands);
+
+/// The name of the kernel for stage `stage` of op: "<function>_<stage>".
+std::string kernelName(Operation *op, StringRef stage);
+
+/// Lowers one stage op with `Lower`: a kernel built by `kernels` and its
+/// launch, created where the op stood; the op is then erased.
+template <typename Op, void (*Lower)(Op, OpBuilder &, const KernelBuilder &,
+                                     StringRef)>
+class KernelPattern : public OpRewritePattern<Op> {
+public:
+  KernelPattern(MLIRContext *ctx, gpu::GPUModuleOp kernels, StringRef stage)
+      : OpRewritePattern<Op>(ctx), kernels(kernels), stage(stage.str()) {}
+
+  LogicalResult matchAndRewrite(Op op,
+                                PatternRewriter &rewriter) const override {
+    rewriter.setInsertionPoint(op);
+    Lower(op, rewriter, kernels, kernelName(op, stage));
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+private:
+  KernelBuilder kernels;
+  std::string stage;
+};
+
+} // namespace mlir::condensate::kernel
+
+#endif // CONDENSATE_CODEGEN_TOGPU_KERNELBUILDER_H
