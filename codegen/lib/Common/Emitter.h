@@ -1,9 +1,9 @@
 //===- Emitter.h - terse IR construction for kernel lowerings ---*- C++ -*-===//
 //
 // A thin wrapper over OpBuilder used by the loop and GPU lowerings: index and
-// float arithmetic, structured loops and conditionals with lambdas, and the
-// shared pieces of condensate numerics (float keys for ranking, the virtual
-// condensate-set enumeration), so both targets compute the same function.
+// float arithmetic, vectors, structured loops and conditionals with lambdas.
+// What the IR computes (the condensate numerics) is in Numerics.h and
+// Certificate.h; what a target offers is in TargetInfo.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_CODEGEN_COMMON_EMITTER_H
@@ -110,6 +110,12 @@ public:
       return v;
     return arith::IndexCastOp::create(b, loc, b.getI32Type(), v);
   }
+  /// The index value of `v`: `v` itself, or a constant for an attribute.
+  Value index(OpFoldResult v) {
+    if (auto a = dyn_cast<Attribute>(v))
+      return idx(cast<IntegerAttr>(a).getInt());
+    return cast<Value>(v);
+  }
   Value indexToF32(Value v) {
     Value i = arith::IndexCastOp::create(b, loc, b.getI64Type(), v);
     return arith::SIToFPOp::create(b, loc, b.getF32Type(), i);
@@ -155,14 +161,18 @@ public:
     return extf(v, f32t);
   }
 
-  /// Maps a float to an unsigned 32-bit key that orders like the float:
-  /// larger floats give larger keys (NaN-free inputs).
-  Value orderedKey(Value f) {
-    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), f);
-    Value neg = cmp(arith::CmpIPredicate::slt, bits, i32(0));
-    Value flipAll = i32(-1);
-    Value flipSign = i32(static_cast<int32_t>(0x80000000u));
-    return bxor(bits, select(neg, flipAll, flipSign));
+  //===--------------------------------------------------------------------===//
+  // Vectors
+  //===--------------------------------------------------------------------===//
+  /// A vector of `n` copies of `scalar`.
+  Value splat(Value scalar, int64_t n) {
+    return vector::BroadcastOp::create(
+        b, loc, VectorType::get({n}, scalar.getType()), scalar);
+  }
+  /// Sum of the elements of `vec`, in any order.
+  Value reduceAdd(Value vec) {
+    return vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, vec,
+                                       arith::FastMathFlags::reassoc);
   }
 
   //===--------------------------------------------------------------------===//
@@ -234,38 +244,6 @@ public:
 private:
   OpBuilder &b;
   Location loc;
-};
-
-/// The condensate-set layout shared by the CPU and GPU sparse attention:
-/// slot v of the virtual list maps to a position t and a validity flag.
-struct CondensateSlots {
-  Value anchor;    // index: anchor count A
-  Value windowMax; // index: window slots Wmax
-  Value window;    // index: effective window W of this sequence
-  Value forced;    // index: forced slots (A + Wmax, or 0 without forced)
-  Value unit;      // index: tokens per unit (1 or P)
-  Value n;         // index: context length
-
-  /// Position of forced slot v (< forced) and whether it is attended.
-  std::pair<Value, Value> forcedSlot(Emitter &e, Value v) const {
-    Value inAnchor = e.lt(v, anchor);
-    Value o = e.sub(v, anchor);
-    Value wpos = e.add(e.sub(n, windowMax), o);
-    Value wvalid = e.band(e.ge(o, e.sub(windowMax, window)),
-                          e.ge(wpos, anchor));
-    Value t = e.select(inAnchor, v, wpos);
-    Value valid = e.select(inAnchor, e.lt(v, n), wvalid);
-    // Window slots cover [n - W, n); positions past n are impossible.
-    return {t, valid};
-  }
-
-  /// Whether position t of a selected unit is attended: inside the context
-  /// and neither anchor nor window (those come from the forced slots).
-  Value unitPositionValid(Emitter &e, Value t) const {
-    Value notAnchor = e.ge(t, anchor);
-    Value notWindow = e.lt(t, e.sub(n, window));
-    return e.band(e.band(notAnchor, notWindow), e.lt(t, n));
-  }
 };
 
 } // namespace mlir::condensate

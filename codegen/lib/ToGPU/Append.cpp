@@ -20,7 +20,6 @@ void lowerAppendKV(AppendKVOp op, OpBuilder &b, const KernelBuilder &kb,
   Location loc = op.getLoc();
   int64_t hkv = staticDim(op.getKCache(), 1), p = staticDim(op.getKCache(), 2);
   int64_t d = staticDim(op.getKCache(), 3);
-  Type kvElt = elementType(op.getKCache());
   const int64_t threads = 128;
   SmallVector<Value> operands{op.getKNew(),      op.getVNew(),
                               op.getKCache(),    op.getVCache(),
@@ -31,32 +30,13 @@ void lowerAppendKV(AppendKVOp op, OpBuilder &b, const KernelBuilder &kb,
   auto fn = kb.createKernel(
       name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
         Value bb = e.bid(gpu::Dimension::x);
-        Value pos = e.loadIndex(a[5], {bb});
-        Value page = e.loadIndex(a[4], {bb, e.divs(pos, e.idx(p))});
-        Value off = e.rems(pos, e.idx(p));
-        Value first = e.eq(off, e.idx(0));
+        AppendSlot slot = appendSlot(e, a[5], a[4], bb, p);
+        Value summaries = hasSummaries ? a[6] : Value();
         e.forLoop(e.tid(), e.idx(hkv * d), e.idx(threads), {},
                   [&](Emitter &e, Value i, ValueRange) -> SmallVector<Value> {
                     Value g = e.divs(i, e.idx(d)), c = e.rems(i, e.idx(d));
-                    Value k = e.truncf(e.load(a[0], {bb, g, c}), kvElt);
-                    Value v = e.truncf(e.load(a[1], {bb, g, c}), kvElt);
-                    e.store(k, a[2], {page, g, off, c});
-                    e.store(v, a[3], {page, g, off, c});
-                    if (!hasSummaries)
-                      return {};
-                    Value s = a[6];
-                    Value k32 = e.toF32(k), v32 = e.toF32(v);
-                    auto update = [&](SummarySlot slot, Value x,
-                                      std::function<Value(Value, Value)> fold) {
-                      Value old = e.load(s, {page, g, e.idx(slot), c});
-                      e.store(e.select(first, x, fold(old, x)), s,
-                              {page, g, e.idx(slot), c});
-                    };
-                    update(KMin, k32, [&](Value o, Value x) { return e.fmin(o, x); });
-                    update(KMax, k32, [&](Value o, Value x) { return e.fmax(o, x); });
-                    update(KSum, k32, [&](Value o, Value x) { return e.fadd(o, x); });
-                    update(VMin, v32, [&](Value o, Value x) { return e.fmin(o, x); });
-                    update(VMax, v32, [&](Value o, Value x) { return e.fmax(o, x); });
+                    appendChannel(e, slot, a[0], a[1], a[2], a[3], summaries,
+                                  bb, g, c);
                     return {};
                   });
       });

@@ -32,7 +32,7 @@ AttentionShape attentionShape(Value q, Value k) {
   s.hkv = staticDim(k, 1);
   s.p = staticDim(k, 2);
   s.group = s.hq / s.hkv;
-  s.split = RowSplit::of(s.d, elementBytes(elementType(k)));
+  s.split = RowSplit::of(s.d, elementType(k));
   // Up to 128 threads, limited by the shared memory of the final combine.
   int64_t perGroupBytes = s.group * (s.d + 2) * 4 + 4;
   int64_t byMemory = std::max<int64_t>(1, (40 * 1024) / perGroupBytes);
@@ -151,7 +151,7 @@ void emitAttentionBody(
           SmallVector<Value> dots;
           Value mNew = out[i];
           for (int64_t u = 0; u < kUnroll; ++u) {
-            Value dot = e.groupSum(e.reduceAdd(e.fmul(qs[i], kf[u])), L);
+            Value dot = rowDot(e, nvvmTarget(), qs[i], kf[u], L);
             dot = e.select(valid[u], dot, e.negInf());
             dots.push_back(dot);
             mNew = e.fmax(mNew, dot);
@@ -246,13 +246,7 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
                 StringRef name) {
   Location loc = op.getLoc();
   AttentionShape s = attentionShape(op.getQ(), op.getKCache());
-  bool tokens = op.getGranularity() == Granularity::token;
-  int64_t unitTokens = tokens ? 1 : s.p;
-  int64_t forced =
-      op.getIncludeForced() ? op.getAnchor() + op.getWindowMax() : 0;
-  int64_t length = op.getVirtualLength();
-  int64_t splits = op.getNumSplits();
-  int64_t perSplit = (length + splits - 1) / splits;
+  SparseList list = SparseList::of(op);
   SmallVector<Value> operands{op.getQ(), op.getKCache(), op.getVCache(),
                               op.getPageTable(), op.getLens(),
                               op.getPartialO(), op.getPartialMl()};
@@ -283,47 +277,18 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
         Value n = e.loadIndex(lens, {bb});
         Value w = effectiveWindow(e, windows, bb, op.getWindow(),
                                   op.getWindowMax());
-        CondensateSlots slotsInfo{e.idx(op.getAnchor()),
-                                  e.idx(op.getWindowMax()),
-                                  w,
-                                  e.idx(forced),
-                                  e.idx(unitTokens),
-                                  n};
-        Value limit = limits ? e.loadIndex(limits, {bb, g})
-                             : e.idx(op.getCount());
-        Value v0 = e.mul(split, e.idx(perSplit));
-        Value v1 = e.mins(e.add(v0, e.idx(perSplit)), e.idx(length));
+        CondensateSlots slotsInfo = CondensateSlots::of(e, op, list, w, n);
+        Value limit = list.limit(e, limits, bb, g);
+        auto [v0, v1] = list.splitRange(e, split);
         Value scale = e.f32(op.getScale().convertToDouble());
         emitAttentionBody(
             e, s, q, k, v, pt, po, pml, bb, g, split, v0, v1, scale, smem,
             [&](GPUEmitter &e, Value slot) -> std::pair<Value, Value> {
-              Type idxT = e.builder().getIndexType();
-              Type i1T = e.builder().getI1Type();
-              auto tv = e.ifElse(
-                  e.lt(slot, e.idx(forced)), {idxT, i1T},
-                  [&](Emitter &e) -> SmallVector<Value> {
-                    auto [t, valid] = slotsInfo.forcedSlot(e, slot);
-                    return {t, valid};
-                  },
-                  [&](Emitter &e) -> SmallVector<Value> {
-                    if (!indices)
-                      return {e.idx(0), e.i1(false)};
-                    Value rel = e.sub(slot, e.idx(forced));
-                    Value j = e.divs(rel, e.idx(unitTokens));
-                    Value off = e.rems(rel, e.idx(unitTokens));
-                    Value unitIdx = e.loadIndex(
-                        indices, {bb, g, e.add(j, e.idx(op.getFirst()))});
-                    Value t = e.add(e.mul(unitIdx, e.idx(unitTokens)), off);
-                    Value valid =
-                        e.band(e.band(e.lt(j, limit), e.ge(unitIdx, e.idx(0))),
-                               slotsInfo.unitPositionValid(e, t));
-                    return {t, valid};
-                  });
-              return {tv[0], tv[1]};
+              return slotsInfo.position(e, slot, list, indices, bb, g, limit);
             });
       });
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
-  launch(b, loc, fn, arith::ConstantIndexOp::create(b, loc, splits),
+  launch(b, loc, fn, arith::ConstantIndexOp::create(b, loc, list.splits),
          arith::ConstantIndexOp::create(b, loc, s.hkv), batch, s.threads,
          operands);
 }
@@ -346,14 +311,10 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
         Value g = e.bid(gpu::Dimension::y);
         Value bb = e.bid(gpu::Dimension::z);
         Value n = e.loadIndex(a[4], {bb});
-        // Short contexts use fewer splits (at least kMinChunk tokens each);
-        // the others are empty and cost a block that exits at once.
-        Value used = e.mins(e.idx(splitsStatic),
-                            e.maxs(e.ceilDiv(n, e.idx(kMinDenseChunk)),
-                                   e.idx(1)));
-        Value chunk = e.ceilDiv(n, used);
-        Value t0 = e.mins(e.mul(split, chunk), n);
-        Value t1 = e.mins(e.add(t0, chunk), n);
+        // The empty splits of a short context cost a block that exits at
+        // once.
+        auto [t0, t1] = denseSplitRange(
+            e, n, e.builder().getIndexAttr(splitsStatic), split);
         if (masked) {
           Value active = e.ne(e.load(a[7], {bb, g}), e.i32(0));
           t1 = e.select(active, t1, t0);

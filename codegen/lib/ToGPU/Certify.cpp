@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
 
+#include "../Common/Certificate.h"
 #include "../Common/Numerics.h"
 #include "KernelBuilder.h"
 
@@ -76,23 +77,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &ee) {
             GPUEmitter &e = static_cast<GPUEmitter &>(ee);
             Value h = head(e, i);
-            Value m = e.forLoop(e.idx(0), splits, e.idx(1), {e.negInf()},
-                                [&](Emitter &e, Value s, ValueRange acc)
-                                    -> SmallVector<Value> {
-                                  return {e.fmax(acc[0],
-                                                 e.load(pml, {bb, h, s, e.idx(0)}))};
-                                })[0];
-            Value z = e.forLoop(
-                e.idx(0), splits, e.idx(1), {e.f32(0.0)},
-                [&](Emitter &ee, Value s, ValueRange acc) -> SmallVector<Value> {
-                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                  Value ms = e.load(pml, {bb, h, s, e.idx(0)});
-                  Value ls = e.load(pml, {bb, h, s, e.idx(1)});
-                  Value live = e.fcmp(arith::CmpFPredicate::OGT, ls, e.f32(0.0));
-                  Value wgt = e.select(live, e.fmul(ls, e.exp(e.fsub(ms, m))),
-                                       e.f32(0.0));
-                  return {e.fadd(acc[0], wgt)};
-                })[0];
+            auto [m, z] = partialMaxAndTotal(e, pml, splits, bb, h);
             e.store(m, smM, {e.idx(i)});
             e.store(e.extf(z, f64), smZ, {e.idx(i)});
             e.store(e.f64(0.0), smU, {e.idx(i)});
@@ -145,16 +130,12 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                 return {e.bor(acc[0], e.eq(x, u))};
               })[0];
         };
-        auto mass = [&](GPUEmitter &e, Value u, int64_t i) -> Value {
-          Value cnt = unitCandidateCount(e, u, unit, anchor, n, w);
+        const TargetInfo &target = nvvmTarget();
+        CandidateUnits units{unit, anchor, n, w};
+        auto mass = [&](Emitter &e, Value u, int64_t i) -> Value {
+          Value cnt = units.count(e, u);
           Value bound = e.load(scores, {bb, head(e, i), u});
-          Value margin = e.fmul(
-              e.fadd(e.f32(1.0), math::AbsFOp::create(e.builder(), e.location(),
-                                                      bound)),
-              e.f32(kBoundMargin));
-          Value x = e.fsub(e.fadd(bound, margin), ms[i]);
-          Value term = e.fmul(e.indexToF32(cnt), e.exp(x));
-          return e.select(e.gt(cnt, e.idx(0)), e.extf(term, f64), e.f64(0.0));
+          return unitMassBound(e, target, cnt, bound, ms[i]);
         };
         // U over candidates outside base (and the first `count` extras).
         auto sumOmitted = [&](GPUEmitter &e, Value count) {
@@ -175,16 +156,6 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           e.barrier();
         };
         sumOmitted(e, e.idx(0));
-        // U / (Z + U); a bound that overflowed (inf / inf, NaN) is 1, so it
-        // never certifies.
-        auto epsOf = [&](Emitter &e, Value u, Value z) {
-          Value denom = e.fadd(z, u);
-          Value eps =
-              e.select(e.fcmp(arith::CmpFPredicate::OGT, denom, e.f64(0.0)),
-                       e.fdiv(u, denom), e.f64(0.0));
-          Value finite = e.fcmp(arith::CmpFPredicate::OLE, eps, e.f64(1.0));
-          return e.select(finite, eps, e.f64(1.0));
-        };
         if (tau > 0.0) {
           // Thread 0 walks the extras in order.
           e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &ee) {
@@ -194,49 +165,10 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
               us.push_back(e.load(smU, {e.idx(i)}));
               zs.push_back(e.load(smZ, {e.idx(i)}));
             }
-            auto worst = [&](Emitter &e, ValueRange uu) {
-              Value m = e.f64(0.0);
-              for (int64_t i = 0; i < G; ++i)
-                m = e.fmax(m, epsOf(e, uu[i], zs[i]));
-              return m;
-            };
-            Value over = e.fcmp(arith::CmpFPredicate::OGT, worst(e, us),
-                                e.f64(tau));
-            SmallVector<Value> init{e.bnot(over), e.idx(0)};
-            init.append(us.begin(), us.end());
-            auto walk = e.forLoop(
-                e.idx(0), e.idx(extraMax), e.idx(1), init,
-                [&](Emitter &ee, Value j, ValueRange st) -> SmallVector<Value> {
-                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                  return e.ifElse(
-                      st[0], ValueRange(st).getTypes(),
-                      [&](Emitter &) -> SmallVector<Value> {
-                        return SmallVector<Value>(st);
-                      },
-                      [&](Emitter &ee) -> SmallVector<Value> {
-                        GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                        Value u = e.loadIndex(indices,
-                                              {bb, g, e.add(j, e.idx(base))});
-                        Value have = e.ge(u, e.idx(0));
-                        Value uSafe = e.select(have, u, e.idx(0));
-                        SmallVector<Value> next;
-                        for (int64_t i = 0; i < G; ++i) {
-                          Value m = e.select(have, mass(e, uSafe, i),
-                                             e.f64(0.0));
-                          next.push_back(
-                              e.fmax(e.fsub(st[2 + i], m), e.f64(0.0)));
-                        }
-                        Value ok = e.fcmp(arith::CmpFPredicate::OLE,
-                                          worst(e, next), e.f64(tau));
-                        SmallVector<Value> out{
-                            e.band(ok, have),
-                            e.select(have, e.add(j, e.idx(1)), st[1])};
-                        out.append(next.begin(), next.end());
-                        return out;
-                      });
-                });
-            Value done = walk[0];
-            e.store(e.toI32(e.select(done, walk[1], e.idx(0))), smD,
+            ExtrasWalk walk = walkExtras(e, target, indices, bb, g, base,
+                                         extraMax, tau, us, zs, mass);
+            Value done = walk.done;
+            e.store(e.toI32(e.select(done, walk.taken, e.idx(0))), smD,
                     {e.idx(0)});
             e.store(e.select(done, e.i32(0), e.i32(1)), smD, {e.idx(1)});
             for (int64_t i = 0; i < G; ++i)
@@ -254,8 +186,9 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           // the rest. Every thread reads the same shared sums.
           Value worstEps = e.f64(0.0);
           for (int64_t i = 0; i < G; ++i)
-            worstEps = e.fmax(worstEps, epsOf(e, e.load(smU, {e.idx(i)}),
-                                              e.load(smZ, {e.idx(i)})));
+            worstEps =
+                e.fmax(worstEps, epsHat(e, target, e.load(smU, {e.idx(i)}),
+                                        e.load(smZ, {e.idx(i)})));
           Value fits =
               e.fcmp(arith::CmpFPredicate::OLE, worstEps, e.f64(tau));
           fallback = e.bor(fallback, e.bnot(fits));
@@ -267,7 +200,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           Value pageV = e.idx(op.getPageSize());
           // Whether page j holds a position the final set leaves out.
           auto pageOmitted = [&](GPUEmitter &e, Value j) -> Value {
-            Value cand = unitCandidateCount(e, j, pageV, anchor, n, w);
+            Value cand = CandidateUnits{pageV, anchor, n, w}.count(e, j);
             Value covered;
             if (unitTokens == 1) {
               // Selected tokens inside the page (all are candidates).
@@ -352,16 +285,15 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         }
         for (int64_t i = 0; i < G; ++i) {
           e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &e) {
-            Value eps = e.truncf(epsOf(e, e.load(smU, {e.idx(i)}),
-                                       e.load(smZ, {e.idx(i)})),
-                                 f32);
-            eps = e.fmul(eps, e.f32(1.0 + 1.0 / (1 << 20)));
-            eps = e.select(fallback, e.f32(0.0), eps);
+            Value eps = reportedEpsHat(
+                e, epsHat(e, target, e.load(smU, {e.idx(i)}),
+                          e.load(smZ, {e.idx(i)})),
+                fallback);
             Value h = head(e, i);
-            e.store(eps, stats, {bb, h, e.idx(0)});
-            e.store(e.indexToF32(extraKept), stats, {bb, h, e.idx(2)});
+            e.store(eps, stats, {bb, h, e.idx(StatEpsHat)});
+            e.store(e.indexToF32(extraKept), stats, {bb, h, e.idx(StatExtra)});
             e.store(e.select(fallback, e.f32(1.0), e.f32(0.0)), stats,
-                    {bb, h, e.idx(3)});
+                    {bb, h, e.idx(StatFallback)});
           });
         }
         e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {

@@ -1,7 +1,7 @@
 //===- KernelBuilder.cpp - GPU kernel creation and launch -----------------===//
 //
-// Implements KernelBuilder (kernels in one gpu.module, launch bounds, shared
-// buffers) and the host-side launch of a kernel.
+// Implements NVVMTargetInfo, KernelBuilder (kernels in one gpu.module,
+// launch bounds, shared buffers) and the host-side launch of a kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
@@ -12,6 +12,26 @@
 using namespace mlir;
 using namespace mlir::condensate;
 using namespace mlir::condensate::kernel;
+
+Value NVVMTargetInfo::shuffleXor(Emitter &e, Value v, int64_t offset) const {
+  return shuffle(e, v, offset, gpu::ShuffleMode::XOR);
+}
+
+void NVVMTargetInfo::barrier(Emitter &e) const {
+  gpu::BarrierOp::create(e.builder(), e.location());
+}
+
+const TargetInfo &mlir::condensate::kernel::nvvmTarget() {
+  static const NVVMTargetInfo target;
+  return target;
+}
+
+Value mlir::condensate::kernel::shuffle(Emitter &e, Value v, int64_t offset,
+                                        gpu::ShuffleMode mode) {
+  Value off = e.i32(offset), width = e.i32(kWarp);
+  return gpu::ShuffleOp::create(e.builder(), e.location(), v, off, width, mode)
+      .getShuffleResult();
+}
 
 gpu::GPUFuncOp KernelBuilder::createKernel(
     StringRef base, ValueRange operands, ArrayRef<Type> workgroup,

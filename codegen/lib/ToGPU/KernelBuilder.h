@@ -1,16 +1,17 @@
 //===- KernelBuilder.h - GPU emitter and kernel builder ---------*- C++ -*-===//
 //
-// What every GPU stage lowering builds on: GPUEmitter (thread and block ids,
-// shuffles, barriers, vector loads, atomics on top of Emitter), the
-// KernelBuilder that creates kernels in one gpu.module and launches them
-// from the host, and KernelPattern, the rewrite pattern that runs a stage's
-// lowering function.
+// What every GPU stage lowering builds on: the GPU as a target of the shared
+// numerics (NVVMTargetInfo), GPUEmitter (thread and block ids, shuffles,
+// scans, vector loads, atomics on top of Emitter), the KernelBuilder that
+// creates kernels in one gpu.module and launches them from the host, and
+// KernelPattern, the rewrite pattern that runs a stage's lowering function.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_CODEGEN_TOGPU_KERNELBUILDER_H
 #define CONDENSATE_CODEGEN_TOGPU_KERNELBUILDER_H
 
 #include "../Common/Emitter.h"
+#include "../Common/TargetInfo.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -26,17 +27,36 @@ inline Type elementType(Value v) {
 }
 inline int64_t elementBytes(Type t) { return t.getIntOrFloatBitWidth() / 8; }
 
+/// The GPU as seen by the shared numerics: warps of kWarp lanes, 16-byte
+/// vector loads, block barriers, the certificate's exponentials in f32.
+class NVVMTargetInfo : public TargetInfo {
+public:
+  int64_t warpSize() const override { return kWarp; }
+  int64_t vectorWidth(Type elt) const override {
+    return std::max<int64_t>(1, 16 / elementBytes(elt));
+  }
+  Value shuffleXor(Emitter &e, Value v, int64_t offset) const override;
+  void barrier(Emitter &e) const override;
+  bool f64Exp() const override { return false; }
+  FormulaOrder formulaOrder() const override { return FormulaOrder::Kernels; }
+};
+const TargetInfo &nvvmTarget();
+
+/// A gpu.shuffle of the 32-bit value v across the warp.
+Value shuffle(Emitter &e, Value v, int64_t offset, gpu::ShuffleMode mode);
+
 /// How a lane group covers one head_dim row: `lanes` lanes, `elems`
-/// consecutive elements each (16 bytes when the row allows it).
+/// consecutive elements each (a vector load when the row allows it).
 struct RowSplit {
   int64_t lanes;
   int64_t elems;
-  static RowSplit of(int64_t d, int64_t bytes) {
-    int64_t elems = std::max<int64_t>(1, 16 / bytes);
+  static RowSplit of(int64_t d, Type elt) {
+    const TargetInfo &target = nvvmTarget();
+    int64_t elems = target.vectorWidth(elt);
     int64_t lanes = d / elems;
-    if (lanes > kWarp) {
-      lanes = kWarp;
-      elems = d / kWarp;
+    if (lanes > target.warpSize()) {
+      lanes = target.warpSize();
+      elems = d / target.warpSize();
     }
     if (lanes < 1) {
       lanes = 1;
@@ -58,42 +78,17 @@ public:
   Value bid(gpu::Dimension d) {
     return gpu::BlockIdOp::create(builder(), location(), d);
   }
-  void barrier() { gpu::BarrierOp::create(builder(), location()); }
+  void barrier() { nvvmTarget().barrier(*this); }
 
-  /// XOR shuffle of a 32-bit value across `width` lanes.
+  /// Shuffles of a 32-bit value across the warp.
   Value shuffleXor(Value v, int64_t offset) {
-    Value off = i32(offset), width = i32(kWarp);
-    return gpu::ShuffleOp::create(builder(), location(), v, off, width,
-                                  gpu::ShuffleMode::XOR)
-        .getShuffleResult();
+    return shuffle(*this, v, offset, gpu::ShuffleMode::XOR);
   }
   Value shuffleUp(Value v, int64_t offset) {
-    Value off = i32(offset), width = i32(kWarp);
-    return gpu::ShuffleOp::create(builder(), location(), v, off, width,
-                                  gpu::ShuffleMode::UP)
-        .getShuffleResult();
+    return shuffle(*this, v, offset, gpu::ShuffleMode::UP);
   }
   Value shuffleDown(Value v, int64_t offset) {
-    Value off = i32(offset), width = i32(kWarp);
-    return gpu::ShuffleOp::create(builder(), location(), v, off, width,
-                                  gpu::ShuffleMode::DOWN)
-        .getShuffleResult();
-  }
-  /// Sum over the `lanes` lanes of an aligned lane group.
-  Value groupSum(Value v, int64_t lanes) {
-    for (int64_t o = lanes / 2; o >= 1; o /= 2)
-      v = fadd(v, shuffleXor(v, o));
-    return v;
-  }
-  Value groupMax(Value v, int64_t lanes) {
-    for (int64_t o = lanes / 2; o >= 1; o /= 2)
-      v = fmax(v, shuffleXor(v, o));
-    return v;
-  }
-  Value warpSumI32(Value v) {
-    for (int64_t o = kWarp / 2; o >= 1; o /= 2)
-      v = add(v, shuffleXor(v, o));
-    return v;
+    return shuffle(*this, v, offset, gpu::ShuffleMode::DOWN);
   }
   /// Inclusive prefix sum of an i32 across the warp.
   Value warpScanI32(Value v, Value lane) {
@@ -112,15 +107,6 @@ public:
     return vector::LoadOp::create(builder(), location(), type, mem, ivs,
                                   /*nontemporal=*/false,
                                   llvm::MaybeAlign(alignBytes));
-  }
-  Value splat(Value scalar, int64_t n) {
-    return vector::BroadcastOp::create(
-        builder(), location(), VectorType::get({n}, scalar.getType()), scalar);
-  }
-  Value reduceAdd(Value vec) {
-    return vector::ReductionOp::create(builder(), location(),
-                                       vector::CombiningKind::ADD, vec,
-                                       arith::FastMathFlags::reassoc);
   }
   Value extractElt(Value vec, int64_t i) {
     return vector::ExtractOp::create(builder(), location(), vec, i);

@@ -71,17 +71,10 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
           Value m = e.negInf();
           for (auto &[po, pml, on] : sets) {
             Value pmlV = pml;
-            Value mm = e.forLoop(
-                lane, e.dim(pmlV, 2), e.idx(kWarp), {e.negInf()},
-                [&](Emitter &e, Value s, ValueRange acc) -> SmallVector<Value> {
-                  Value ls = e.load(pmlV, {bb, h, s, e.idx(1)});
-                  Value ms = e.load(pmlV, {bb, h, s, e.idx(0)});
-                  Value live = e.fcmp(arith::CmpFPredicate::OGT, ls, e.f32(0.0));
-                  return {e.select(live, e.fmax(acc[0], ms), acc[0])};
-                })[0];
+            Value mm = liveSplitMax(e, nvvmTarget(), pmlV, bb, h, lane);
             m = e.select(on, e.fmax(m, mm), m);
           }
-          m = e.groupMax(m, kWarp);
+          m = laneMax(e, nvvmTarget(), m, kWarp);
           // Pass 2: weighted sums; every lane walks all splits for its
           // channels.
           Value col = e.mul(lane, e.idx(perLane));
@@ -164,7 +157,8 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
             Value part = e.reduceAdd(e.fmul(far, far));
             part = e.select(inRow, part, e.f32(0.0));
             Value dist = math::SqrtOp::create(e.builder(), e.location(),
-                                              e.groupSum(part, kWarp));
+                                              laneSum(e, nvvmTarget(), part,
+                                                      kWarp));
             bound = e.fmul(e.fmul(e.load(a[statsIdx],
                                          {bb, h, e.idx(StatEpsHat)}),
                                   dist),
@@ -176,11 +170,8 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
             e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
               e.store(st[1], stats, {bb, h, e.idx(StatAttended)});
               if (epsAttr) {
-                Value eps = e.f32(epsAttr.getValueAsDouble());
-                e.store(eps, stats, {bb, h, e.idx(StatEpsHat)});
-                e.store(e.f32(0.0), stats, {bb, h, e.idx(StatExtra)});
-                e.store(e.f32(0.0), stats, {bb, h, e.idx(StatFallback)});
-                e.store(eps, stats, {bb, h, e.idx(StatOutputBound)});
+                storeFixedCertificate(e, stats, bb, h,
+                                      epsAttr.getValueAsDouble());
               } else {
                 e.store(bound ? bound : e.nan(), stats,
                         {bb, h, e.idx(StatOutputBound)});

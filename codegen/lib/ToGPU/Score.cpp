@@ -22,7 +22,7 @@ void lowerScorePages(ScorePagesOp op, OpBuilder &b, const KernelBuilder &kb,
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getSummaries(), 1), G = hq / hkv;
   int64_t p = op.getPageSize();
-  RowSplit rs = RowSplit::of(d, 4);
+  RowSplit rs = RowSplit::of(d, b.getF32Type());
   int64_t L = rs.lanes, E = rs.elems;
   int64_t groups = std::max<int64_t>(1, 256 / L);
   int64_t threads = groups * L;
@@ -71,11 +71,9 @@ void lowerScorePages(ScorePagesOp op, OpBuilder &b, const KernelBuilder &kb,
         for (int64_t k = 0; k < kPages; ++k) {
           Value cnt = e.mins(e.sub(n, e.mul(js[k], e.idx(p))), e.idx(p));
           for (int64_t i = 0; i < G; ++i) {
-            Value partial =
-                minmax ? e.reduceAdd(e.fmax(e.fmul(qs[i], lo[k]),
-                                            e.fmul(qs[i], hi[k])))
-                       : e.reduceAdd(e.fmul(qs[i], lo[k]));
-            Value sc = e.groupSum(partial, L);
+            Value sc = minmax ? rowBoxDot(e, nvvmTarget(), qs[i], lo[k],
+                                          hi[k], L)
+                              : rowDot(e, nvvmTarget(), qs[i], lo[k], L);
             if (!minmax)
               sc = e.fdiv(sc, e.indexToF32(e.maxs(cnt, e.idx(1))));
             sc = e.select(inside[k], e.fmul(sc, scale), e.negInf());
@@ -109,7 +107,7 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
   int64_t hkv = staticDim(op.getKCache(), 1), G = hq / hkv;
   int64_t p = staticDim(op.getKCache(), 2);
   Type kElt = elementType(op.getKCache());
-  RowSplit rs = RowSplit::of(d, elementBytes(kElt));
+  RowSplit rs = RowSplit::of(d, kElt);
   int64_t L = rs.lanes, E = rs.elems;
   int64_t perBlock = std::max<int64_t>(1, 256 / L);
   int64_t threads = perBlock * L;
@@ -138,7 +136,7 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
         Value off = e.rems(tt, e.idx(p));
         Value kr = e.toF32(e.vecLoad(k, {page, g, off, col}, E, align));
         for (int64_t i = 0; i < G; ++i) {
-          Value s = e.groupSum(e.reduceAdd(e.fmul(qs[i], kr)), L);
+          Value s = rowDot(e, nvvmTarget(), qs[i], kr, L);
           s = e.select(inside, e.fmul(s, scale), e.negInf());
           e.ifThen(e.band(inRange, e.eq(li, e.idx(0))), [&](Emitter &e) {
             e.store(s, scores, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), t});

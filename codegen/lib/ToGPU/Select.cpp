@@ -17,19 +17,6 @@ using namespace mlir::condensate::kernel;
 
 namespace {
 
-/// Non-NaN ranking key of (b, g, u): ordered key of the group max, 0 for a
-/// non-candidate, at least 1 for a candidate.
-Value rankingKey(GPUEmitter &e, Value scores, Value b, Value g, Value u,
-                 int64_t group, Value candidate) {
-  Value base = e.mul(g, e.idx(group));
-  Value best = e.load(scores, {b, base, u});
-  for (int64_t i = 1; i < group; ++i)
-    best = e.fmax(best, e.load(scores, {b, e.add(base, e.idx(i)), u}));
-  Value key = e.orderedKey(best);
-  key = e.select(e.eq(key, e.i32(0)), e.i32(1), key);
-  return e.select(candidate, key, e.i32(0));
-}
-
 /// Block-wide exclusive prefix sum of an index value; `warpSums` is a
 /// workgroup buffer of (threads / 32 + 1) i32. Returns (exclusive, total).
 std::pair<Value, Value> blockExclusiveScan(GPUEmitter &e, Value x,
@@ -108,10 +95,9 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                                   op.getWindowMax());
         Value nu = e.dim(scores, 2);
         Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
+        CandidateUnits units{unit, anchor, n, w};
         auto computeKey = [&](GPUEmitter &e, Value u) {
-          Value cand = e.gt(unitCandidateCount(e, u, unit, anchor, n, w),
-                            e.idx(0));
-          return rankingKey(e, scores, bb, g, u, G, cand);
+          return rankingKey(e, nvvmTarget(), units, scores, bb, g, u, G).key;
         };
         e.forLoop(tid, e.mins(nu, e.idx(kCachedKeys)), e.idx(threads), {},
                   [&](Emitter &ee, Value u, ValueRange) -> SmallVector<Value> {

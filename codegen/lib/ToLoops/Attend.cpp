@@ -59,70 +59,38 @@ struct LowerSparseAttend : OpRewritePattern<SparseAttendOp> {
     int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
     int64_t hkv = staticDim(op.getKCache(), 1), p = staticDim(op.getKCache(), 2);
     int64_t group = hq / hkv;
-    bool tokens = op.getGranularity() == Granularity::token;
-    int64_t unitTokens = tokens ? 1 : p;
-    int64_t forced =
-        op.getIncludeForced() ? op.getAnchor() + op.getWindowMax() : 0;
-    int64_t length = op.getVirtualLength();
-    int64_t splits = op.getNumSplits();
-    int64_t perSplit = (length + splits - 1) / splits;
+    SparseList list = SparseList::of(op);
     Value scale = e.f32(op.getScale().convertToDouble());
     Value batch = e.dim(op.getQ(), 0);
     e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
       Value n = e.loadIndex(op.getLens(), {b});
       Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
                                 op.getWindowMax());
-      CondensateSlots slotsInfo{e.idx(op.getAnchor()),
-                                e.idx(op.getWindowMax()),
-                                w,
-                                e.idx(forced),
-                                e.idx(unitTokens),
-                                n};
+      CondensateSlots slotsInfo = CondensateSlots::of(e, op, list, w, n);
       e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
         RowOps row{e, d};
         Value g = e.divs(h, e.idx(group));
         SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
-        Value limit = op.getLimits() ? e.loadIndex(op.getLimits(), {b, g})
-                                     : e.idx(op.getCount());
-        e.forEach(e.idx(0), e.idx(splits), [&](Emitter &e, Value s) {
+        Value limit = list.limit(e, op.getLimits(), b, g);
+        e.forEach(e.idx(0), e.idx(list.splits), [&](Emitter &e, Value s) {
           RowOps row{e, d};
-          Value v0 = e.mul(s, e.idx(perSplit));
-          Value v1 = e.mins(e.add(v0, e.idx(perSplit)), e.idx(length));
+          auto [v0, v1] = list.splitRange(e, s);
           SmallVector<Value> init = Softmax::init(e, row);
           auto state = e.forLoop(
               v0, v1, e.idx(1), init,
               [&](Emitter &e, Value v, ValueRange st) -> SmallVector<Value> {
                 RowOps row{e, d};
-                Type idxT = e.builder().getIndexType();
-                Type i1T = e.builder().getI1Type();
-                auto tv = e.ifElse(
-                    e.lt(v, e.idx(forced)), {idxT, i1T},
-                    [&](Emitter &e) -> SmallVector<Value> {
-                      auto [t, valid] = slotsInfo.forcedSlot(e, v);
-                      return {t, valid};
-                    },
-                    [&](Emitter &e) -> SmallVector<Value> {
-                      if (!op.getIndices())
-                        return {e.idx(0), e.i1(false)};
-                      Value rel = e.sub(v, e.idx(forced));
-                      Value j = e.divs(rel, e.idx(unitTokens));
-                      Value off = e.rems(rel, e.idx(unitTokens));
-                      Value unitIdx = e.loadIndex(
-                          op.getIndices(),
-                          {b, g, e.add(j, e.idx(op.getFirst()))});
-                      Value t = e.add(e.mul(unitIdx, e.idx(unitTokens)), off);
-                      Value valid = e.band(
-                          e.band(e.lt(j, limit), e.ge(unitIdx, e.idx(0))),
-                          slotsInfo.unitPositionValid(e, t));
-                      return {t, valid};
-                    });
+                auto [t, valid] = slotsInfo.position(e, v, list,
+                                                     op.getIndices(), b, g,
+                                                     limit);
+                Value pos = t;
                 return e.ifElse(
-                    tv[1], ValueRange(st).getTypes(),
+                    valid, ValueRange(st).getTypes(),
                     [&](Emitter &e) -> SmallVector<Value> {
                       RowOps row{e, d};
                       Value page = e.loadIndex(op.getPageTable(),
-                                               {b, e.divs(tv[0], e.idx(p))});
-                      Value off = e.rems(tv[0], e.idx(p));
+                                               {b, e.divs(pos, e.idx(p))});
+                      Value off = e.rems(pos, e.idx(p));
                       return Softmax::update(e, row, st, q, op.getKCache(),
                                              op.getVCache(), page, g, off,
                                              scale);
@@ -163,13 +131,7 @@ struct LowerDenseAttend : OpRewritePattern<DenseAttendOp> {
         SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
         e.forEach(e.idx(0), splits, [&](Emitter &e, Value s) {
           RowOps row{e, d};
-          // Short contexts use fewer splits of at least 256 tokens, as on
-          // the GPU; the others stay empty.
-          Value used = e.mins(splits, e.maxs(e.ceilDiv(n, e.idx(256)),
-                                             e.idx(1)));
-          Value chunk = e.ceilDiv(n, used);
-          Value t0 = e.mins(e.mul(s, chunk), n);
-          Value t1 = e.mins(e.add(t0, chunk), n);
+          auto [t0, t1] = denseSplitRange(e, n, splits, s);
           t1 = e.select(active, t1, t0);
           auto state = e.forLoop(
               t0, t1, e.idx(1), Softmax::init(e, row),

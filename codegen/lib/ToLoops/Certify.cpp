@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
 
+#include "../Common/Certificate.h"
 #include "../Common/Numerics.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -16,28 +17,6 @@ using namespace mlir::condensate;
 using namespace mlir::condensate::loops;
 
 namespace {
-
-/// Merges the (m, l, c) of splits [0, S) of `pml` for (b, h): returns the
-/// max logit M and the total Z = sum l_s exp(m_s - M) as f32.
-std::pair<Value, Value> mergeML(Emitter &e, Value pml, Value b, Value h) {
-  Value splits = e.dim(pml, 2);
-  Value m = e.forLoop(e.idx(0), splits, e.idx(1), {e.negInf()},
-                      [&](Emitter &e, Value s, ValueRange acc)
-                          -> SmallVector<Value> {
-                        return {e.fmax(acc[0],
-                                       e.load(pml, {b, h, s, e.idx(0)}))};
-                      })[0];
-  Value z = e.forLoop(
-      e.idx(0), splits, e.idx(1), {e.f32(0.0)},
-      [&](Emitter &e, Value s, ValueRange acc) -> SmallVector<Value> {
-        Value ms = e.load(pml, {b, h, s, e.idx(0)});
-        Value ls = e.load(pml, {b, h, s, e.idx(1)});
-        Value live = e.fcmp(arith::CmpFPredicate::OGT, ls, e.f32(0.0));
-        Value w = e.select(live, e.fmul(ls, e.exp(e.fsub(ms, m))), e.f32(0.0));
-        return {e.fadd(acc[0], w)};
-      })[0];
-  return {m, z};
-}
 
 /// Writes vbox[b, g] of a certify op: the per-channel min and max over the
 /// value summaries of every page of sequence b with an omitted position.
@@ -61,7 +40,7 @@ void emitValueBox(Emitter &e, CertifyOp op, Value marks, Value b, Value g,
       e.idx(0), pages, e.idx(1), init,
       [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
         // Candidate positions of page j against those the final set holds.
-        Value cand = unitCandidateCount(e, j, page, anchor, n, w);
+        Value cand = CandidateUnits{page, anchor, n, w}.count(e, j);
         Value covered;
         if (tokens) {
           Value t0 = e.mul(j, page);
@@ -141,23 +120,19 @@ struct LowerCertify : OpRewritePattern<CertifyOp> {
         SmallVector<Value> heads, ms, zs;
         for (int64_t i = 0; i < group; ++i) {
           Value h = e.add(e.mul(g, e.idx(group)), e.idx(i));
-          auto [m, z] = mergeML(e, op.getPartialMl(), b, h);
+          auto [m, z] = partialMaxAndTotal(e, op.getPartialMl(),
+                                           e.dim(op.getPartialMl(), 2), b, h);
           heads.push_back(h);
           ms.push_back(m);
           zs.push_back(e.extf(z, f64));
         }
+        const TargetInfo &target = loopsTarget();
+        CandidateUnits units{unit, anchor, n, w};
         // The mass bound of unit u for head i, in f64.
         auto unitMass = [&](Emitter &e, Value u, int64_t i) {
-          Value cnt = unitCandidateCount(e, u, unit, anchor, n, w);
+          Value cnt = units.count(e, u);
           Value bound = e.load(op.getScores(), {b, heads[i], u});
-          Value margin = e.fmul(
-              e.fadd(e.f32(1.0), math::AbsFOp::create(e.builder(),
-                                                      e.location(), bound)),
-              e.f32(kBoundMargin));
-          Value x = e.extf(e.fsub(e.fadd(bound, margin), ms[i]), f64);
-          Value mass = e.fmul(e.indexToF32(cnt), e.f32(1.0));
-          Value term = e.fmul(e.extf(mass, f64), e.exp(x));
-          return e.select(e.gt(cnt, e.idx(0)), term, e.f64(0.0));
+          return unitMassBound(e, target, cnt, bound, ms[i]);
         };
         // U over every unmarked candidate unit.
         auto omitted = [&](Emitter &e) {
@@ -179,69 +154,23 @@ struct LowerCertify : OpRewritePattern<CertifyOp> {
                     });
               });
         };
-        // U / (Z + U); a bound that overflowed (inf / inf, NaN) is 1, so it
-        // never certifies.
-        auto epsOf = [&](Emitter &e, Value uSum, Value z) {
-          Value denom = e.fadd(z, uSum);
-          Value pos = e.fcmp(arith::CmpFPredicate::OGT, denom, e.f64(0.0));
-          Value eps = e.select(pos, e.fdiv(uSum, denom), e.f64(0.0));
-          Value finite = e.fcmp(arith::CmpFPredicate::OLE, eps, e.f64(1.0));
-          return e.select(finite, eps, e.f64(1.0));
-        };
-        auto worst = [&](Emitter &e, ValueRange us) {
-          Value m = e.f64(0.0);
-          for (int64_t i = 0; i < group; ++i)
-            m = e.fmax(m, epsOf(e, us[i], zs[i]));
-          return m;
-        };
         markUnits(e, b, g, e.idx(0), e.idx(base), one8);
         SmallVector<Value> us = omitted(e);
         Value extra = e.idx(0), fallback = e.i1(false);
         if (tau > 0.0) {
-          Value tauV = e.f64(tau);
-          Value over = e.fcmp(arith::CmpFPredicate::OGT, worst(e, us), tauV);
           // Walk the extras in order, removing their mass, until the worst
           // head's bound is within tau.
-          SmallVector<Value> init{e.bnot(over), e.idx(0)};
-          init.append(us.begin(), us.end());
-          auto walk = e.forLoop(
-              e.idx(0), e.idx(extraMax), e.idx(1), init,
-              [&](Emitter &e, Value j, ValueRange st) -> SmallVector<Value> {
-                return e.ifElse(
-                    st[0], ValueRange(st).getTypes(),
-                    [&](Emitter &) -> SmallVector<Value> {
-                      return SmallVector<Value>(st);
-                    },
-                    [&](Emitter &e) -> SmallVector<Value> {
-                      Value u = e.loadIndex(op.getIndices(),
-                                            {b, g, e.add(j, e.idx(base))});
-                      Value have = e.ge(u, e.idx(0));
-                      Value uSafe = e.select(have, u, e.idx(0));
-                      SmallVector<Value> next;
-                      for (int64_t i = 0; i < group; ++i) {
-                        Value mass = e.select(have, unitMass(e, uSafe, i),
-                                              e.f64(0.0));
-                        next.push_back(
-                            e.fmax(e.fsub(st[2 + i], mass), e.f64(0.0)));
-                      }
-                      Value ok = e.fcmp(arith::CmpFPredicate::OLE,
-                                        worst(e, next), e.f64(tau));
-                      SmallVector<Value> out{
-                          e.band(ok, have),
-                          e.select(have, e.add(j, e.idx(1)), st[1])};
-                      out.append(next.begin(), next.end());
-                      return out;
-                    });
-              });
-          Value done = walk[0];
-          extra = e.select(done, walk[1], e.idx(0));
+          ExtrasWalk walk = walkExtras(e, target, op.getIndices(), b, g, base,
+                                       extraMax, tau, us, zs, unitMass);
+          Value done = walk.done;
+          extra = e.select(done, walk.taken, e.idx(0));
           // Sum the bound afresh for the final set and decide on it: the
           // walk subtracts, and subtracting a dominant (or infinite) term
           // cancels the rest.
           markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), one8);
           us = omitted(e);
-          Value fits =
-              e.fcmp(arith::CmpFPredicate::OLE, worst(e, us), e.f64(tau));
+          Value fits = e.fcmp(arith::CmpFPredicate::OLE,
+                              worstEpsHat(e, target, us, zs), e.f64(tau));
           fallback = e.bnot(e.band(done, fits));
         }
         // The marks now hold the final set: box the values it leaves out.
@@ -257,13 +186,11 @@ struct LowerCertify : OpRewritePattern<CertifyOp> {
         Value extraF = e.indexToF32(extraKept);
         Value fbF = e.select(fallback, e.f32(1.0), e.f32(0.0));
         for (int64_t i = 0; i < group; ++i) {
-          Value eps = e.truncf(epsOf(e, us[i], zs[i]), e.builder().getF32Type());
-          // Round the f64 bound up when narrowing to f32.
-          eps = e.fmul(eps, e.f32(1.0 + 1.0 / (1 << 20)));
-          eps = e.select(fallback, e.f32(0.0), eps);
-          e.store(eps, op.getStats(), {b, heads[i], e.idx(0)});
-          e.store(extraF, op.getStats(), {b, heads[i], e.idx(2)});
-          e.store(fbF, op.getStats(), {b, heads[i], e.idx(3)});
+          Value eps =
+              reportedEpsHat(e, epsHat(e, target, us[i], zs[i]), fallback);
+          e.store(eps, op.getStats(), {b, heads[i], e.idx(StatEpsHat)});
+          e.store(extraF, op.getStats(), {b, heads[i], e.idx(StatExtra)});
+          e.store(fbF, op.getStats(), {b, heads[i], e.idx(StatFallback)});
         }
       });
     });

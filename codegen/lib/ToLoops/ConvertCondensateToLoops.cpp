@@ -11,6 +11,8 @@
 
 #include "Lowering.h"
 
+#include "../Common/Numerics.h"
+
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -23,6 +25,16 @@ using namespace mlir;
 using namespace mlir::condensate;
 
 namespace {
+
+class LoopsTargetInfo : public TargetInfo {
+public:
+  int64_t warpSize() const override { return 1; }
+  int64_t vectorWidth(Type) const override { return loops::kLanes; }
+  Value shuffleXor(Emitter &, Value v, int64_t) const override { return v; }
+  void barrier(Emitter &) const override {}
+  bool f64Exp() const override { return true; }
+  FormulaOrder formulaOrder() const override { return FormulaOrder::Loops; }
+};
 
 struct ConvertCondensateToLoopsPass
     : public condensate::impl::ConvertCondensateToLoopsBase<
@@ -54,6 +66,16 @@ struct ConvertCondensateToLoopsPass
 };
 
 } // namespace
+
+const TargetInfo &mlir::condensate::loops::loopsTarget() {
+  static const LoopsTargetInfo target;
+  return target;
+}
+
+Value loops::RowOps::dot(ArrayRef<Value> q, Value mem, ValueRange prefix) {
+  SmallVector<Value> k = loadRow(mem, prefix);
+  return rowDot(e, target(), q, k, /*lanes=*/1);
+}
 
 void mlir::condensate::populateCondensateToLoopsPatterns(
     RewritePatternSet &patterns) {

@@ -1,14 +1,15 @@
-//===- Lowering.h - pieces of the loop lowering shared by its stages -*- C++ -*-===//
+//===- Lowering.h - what the loop lowering's stages share -------*- C++ -*-===//
 //
-// Head-dimension rows as vectors of kLanes floats (RowOps) and the
-// populate functions of the stage files that make up
-// convert-condensate-to-loops.
+// The CPU as a target (one lane, no barriers, vectors of kLanes), head_dim
+// rows as vectors of kLanes floats (RowOps), and the populate functions of
+// the stage files that make up convert-condensate-to-loops.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_CODEGEN_TOLOOPS_LOWERING_H
 #define CONDENSATE_CODEGEN_TOLOOPS_LOWERING_H
 
 #include "../Common/Emitter.h"
+#include "../Common/TargetInfo.h"
 
 namespace mlir {
 class RewritePatternSet;
@@ -21,6 +22,10 @@ namespace loops {
 /// Lanes per vector chunk of a head-dimension row.
 constexpr int64_t kLanes = 8;
 
+/// The CPU as seen by the shared numerics: one lane, no barriers, vectors
+/// of kLanes elements, the certificate's exponentials in f64.
+const TargetInfo &loopsTarget();
+
 /// Row-vector helpers on top of Emitter for the CPU lowering.
 struct RowOps {
   Emitter &e;
@@ -28,6 +33,7 @@ struct RowOps {
 
   VectorType vecType(Type elt) const { return VectorType::get({kLanes}, elt); }
   int64_t chunks() const { return d / kLanes; }
+  const TargetInfo &target() const { return loopsTarget(); }
 
   /// Loads row `prefix` (all indices but the last) of `mem` as f32 chunks.
   SmallVector<Value> loadRow(Value mem, ValueRange prefix) {
@@ -50,29 +56,15 @@ struct RowOps {
                               ivs);
     }
   }
-  Value splat(Value scalar) {
-    return vector::BroadcastOp::create(e.builder(), e.location(),
-                                       vecType(scalar.getType()), scalar);
-  }
+  Value splat(Value scalar) { return e.splat(scalar, kLanes); }
   SmallVector<Value> zeros() {
     SmallVector<Value> out;
     for (int64_t c = 0; c < chunks(); ++c)
       out.push_back(splat(e.f32(0.0)));
     return out;
   }
-  Value reduceAdd(Value vec) {
-    return vector::ReductionOp::create(e.builder(), e.location(),
-                                       vector::CombiningKind::ADD, vec,
-                                       arith::FastMathFlags::reassoc);
-  }
   /// q . row(mem, prefix) with q given as f32 chunks.
-  Value dot(ArrayRef<Value> q, Value mem, ValueRange prefix) {
-    SmallVector<Value> k = loadRow(mem, prefix);
-    Value acc = e.fmul(q[0], k[0]);
-    for (int64_t c = 1; c < chunks(); ++c)
-      acc = e.fma(q[c], k[c], acc);
-    return reduceAdd(acc);
-  }
+  Value dot(ArrayRef<Value> q, Value mem, ValueRange prefix);
 };
 
 } // namespace loops

@@ -28,8 +28,8 @@ Value outputBound(Emitter &e, RowOps &row, ArrayRef<Value> o, Value vbox,
     Value far = e.fmax(e.fmax(e.fsub(hi[c], o[c]), e.fsub(o[c], lo[c])), zero);
     acc = e.fma(far, far, acc);
   }
-  Value dist = math::SqrtOp::create(e.builder(), e.location(),
-                                    row.reduceAdd(acc));
+  Value dist =
+      math::SqrtOp::create(e.builder(), e.location(), e.reduceAdd(acc));
   return e.fmul(e.fmul(epsHat, dist), e.f32(kOutputBoundRoundUp));
 }
 
@@ -66,16 +66,8 @@ struct LowerMerge : OpRewritePattern<MergeOp> {
         Value m = e.negInf();
         for (auto &[po, pml, dense] : sets) {
           Value pmlV = pml;
-          Value mSet =
-              e.forLoop(e.idx(0), e.dim(pmlV, 2), e.idx(1), {e.negInf()},
-                        [&](Emitter &e, Value s, ValueRange acc)
-                            -> SmallVector<Value> {
-                          Value ls = e.load(pmlV, {b, h, s, e.idx(1)});
-                          Value ms = e.load(pmlV, {b, h, s, e.idx(0)});
-                          Value live = e.fcmp(arith::CmpFPredicate::OGT, ls,
-                                              e.f32(0.0));
-                          return {e.select(live, e.fmax(acc[0], ms), acc[0])};
-                        })[0];
+          Value mSet = liveSplitMax(e, row.target(), pmlV, b, h,
+                                    e.builder().getIndexAttr(0));
           m = e.select(active(e, dense), e.fmax(m, mSet), m);
         }
         // Pass 2: weighted sums.
@@ -116,11 +108,7 @@ struct LowerMerge : OpRewritePattern<MergeOp> {
         if (Value stats = op.getStats()) {
           e.store(state[1], stats, {b, h, e.idx(StatAttended)});
           if (auto eps = op.getStatsEpsAttr()) {
-            Value epsV = e.f32(eps.getValueAsDouble());
-            e.store(epsV, stats, {b, h, e.idx(StatEpsHat)});
-            e.store(e.f32(0.0), stats, {b, h, e.idx(StatExtra)});
-            e.store(e.f32(0.0), stats, {b, h, e.idx(StatFallback)});
-            e.store(epsV, stats, {b, h, e.idx(StatOutputBound)});
+            storeFixedCertificate(e, stats, b, h, eps.getValueAsDouble());
           } else if (Value vbox = op.getVbox()) {
             Value bound = outputBound(e, row, outRow, vbox, b,
                                       e.divs(h, e.idx(group)),

@@ -49,13 +49,8 @@ struct LowerScorePages : OpRewritePattern<ScorePagesOp> {
                                                  {page, g, e.idx(KMin)});
                            auto mx = row.loadRow(op.getSummaries(),
                                                  {page, g, e.idx(KMax)});
-                           Value acc;
-                           for (int64_t c = 0; c < row.chunks(); ++c) {
-                             Value t = e.fmax(e.fmul(q[c], mn[c]),
-                                              e.fmul(q[c], mx[c]));
-                             acc = c == 0 ? t : e.fadd(acc, t);
-                           }
-                           s = row.reduceAdd(acc);
+                           s = rowBoxDot(e, row.target(), q, mn, mx,
+                                         /*lanes=*/1);
                          } else {
                            Value dotSum = row.dot(q, op.getSummaries(),
                                                   {page, g, e.idx(KSum)});

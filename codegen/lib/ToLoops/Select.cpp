@@ -40,24 +40,16 @@ struct LowerSelectTopK : OpRewritePattern<SelectTopKOp> {
       Value n = e.loadIndex(op.getLens(), {b});
       Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
                                 op.getWindowMax());
+      CandidateUnits units{unit, anchor, n, w};
       e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
         // Keys and candidate count.
         Value zero32 = e.i32(0), one32 = e.i32(1);
         Value numValid = e.forLoop(
             e.idx(0), nu, e.idx(1), {zero32},
             [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
-              Value cnt = unitCandidateCount(e, u, unit, anchor, n, w);
-              Value best = e.load(op.getScores(),
-                                  {b, e.mul(g, e.idx(group)), u});
-              for (int64_t i = 1; i < group; ++i)
-                best = e.fmax(best, e.load(op.getScores(),
-                                           {b, e.add(e.mul(g, e.idx(group)),
-                                                     e.idx(i)),
-                                            u}));
-              Value valid = e.gt(cnt, e.idx(0));
-              Value key = e.select(valid, e.orderedKey(best), zero32);
-              // A candidate scoring -inf (no real bound) still ranks last.
-              key = e.select(e.band(valid, e.eq(key, zero32)), one32, key);
+              auto [key, valid] =
+                  rankingKey(e, loopsTarget(), units, op.getScores(), b, g, u,
+                             group, zero32, one32);
               e.store(key, keys, {u});
               return {e.add(acc[0], e.select(valid, one32, zero32))};
             })[0];
