@@ -13,10 +13,10 @@ using namespace mlir::condensate;
 Value mlir::condensate::unitMassBound(Emitter &e, const TargetInfo &target,
                                       Value cnt, Value bound, Value m) {
   Type f64 = e.builder().getF64Type();
-  Value margin = e.fmul(
-      e.fadd(e.f32(1.0),
-             math::AbsFOp::create(e.builder(), e.location(), bound)),
-      e.f32(kBoundMargin));
+  Value margin =
+      e.fmul(e.fadd(e.f32(1.0),
+                    math::AbsFOp::create(e.builder(), e.location(), bound)),
+             e.f32(kBoundMargin));
   Value x = e.fsub(e.fadd(bound, margin), m);
   Value term;
   if (target.f64Exp()) {
@@ -59,8 +59,8 @@ ExtrasWalk mlir::condensate::walkExtras(
     int64_t base, int64_t extraMax, double tau, ValueRange us, ValueRange zs,
     llvm::function_ref<Value(Emitter &, Value, int64_t)> mass) {
   int64_t group = us.size();
-  Value over = e.fcmp(arith::CmpFPredicate::OGT,
-                      worstEpsHat(e, target, us, zs), e.f64(tau));
+  Value over = e.fcmp(arith::CmpFPredicate::OGT, worstEpsHat(e, target, us, zs),
+                      e.f64(tau));
   // State: (done, extras taken, omitted sums).
   SmallVector<Value> init{e.bnot(over), e.idx(0)};
   init.append(us.begin(), us.end());
@@ -83,9 +83,8 @@ ExtrasWalk mlir::condensate::walkExtras(
               }
               Value ok = e.fcmp(arith::CmpFPredicate::OLE,
                                 worstEpsHat(e, target, next, zs), e.f64(tau));
-              SmallVector<Value> out{
-                  e.band(ok, have),
-                  e.select(have, e.add(j, e.idx(1)), st[1])};
+              SmallVector<Value> out{e.band(ok, have),
+                                     e.select(have, e.add(j, e.idx(1)), st[1])};
               out.append(next.begin(), next.end());
               return out;
             });

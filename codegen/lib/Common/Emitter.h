@@ -53,9 +53,7 @@ public:
   Value f64(double v) {
     return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v));
   }
-  Value i32(int64_t v) {
-    return arith::ConstantIntOp::create(b, loc, v, 32);
-  }
+  Value i32(int64_t v) { return arith::ConstantIntOp::create(b, loc, v, 32); }
   Value i1(bool v) { return arith::ConstantIntOp::create(b, loc, v, 1); }
   Value negInf() { return f32(-std::numeric_limits<double>::infinity()); }
   Value nan() { return f32(std::numeric_limits<double>::quiet_NaN()); }
@@ -66,24 +64,14 @@ public:
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value divs(Value x, Value y) {
-    return arith::DivSIOp::create(b, loc, x, y);
-  }
-  Value rems(Value x, Value y) {
-    return arith::RemSIOp::create(b, loc, x, y);
-  }
+  Value divs(Value x, Value y) { return arith::DivSIOp::create(b, loc, x, y); }
+  Value rems(Value x, Value y) { return arith::RemSIOp::create(b, loc, x, y); }
   Value ceilDiv(Value x, Value y) {
     return arith::CeilDivSIOp::create(b, loc, x, y);
   }
-  Value mins(Value x, Value y) {
-    return arith::MinSIOp::create(b, loc, x, y);
-  }
-  Value maxs(Value x, Value y) {
-    return arith::MaxSIOp::create(b, loc, x, y);
-  }
-  Value minu(Value x, Value y) {
-    return arith::MinUIOp::create(b, loc, x, y);
-  }
+  Value mins(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
+  Value maxs(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
+  Value minu(Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); }
   Value cmp(arith::CmpIPredicate p, Value x, Value y) {
     return arith::CmpIOp::create(b, loc, p, x, y);
   }
@@ -209,8 +197,8 @@ public:
     return SmallVector<Value>(loop.getResults());
   }
   /// scf.for without carried values.
-  void forEach(Value lb, Value ub, const std::function<void(Emitter &, Value)>
-                                       &body) {
+  void forEach(Value lb, Value ub,
+               const std::function<void(Emitter &, Value)> &body) {
     forLoop(lb, ub, idx(1), {}, [&](Emitter &e, Value iv, ValueRange) {
       body(e, iv);
       return SmallVector<Value>();

@@ -42,17 +42,15 @@ Value mlir::condensate::orderedKey(Emitter &e, Value f) {
 
 RankingKey mlir::condensate::rankingKey(Emitter &e, const TargetInfo &target,
                                         const CandidateUnits &units,
-                                        Value scores, Value b, Value g,
-                                        Value u, int64_t group, Value zero,
-                                        Value one) {
+                                        Value scores, Value b, Value g, Value u,
+                                        int64_t group, Value zero, Value one) {
   if (target.formulaOrder() == FormulaOrder::Loops) {
     Value cnt = units.count(e, u);
     Value best = e.load(scores, {b, e.mul(g, e.idx(group)), u});
     for (int64_t i = 1; i < group; ++i)
-      best = e.fmax(best, e.load(scores, {b,
-                                          e.add(e.mul(g, e.idx(group)),
-                                                e.idx(i)),
-                                          u}));
+      best =
+          e.fmax(best, e.load(scores,
+                              {b, e.add(e.mul(g, e.idx(group)), e.idx(i)), u}));
     Value valid = e.gt(cnt, e.idx(0));
     Value key = e.select(valid, orderedKey(e, best), zero);
     key = e.select(e.band(valid, e.eq(key, zero)), one, key);
@@ -97,23 +95,16 @@ Value SparseList::limit(Emitter &e, Value limits, Value b, Value g) const {
 }
 
 CondensateSlots CondensateSlots::of(Emitter &e, SparseAttendOp op,
-                                    const SparseList &list, Value w,
-                                    Value n) {
-  return CondensateSlots{e.idx(op.getAnchor()),
-                         e.idx(op.getWindowMax()),
-                         w,
-                         e.idx(list.forced),
-                         e.idx(list.unitTokens),
-                         n};
+                                    const SparseList &list, Value w, Value n) {
+  return CondensateSlots{e.idx(op.getAnchor()), e.idx(op.getWindowMax()), w,
+                         e.idx(list.forced),    e.idx(list.unitTokens),   n};
 }
 
-std::pair<Value, Value> CondensateSlots::forcedSlot(Emitter &e,
-                                                    Value v) const {
+std::pair<Value, Value> CondensateSlots::forcedSlot(Emitter &e, Value v) const {
   Value inAnchor = e.lt(v, anchor);
   Value o = e.sub(v, anchor);
   Value wpos = e.add(e.sub(n, windowMax), o);
-  Value wvalid =
-      e.band(e.ge(o, e.sub(windowMax, window)), e.ge(wpos, anchor));
+  Value wvalid = e.band(e.ge(o, e.sub(windowMax, window)), e.ge(wpos, anchor));
   Value t = e.select(inAnchor, v, wpos);
   Value valid = e.select(inAnchor, e.lt(v, n), wvalid);
   // Window slots cover [n - W, n); positions past n are impossible.
@@ -126,10 +117,10 @@ Value CondensateSlots::unitPositionValid(Emitter &e, Value t) const {
   return e.band(e.band(notAnchor, notWindow), e.lt(t, n));
 }
 
-std::pair<Value, Value>
-CondensateSlots::position(Emitter &e, Value v, const SparseList &list,
-                          Value indices, Value b, Value g,
-                          Value limit) const {
+std::pair<Value, Value> CondensateSlots::position(Emitter &e, Value v,
+                                                  const SparseList &list,
+                                                  Value indices, Value b,
+                                                  Value g, Value limit) const {
   Type idxT = e.builder().getIndexType();
   Type i1T = e.builder().getI1Type();
   int64_t forcedSlots = list.forced, unitTokens = list.unitTokens;
@@ -198,12 +189,11 @@ std::pair<Value, Value> mlir::condensate::partialMaxAndTotal(Emitter &e,
                                                              Value pml,
                                                              Value splits,
                                                              Value b, Value h) {
-  Value m = e.forLoop(e.idx(0), splits, e.idx(1), {e.negInf()},
-                      [&](Emitter &e, Value s, ValueRange acc)
-                          -> SmallVector<Value> {
-                        return {e.fmax(acc[0],
-                                       e.load(pml, {b, h, s, e.idx(0)}))};
-                      })[0];
+  Value m =
+      e.forLoop(e.idx(0), splits, e.idx(1), {e.negInf()},
+                [&](Emitter &e, Value s, ValueRange acc) -> SmallVector<Value> {
+                  return {e.fmax(acc[0], e.load(pml, {b, h, s, e.idx(0)}))};
+                })[0];
   Value z = e.forLoop(
       e.idx(0), splits, e.idx(1), {e.f32(0.0)},
       [&](Emitter &e, Value s, ValueRange acc) -> SmallVector<Value> {

@@ -1,4 +1,4 @@
-//===- Numerics.h - condensate numerics shared by both lowerings -*- C++ -*-===//
+//===- Numerics.h - numerics both lowerings share ---------------*- C++ -*-===//
 //
 // The formulas the loop and GPU lowerings must agree on, written once: a
 // sequence's effective window and the candidate positions of a unit, the
@@ -111,9 +111,9 @@ struct CondensateSlots {
   /// Position of slot v and whether it is attended: a forced slot, or a
   /// position of selected unit indices[b, g, first + j] (j < limit; no unit
   /// when there are no indices).
-  std::pair<Value, Value> position(Emitter &e, Value v,
-                                   const SparseList &list, Value indices,
-                                   Value b, Value g, Value limit) const;
+  std::pair<Value, Value> position(Emitter &e, Value v, const SparseList &list,
+                                   Value indices, Value b, Value g,
+                                   Value limit) const;
 };
 
 /// Tokens [t0, t1) of dense split s for a context of n tokens over
@@ -140,8 +140,8 @@ Value rowBoxDot(Emitter &e, const TargetInfo &target, ArrayRef<Value> q,
 
 /// Merges the (m, l, c) of splits [0, splits) of `pml` for (b, h): returns
 /// the max logit M and the total Z = sum l_s exp(m_s - M) as f32.
-std::pair<Value, Value> partialMaxAndTotal(Emitter &e, Value pml,
-                                           Value splits, Value b, Value h);
+std::pair<Value, Value> partialMaxAndTotal(Emitter &e, Value pml, Value splits,
+                                           Value b, Value h);
 /// The max logit over the live splits (l > 0) of `pml` for (b, h) that this
 /// lane visits: splits lane, lane + warpSize(), ...
 Value liveSplitMax(Emitter &e, const TargetInfo &target, Value pml, Value b,

@@ -53,8 +53,8 @@ public:
 /// Combines `v` over an aligned group of `lanes` lanes (a power of two, at
 /// most warpSize()) by xor butterflies, so every lane of the group gets the
 /// result; one lane is left as it is.
-Value laneReduce(Emitter &e, const TargetInfo &target, Value v,
-                 int64_t lanes, llvm::function_ref<Value(Value, Value)> combine);
+Value laneReduce(Emitter &e, const TargetInfo &target, Value v, int64_t lanes,
+                 llvm::function_ref<Value(Value, Value)> combine);
 /// Float sum and max over the group (laneReduce).
 Value laneSum(Emitter &e, const TargetInfo &target, Value v, int64_t lanes);
 Value laneMax(Emitter &e, const TargetInfo &target, Value v, int64_t lanes);

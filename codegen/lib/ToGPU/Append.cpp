@@ -1,4 +1,4 @@
-//===- Append.cpp - the KV append kernel --------------------------------===//
+//===- Append.cpp - the KV append kernel ----------------------------------===//
 //
 // Lowers append_kv to one block per sequence, threads over (kv head,
 // channel).
@@ -16,7 +16,7 @@ using namespace mlir::condensate::kernel;
 namespace {
 
 void lowerAppendKV(AppendKVOp op, OpBuilder &b, const KernelBuilder &kb,
-                StringRef name) {
+                   StringRef name) {
   Location loc = op.getLoc();
   int64_t hkv = staticDim(op.getKCache(), 1), p = staticDim(op.getKCache(), 2);
   int64_t d = staticDim(op.getKCache(), 3);
@@ -48,7 +48,8 @@ void lowerAppendKV(AppendKVOp op, OpBuilder &b, const KernelBuilder &kb,
 } // namespace
 
 void mlir::condensate::populateAppendToGPUPatterns(RewritePatternSet &patterns,
-                                gpu::GPUModuleOp kernels) {
+                                                   gpu::GPUModuleOp kernels) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<KernelPattern<AppendKVOp, lowerAppendKV>>(ctx, kernels, "append_kv");
+  patterns.add<KernelPattern<AppendKVOp, lowerAppendKV>>(ctx, kernels,
+                                                         "append_kv");
 }

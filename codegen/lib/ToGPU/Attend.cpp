@@ -1,4 +1,4 @@
-//===- Attend.cpp - sparse and dense attention kernels ------------------===//
+//===- Attend.cpp - sparse and dense attention kernels --------------------===//
 //
 // Lowers sparse_attend and dense_attend to one block per (split, kv head,
 // sequence): lane groups of L lanes each read one key and one value row with
@@ -50,10 +50,8 @@ void emitAttentionBody(
     const std::function<std::pair<Value, Value>(GPUEmitter &, Value)>
         &position) {
   int64_t L = s.split.lanes, E = s.split.elems, G = s.group;
-  Value tid = e.tid();
-  Value gid = e.divs(tid, e.idx(L));
-  Value li = e.rems(tid, e.idx(L));
-  Value col = e.mul(li, e.idx(E));
+  LanePlace at = e.lanePlace(s.split);
+  Value tid = at.tid, gid = at.group, li = at.lane, col = at.col;
   Type f32 = e.builder().getF32Type();
   int64_t kvBytes = elementBytes(elementType(k));
   int64_t align = std::min<int64_t>(16, E * kvBytes);
@@ -119,64 +117,64 @@ void emitAttentionBody(
         for (int64_t u = 0; u < 2 * kUnroll; ++u)
           none.push_back(arith::ConstantOp::create(
               ee.builder(), ee.location(),
-              DenseElementsAttr::get(cast<ShapedType>(rowTypes[kUnroll + u]),
-                                     ee.builder().getZeroAttr(
-                                         elementType(k)))));
+              DenseElementsAttr::get(
+                  cast<ShapedType>(rowTypes[kUnroll + u]),
+                  ee.builder().getZeroAttr(elementType(k)))));
         return none;
       });
   int64_t stateSize = init.size();
   init.append(first.begin(), first.end());
-  auto state = e.forLoop(
-      e.idx(0), rounds, e.idx(1), init,
-      [&](Emitter &ee, Value r, ValueRange st) -> SmallVector<Value> {
-        GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-        // Prefetch round r + 1 (its slots past v1 read the safe row).
-        SmallVector<Value> next = loadRound(e, e.add(r, e.idx(1)));
-        ValueRange rows = st.drop_front(stateSize);
-        ValueRange valid = rows.take_front(kUnroll);
-        ValueRange kr = rows.slice(kUnroll, kUnroll);
-        ValueRange vr = rows.slice(2 * kUnroll, kUnroll);
-        // One online-softmax update per round for all its slots: a single
-        // rescale of the accumulators instead of one per key.
-        SmallVector<Value> out(st.begin(), st.begin() + stateSize);
-        SmallVector<Value> kf, vf;
-        Value any = valid[0];
-        for (int64_t u = 0; u < kUnroll; ++u) {
-          kf.push_back(e.toF32(kr[u]));
-          vf.push_back(e.toF32(vr[u]));
-          if (u > 0)
-            any = e.bor(any, valid[u]);
-        }
-        for (int64_t i = 0; i < G; ++i) {
-          SmallVector<Value> dots;
-          Value mNew = out[i];
-          for (int64_t u = 0; u < kUnroll; ++u) {
-            Value dot = rowDot(e, nvvmTarget(), qs[i], kf[u], L);
-            dot = e.select(valid[u], dot, e.negInf());
-            dots.push_back(dot);
-            mNew = e.fmax(mNew, dot);
-          }
-          Value m = out[i], l = out[G + i], acc = out[2 * G + 1 + i];
-          Value corr = e.fastExp(e.fsub(m, mNew));
-          Value lNew = e.fmul(l, corr);
-          Value accNew = e.fmul(acc, e.splat(corr, E));
-          for (int64_t u = 0; u < kUnroll; ++u) {
-            Value pw = e.fastExp(e.fsub(dots[u], mNew));
-            lNew = e.fadd(lNew, pw);
-            accNew = e.fma(vf[u], e.splat(pw, E), accNew);
-          }
-          // A round with no valid slot leaves the state as it was (and
-          // avoids exp(-inf - -inf)).
-          out[i] = e.select(any, mNew, m);
-          out[G + i] = e.select(any, lNew, l);
-          out[2 * G + 1 + i] = e.select(any, accNew, acc);
-        }
-        for (int64_t u = 0; u < kUnroll; ++u)
-          out[2 * G] =
-              e.select(valid[u], e.fadd(out[2 * G], e.f32(1.0)), out[2 * G]);
-        out.append(next.begin(), next.end());
-        return out;
-      });
+  auto state =
+      e.forLoop(e.idx(0), rounds, e.idx(1), init,
+                [&](Emitter &ee, Value r, ValueRange st) -> SmallVector<Value> {
+                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                  // Prefetch round r + 1 (its slots past v1 read the safe row).
+                  SmallVector<Value> next = loadRound(e, e.add(r, e.idx(1)));
+                  ValueRange rows = st.drop_front(stateSize);
+                  ValueRange valid = rows.take_front(kUnroll);
+                  ValueRange kr = rows.slice(kUnroll, kUnroll);
+                  ValueRange vr = rows.slice(2 * kUnroll, kUnroll);
+                  // One online-softmax update per round for all its slots: a
+                  // single rescale of the accumulators instead of one per key.
+                  SmallVector<Value> out(st.begin(), st.begin() + stateSize);
+                  SmallVector<Value> kf, vf;
+                  Value any = valid[0];
+                  for (int64_t u = 0; u < kUnroll; ++u) {
+                    kf.push_back(e.toF32(kr[u]));
+                    vf.push_back(e.toF32(vr[u]));
+                    if (u > 0)
+                      any = e.bor(any, valid[u]);
+                  }
+                  for (int64_t i = 0; i < G; ++i) {
+                    SmallVector<Value> dots;
+                    Value mNew = out[i];
+                    for (int64_t u = 0; u < kUnroll; ++u) {
+                      Value dot = rowDot(e, nvvmTarget(), qs[i], kf[u], L);
+                      dot = e.select(valid[u], dot, e.negInf());
+                      dots.push_back(dot);
+                      mNew = e.fmax(mNew, dot);
+                    }
+                    Value m = out[i], l = out[G + i], acc = out[2 * G + 1 + i];
+                    Value corr = e.fastExp(e.fsub(m, mNew));
+                    Value lNew = e.fmul(l, corr);
+                    Value accNew = e.fmul(acc, e.splat(corr, E));
+                    for (int64_t u = 0; u < kUnroll; ++u) {
+                      Value pw = e.fastExp(e.fsub(dots[u], mNew));
+                      lNew = e.fadd(lNew, pw);
+                      accNew = e.fma(vf[u], e.splat(pw, E), accNew);
+                    }
+                    // A round with no valid slot leaves the state as it was
+                    // (and avoids exp(-inf - -inf)).
+                    out[i] = e.select(any, mNew, m);
+                    out[G + i] = e.select(any, lNew, l);
+                    out[2 * G + 1 + i] = e.select(any, accNew, acc);
+                  }
+                  for (int64_t u = 0; u < kUnroll; ++u)
+                    out[2 * G] = e.select(
+                        valid[u], e.fadd(out[2 * G], e.f32(1.0)), out[2 * G]);
+                  out.append(next.begin(), next.end());
+                  return out;
+                });
   // Combine lane groups through shared memory: sm_m[groups][G],
   // sm_l[groups][G], sm_c[groups], sm_acc[groups][G][D].
   Value smM = smem[0], smL = smem[1], smC = smem[2], smAcc = smem[3];
@@ -195,41 +193,39 @@ void emitAttentionBody(
   e.barrier();
   // Threads over (head, channel) pairs produce the split's partial.
   Value total = e.idx(G * s.d);
-  e.forLoop(tid, total, e.idx(s.threads), {},
-            [&](Emitter &e, Value pair, ValueRange) -> SmallVector<Value> {
-              Value i = e.divs(pair, e.idx(s.d));
-              Value c = e.rems(pair, e.idx(s.d));
-              Value m = e.forLoop(
-                  e.idx(0), e.idx(s.groups), e.idx(1), {e.negInf()},
-                  [&](Emitter &e, Value r, ValueRange acc) -> SmallVector<Value> {
-                    return {e.fmax(acc[0], e.load(smM, {r, i}))};
-                  })[0];
-              Value live = e.fcmp(arith::CmpFPredicate::OGT, m, e.negInf());
-              auto sums = e.forLoop(
-                  e.idx(0), e.idx(s.groups), e.idx(1),
-                  {e.f32(0.0), e.f32(0.0), e.f32(0.0)},
-                  [&](Emitter &ee, Value r, ValueRange acc) -> SmallVector<Value> {
-                    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                    Value mr = e.load(smM, {r, i});
-                    Value w = e.select(live, e.fastExp(e.fsub(mr, m)),
-                                       e.f32(0.0));
-                    w = e.select(e.fcmp(arith::CmpFPredicate::OGT, mr,
-                                        e.negInf()),
-                                 w, e.f32(0.0));
-                    return {e.fadd(acc[0], e.fmul(w, e.load(smL, {r, i}))),
-                            e.fadd(acc[1],
-                                   e.fmul(w, e.load(smAcc, {r, i, c}))),
-                            e.fadd(acc[2], e.load(smC, {r}))};
-                  });
-              Value h = e.add(e.mul(g, e.idx(G)), i);
-              e.store(sums[1], po, {b, h, split, c});
-              e.ifThen(e.eq(c, e.idx(0)), [&](Emitter &e) {
-                e.store(m, pml, {b, h, split, e.idx(0)});
-                e.store(sums[0], pml, {b, h, split, e.idx(1)});
-                e.store(sums[2], pml, {b, h, split, e.idx(2)});
-              });
-              return {};
+  e.forLoop(
+      tid, total, e.idx(s.threads), {},
+      [&](Emitter &e, Value pair, ValueRange) -> SmallVector<Value> {
+        Value i = e.divs(pair, e.idx(s.d));
+        Value c = e.rems(pair, e.idx(s.d));
+        Value m = e.forLoop(
+            e.idx(0), e.idx(s.groups), e.idx(1), {e.negInf()},
+            [&](Emitter &e, Value r, ValueRange acc) -> SmallVector<Value> {
+              return {e.fmax(acc[0], e.load(smM, {r, i}))};
+            })[0];
+        Value live = e.fcmp(arith::CmpFPredicate::OGT, m, e.negInf());
+        auto sums = e.forLoop(
+            e.idx(0), e.idx(s.groups), e.idx(1),
+            {e.f32(0.0), e.f32(0.0), e.f32(0.0)},
+            [&](Emitter &ee, Value r, ValueRange acc) -> SmallVector<Value> {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              Value mr = e.load(smM, {r, i});
+              Value w = e.select(live, e.fastExp(e.fsub(mr, m)), e.f32(0.0));
+              w = e.select(e.fcmp(arith::CmpFPredicate::OGT, mr, e.negInf()), w,
+                           e.f32(0.0));
+              return {e.fadd(acc[0], e.fmul(w, e.load(smL, {r, i}))),
+                      e.fadd(acc[1], e.fmul(w, e.load(smAcc, {r, i, c}))),
+                      e.fadd(acc[2], e.load(smC, {r}))};
             });
+        Value h = e.add(e.mul(g, e.idx(G)), i);
+        e.store(sums[1], po, {b, h, split, c});
+        e.ifThen(e.eq(c, e.idx(0)), [&](Emitter &e) {
+          e.store(m, pml, {b, h, split, e.idx(0)});
+          e.store(sums[0], pml, {b, h, split, e.idx(1)});
+          e.store(sums[2], pml, {b, h, split, e.idx(2)});
+        });
+        return {};
+      });
   (void)f32;
 }
 
@@ -243,13 +239,13 @@ SmallVector<Type> attentionSharedTypes(MLIRContext *ctx,
 }
 
 void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
-                StringRef name) {
+                       StringRef name) {
   Location loc = op.getLoc();
   AttentionShape s = attentionShape(op.getQ(), op.getKCache());
   SparseList list = SparseList::of(op);
-  SmallVector<Value> operands{op.getQ(), op.getKCache(), op.getVCache(),
-                              op.getPageTable(), op.getLens(),
-                              op.getPartialO(), op.getPartialMl()};
+  SmallVector<Value> operands{
+      op.getQ(),    op.getKCache(),   op.getVCache(),   op.getPageTable(),
+      op.getLens(), op.getPartialO(), op.getPartialMl()};
   int64_t windowsIdx = -1, indicesIdx = -1, limitsIdx = -1;
   if (op.getWindows()) {
     windowsIdx = operands.size();
@@ -275,8 +271,8 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
         Value g = e.bid(gpu::Dimension::y);
         Value bb = e.bid(gpu::Dimension::z);
         Value n = e.loadIndex(lens, {bb});
-        Value w = effectiveWindow(e, windows, bb, op.getWindow(),
-                                  op.getWindowMax());
+        Value w =
+            effectiveWindow(e, windows, bb, op.getWindow(), op.getWindowMax());
         CondensateSlots slotsInfo = CondensateSlots::of(e, op, list, w, n);
         Value limit = list.limit(e, limits, bb, g);
         auto [v0, v1] = list.splitRange(e, split);
@@ -294,13 +290,13 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
 }
 
 void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
-                StringRef name) {
+                      StringRef name) {
   Location loc = op.getLoc();
   AttentionShape s = attentionShape(op.getQ(), op.getKCache());
   int64_t splitsStatic = staticDim(op.getPartialMl(), 2);
-  SmallVector<Value> operands{op.getQ(), op.getKCache(), op.getVCache(),
-                              op.getPageTable(), op.getLens(),
-                              op.getPartialO(), op.getPartialMl()};
+  SmallVector<Value> operands{
+      op.getQ(),    op.getKCache(),   op.getVCache(),   op.getPageTable(),
+      op.getLens(), op.getPartialO(), op.getPartialMl()};
   if (op.getMask())
     operands.push_back(op.getMask());
   bool masked = static_cast<bool>(op.getMask());
@@ -321,11 +317,12 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
         }
         t1 = e.maxs(t1, t0);
         Value scale = e.f32(op.getScale().convertToDouble());
-        emitAttentionBody(e, s, a[0], a[1], a[2], a[3], a[5], a[6], bb, g,
-                          split, t0, t1, scale, smem,
-                          [&](GPUEmitter &e, Value t) -> std::pair<Value, Value> {
-                            return {t, e.i1(true)};
-                          });
+        emitAttentionBody(
+            e, s, a[0], a[1], a[2], a[3], a[5], a[6], bb, g, split, t0, t1,
+            scale, smem,
+            [&](GPUEmitter &e, Value t) -> std::pair<Value, Value> {
+              return {t, e.i1(true)};
+            });
       });
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   Value splits = arith::ConstantIndexOp::create(b, loc, splitsStatic);
@@ -336,8 +333,10 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
 } // namespace
 
 void mlir::condensate::populateAttendToGPUPatterns(RewritePatternSet &patterns,
-                                gpu::GPUModuleOp kernels) {
+                                                   gpu::GPUModuleOp kernels) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<KernelPattern<SparseAttendOp, lowerSparseAttend>>(ctx, kernels, "sparse_attend");
-  patterns.add<KernelPattern<DenseAttendOp, lowerDenseAttend>>(ctx, kernels, "dense_attend");
+  patterns.add<KernelPattern<SparseAttendOp, lowerSparseAttend>>(
+      ctx, kernels, "sparse_attend");
+  patterns.add<KernelPattern<DenseAttendOp, lowerDenseAttend>>(ctx, kernels,
+                                                               "dense_attend");
 }

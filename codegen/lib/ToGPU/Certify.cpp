@@ -1,4 +1,4 @@
-//===- Certify.cpp - the certificate kernel -----------------------------===//
+//===- Certify.cpp - the certificate kernel -------------------------------===//
 //
 // Lowers certify to one block per (kv head, sequence) with f64 mass sums;
 // the omitted-value box with threads over (page rows, channels), rows
@@ -18,7 +18,7 @@ using namespace mlir::condensate::kernel;
 namespace {
 
 void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
-                StringRef name) {
+                  StringRef name) {
   Location loc = op.getLoc();
   MLIRContext *ctx = op.getContext();
   int64_t hq = staticDim(op.getScores(), 1);
@@ -30,10 +30,9 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
       op.getGranularity() == Granularity::page ? op.getPageSize() : 1;
   const int64_t threads = 256;
   Type f32 = b.getF32Type(), f64 = b.getF64Type(), i32 = b.getI32Type();
-  SmallVector<Value> operands{op.getScores(),   op.getLens(),
-                              op.getIndices(),  op.getPartialMl(),
-                              op.getExtra(),    op.getFallback(),
-                              op.getStats()};
+  SmallVector<Value> operands{
+      op.getScores(), op.getLens(),     op.getIndices(), op.getPartialMl(),
+      op.getExtra(),  op.getFallback(), op.getStats()};
   if (op.getWindows())
     operands.push_back(op.getWindows());
   bool hasWindows = static_cast<bool>(op.getWindows());
@@ -53,8 +52,8 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                          KernelBuilder::workgroupType(ctx, {G}, f64),  // U
                          KernelBuilder::workgroupType(ctx, {2}, i32)}; // e, fb
   if (hasBox) // per-row partial boxes [row][min, max][channel]
-    smem.push_back(KernelBuilder::workgroupType(
-        ctx, {boxRows, kValueBoxRows, d}, f32));
+    smem.push_back(
+        KernelBuilder::workgroupType(ctx, {boxRows, kValueBoxRows, d}, f32));
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value scores = a[0], lens = a[1], indices = a[2], pml = a[3];
@@ -64,8 +63,8 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         Value tid = e.tid();
         Value g = e.bid(gpu::Dimension::x), bb = e.bid(gpu::Dimension::y);
         Value n = e.loadIndex(lens, {bb});
-        Value w = effectiveWindow(e, windows, bb, op.getWindow(),
-                                  op.getWindowMax());
+        Value w =
+            effectiveWindow(e, windows, bb, op.getWindow(), op.getWindowMax());
         Value nu = e.dim(scores, 2);
         Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
         Value splits = e.dim(pml, 2);
@@ -104,15 +103,14 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                 Value mid = e.divs(e.add(acc[0], acc[1]), e.idx(2));
                 Value mc = e.mins(mid, e.idx(base - 1));
                 Value u = e.load(indices, {bb, g, mc});
-                Value uk = e.select(
-                    e.cmp(arith::CmpIPredicate::slt, u, e.i32(0)),
-                    e.i32(std::numeric_limits<int32_t>::max()), u);
+                Value uk =
+                    e.select(e.cmp(arith::CmpIPredicate::slt, u, e.i32(0)),
+                             e.i32(std::numeric_limits<int32_t>::max()), u);
                 Value goRight = e.cmp(arith::CmpIPredicate::slt, uk, x32);
                 Value active = e.lt(acc[0], acc[1]);
-                return {e.select(e.band(active, goRight),
-                                 e.add(mid, e.idx(1)), acc[0]),
-                        e.select(e.band(active, e.bnot(goRight)), mid,
-                                 acc[1])};
+                return {e.select(e.band(active, goRight), e.add(mid, e.idx(1)),
+                                 acc[0]),
+                        e.select(e.band(active, e.bnot(goRight)), mid, acc[1])};
               })[0];
         };
         // Membership in the base set.
@@ -147,8 +145,8 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                 Value skip = e.bor(inBase(e, u), inExtras(e, u, count));
                 SmallVector<Value> out;
                 for (int64_t i = 0; i < G; ++i)
-                  out.push_back(e.select(skip, acc[i],
-                                         e.fadd(acc[i], mass(e, u, i))));
+                  out.push_back(
+                      e.select(skip, acc[i], e.fadd(acc[i], mass(e, u, i))));
                 return out;
               });
           for (int64_t i = 0; i < G; ++i)
@@ -189,8 +187,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             worstEps =
                 e.fmax(worstEps, epsHat(e, target, e.load(smU, {e.idx(i)}),
                                         e.load(smZ, {e.idx(i)})));
-          Value fits =
-              e.fcmp(arith::CmpFPredicate::OLE, worstEps, e.f64(tau));
+          Value fits = e.fcmp(arith::CmpFPredicate::OLE, worstEps, e.f64(tau));
           fallback = e.bor(fallback, e.bnot(fits));
         }
         Value extraKept = e.select(fallback, e.idx(0), extra);
@@ -208,13 +205,12 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
               Value inBaseCount = e.sub(baseBelow(e, t1), baseBelow(e, t0));
               covered = e.forLoop(
                   e.idx(0), extra, e.idx(1), {inBaseCount},
-                  [&](Emitter &e, Value k, ValueRange acc)
-                      -> SmallVector<Value> {
-                    Value u = e.loadIndex(indices,
-                                          {bb, g, e.add(e.idx(base), k)});
+                  [&](Emitter &e, Value k,
+                      ValueRange acc) -> SmallVector<Value> {
+                    Value u =
+                        e.loadIndex(indices, {bb, g, e.add(e.idx(base), k)});
                     Value inside = e.band(e.ge(u, t0), e.lt(u, t1));
-                    return {e.select(inside, e.add(acc[0], e.idx(1)),
-                                     acc[0])};
+                    return {e.select(inside, e.add(acc[0], e.idx(1)), acc[0])};
                   })[0];
             } else {
               Value sel = e.bor(inBase(e, j), inExtras(e, j, extra));
@@ -228,15 +224,14 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             GPUEmitter &e = static_cast<GPUEmitter &>(ee);
             SmallVector<Value> init;
             for (int64_t k = 0; k < boxPer; ++k)
-              init.append({e.f32(std::numeric_limits<double>::infinity()),
-                           e.negInf()});
+              init.append(
+                  {e.f32(std::numeric_limits<double>::infinity()), e.negInf()});
             // After a fallback nothing is omitted: the box stays empty.
-            Value boxPages =
-                e.select(fallback, e.idx(0), e.ceilDiv(n, pageV));
+            Value boxPages = e.select(fallback, e.idx(0), e.ceilDiv(n, pageV));
             auto box = e.forLoop(
                 r, boxPages, e.idx(boxRows), init,
-                [&](Emitter &ee, Value j, ValueRange acc)
-                    -> SmallVector<Value> {
+                [&](Emitter &ee, Value j,
+                    ValueRange acc) -> SmallVector<Value> {
                   GPUEmitter &e = static_cast<GPUEmitter &>(ee);
                   return e.ifElse(
                       pageOmitted(e, j), ValueRange(acc).getTypes(),
@@ -246,10 +241,10 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                         for (int64_t k = 0; k < boxPer; ++k) {
                           Value c = e.add(c0, e.idx(k * boxLanes));
                           Value cs = e.mins(c, e.idx(d - 1));
-                          Value lo = e.load(summaries,
-                                            {phys, g, e.idx(VMin), cs});
-                          Value hi = e.load(summaries,
-                                            {phys, g, e.idx(VMax), cs});
+                          Value lo =
+                              e.load(summaries, {phys, g, e.idx(VMin), cs});
+                          Value hi =
+                              e.load(summaries, {phys, g, e.idx(VMax), cs});
                           out.push_back(e.fmin(acc[2 * k], lo));
                           out.push_back(e.fmax(acc[2 * k + 1], hi));
                         }
@@ -285,10 +280,11 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         }
         for (int64_t i = 0; i < G; ++i) {
           e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &e) {
-            Value eps = reportedEpsHat(
-                e, epsHat(e, target, e.load(smU, {e.idx(i)}),
-                          e.load(smZ, {e.idx(i)})),
-                fallback);
+            Value eps =
+                reportedEpsHat(e,
+                               epsHat(e, target, e.load(smU, {e.idx(i)}),
+                                      e.load(smZ, {e.idx(i)})),
+                               fallback);
             Value h = head(e, i);
             e.store(eps, stats, {bb, h, e.idx(StatEpsHat)});
             e.store(e.indexToF32(extraKept), stats, {bb, h, e.idx(StatExtra)});
@@ -301,15 +297,13 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           e.store(e.select(fallback, e.i32(1), e.i32(0)), fallbackOut, {bb, g});
         });
       });
-  Value batch = memref::DimOp::create(b, loc, op.getScores(), 0);
-  launch(b, loc, fn, arith::ConstantIndexOp::create(b, loc, hkv), batch,
-         arith::ConstantIndexOp::create(b, loc, 1), threads, operands);
+  launchPerGroup(b, loc, fn, op.getScores(), hkv, threads, operands);
 }
 
 } // namespace
 
 void mlir::condensate::populateCertifyToGPUPatterns(RewritePatternSet &patterns,
-                                gpu::GPUModuleOp kernels) {
+                                                    gpu::GPUModuleOp kernels) {
   MLIRContext *ctx = patterns.getContext();
   patterns.add<KernelPattern<CertifyOp, lowerCertify>>(ctx, kernels, "certify");
 }

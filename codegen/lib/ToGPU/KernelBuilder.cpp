@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/SymbolTable.h"
 
@@ -42,8 +43,8 @@ gpu::GPUFuncOp KernelBuilder::createKernel(
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   SmallVector<Type> types(operands.getTypes());
   auto fnType = b.getFunctionType(types, {});
-  auto fn = gpu::GPUFuncOp::create(b, module.getLoc(), name, fnType,
-                                   workgroup, TypeRange{});
+  auto fn = gpu::GPUFuncOp::create(b, module.getLoc(), name, fnType, workgroup,
+                                   TypeRange{});
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   // Shared buffers are 16-byte aligned: LLVM merges neighbouring scalar
   // accesses into 16-byte vector ones, which need that alignment.
@@ -89,6 +90,15 @@ void mlir::condensate::kernel::launch(OpBuilder &b, Location loc,
   Value t = arith::ConstantIndexOp::create(b, loc, threads);
   gpu::LaunchFuncOp::create(b, loc, fn, gpu::KernelDim3{x, y, z},
                             gpu::KernelDim3{t, one, one}, Value(), operands);
+}
+
+void mlir::condensate::kernel::launchPerGroup(OpBuilder &b, Location loc,
+                                              gpu::GPUFuncOp fn, Value batched,
+                                              int64_t hkv, int64_t threads,
+                                              ValueRange operands) {
+  Value batch = memref::DimOp::create(b, loc, batched, 0);
+  launch(b, loc, fn, arith::ConstantIndexOp::create(b, loc, hkv), batch,
+         arith::ConstantIndexOp::create(b, loc, 1), threads, operands);
 }
 
 std::string mlir::condensate::kernel::kernelName(Operation *op,

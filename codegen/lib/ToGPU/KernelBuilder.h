@@ -13,7 +13,6 @@
 #include "../Common/Emitter.h"
 #include "../Common/TargetInfo.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -66,6 +65,12 @@ struct RowSplit {
   }
 };
 
+/// A thread's place in a block of lane groups: its thread id, its lane
+/// group, its lane in the group and the first row element it holds.
+struct LanePlace {
+  Value tid, group, lane, col;
+};
+
 /// Emitter with GPU-specific helpers.
 class GPUEmitter : public Emitter {
 public:
@@ -74,11 +79,21 @@ public:
     return std::make_unique<GPUEmitter>(nb, nloc);
   }
 
-  Value tid() { return gpu::ThreadIdOp::create(builder(), location(), gpu::Dimension::x); }
+  Value tid() {
+    return gpu::ThreadIdOp::create(builder(), location(), gpu::Dimension::x);
+  }
   Value bid(gpu::Dimension d) {
     return gpu::BlockIdOp::create(builder(), location(), d);
   }
   void barrier() { nvvmTarget().barrier(*this); }
+  /// This thread's place when lane groups cover rows as `split` says.
+  LanePlace lanePlace(const RowSplit &split) {
+    Value t = tid();
+    Value group = divs(t, idx(split.lanes));
+    Value lane = rems(t, idx(split.lanes));
+    Value col = mul(lane, idx(split.elems));
+    return {t, group, lane, col};
+  }
 
   /// Shuffles of a 32-bit value across the warp.
   Value shuffleXor(Value v, int64_t offset) {
@@ -99,7 +114,8 @@ public:
     return v;
   }
   Value fastExp(Value x) {
-    auto flags = arith::FastMathFlagsAttr::get(ctx(), arith::FastMathFlags::afn);
+    auto flags =
+        arith::FastMathFlagsAttr::get(ctx(), arith::FastMathFlags::afn);
     return math::ExpOp::create(builder(), location(), x, flags);
   }
   Value vecLoad(Value mem, ValueRange ivs, int64_t n, int64_t alignBytes) {
@@ -128,10 +144,10 @@ public:
 
   /// Creates kernel `name` taking `operands`' types; `body` receives the
   /// kernel arguments and an emitter at the kernel entry.
-  gpu::GPUFuncOp createKernel(
-      StringRef base, ValueRange operands, ArrayRef<Type> workgroup,
-      const std::function<void(GPUEmitter &, ValueRange, ValueRange)> &body)
-      const;
+  gpu::GPUFuncOp
+  createKernel(StringRef base, ValueRange operands, ArrayRef<Type> workgroup,
+               const std::function<void(GPUEmitter &, ValueRange, ValueRange)>
+                   &body) const;
 
   /// Launch bounds for ptxas: at most `threads` threads per block and at
   /// least `minBlocks` resident blocks per SM, which caps the registers a
@@ -152,13 +168,19 @@ private:
 void launch(OpBuilder &b, Location loc, gpu::GPUFuncOp fn, Value x, Value y,
             Value z, int64_t threads, ValueRange operands);
 
+/// Launches `fn` with one block of `threads` threads per (kv head,
+/// sequence): grid (hkv, batch), the batch being dimension 0 of `batched`.
+void launchPerGroup(OpBuilder &b, Location loc, gpu::GPUFuncOp fn,
+                    Value batched, int64_t hkv, int64_t threads,
+                    ValueRange operands);
+
 /// The name of the kernel for stage `stage` of op: "<function>_<stage>".
 std::string kernelName(Operation *op, StringRef stage);
 
 /// Lowers one stage op with `Lower`: a kernel built by `kernels` and its
 /// launch, created where the op stood; the op is then erased.
-template <typename Op, void (*Lower)(Op, OpBuilder &, const KernelBuilder &,
-                                     StringRef)>
+template <typename Op,
+          void (*Lower)(Op, OpBuilder &, const KernelBuilder &, StringRef)>
 class KernelPattern : public OpRewritePattern<Op> {
 public:
   KernelPattern(MLIRContext *ctx, gpu::GPUModuleOp kernels, StringRef stage)

@@ -1,4 +1,4 @@
-//===- Merge.cpp - the merge kernel -------------------------------------===//
+//===- Merge.cpp - the merge kernel ---------------------------------------===//
 //
 // Lowers merge to one warp per (sequence, query head), lanes over head_dim;
 // the output-error bound's squared distance summed by warp shuffles.
@@ -20,8 +20,8 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
   Location loc = op.getLoc();
   int64_t hq = staticDim(op.getOut(), 1), d = staticDim(op.getOut(), 2);
   int64_t group = op.getFallback() ? hq / staticDim(op.getFallback(), 1)
-                 : op.getVbox()   ? hq / staticDim(op.getVbox(), 1)
-                                  : 1;
+                  : op.getVbox()   ? hq / staticDim(op.getVbox(), 1)
+                                   : 1;
   int64_t perLane = std::max<int64_t>(1, d / kWarp);
   int64_t lanesUsed = d / perLane;
   const int64_t warpsPerBlock = 4;
@@ -49,9 +49,10 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
   auto fn = kb.createKernel(
       name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
         Value tid = e.tid();
-        Value lane = e.rems(tid, e.idx(kWarp)), warp = e.divs(tid, e.idx(kWarp));
-        Value row = e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(warpsPerBlock)),
-                          warp);
+        Value lane = e.rems(tid, e.idx(kWarp)),
+              warp = e.divs(tid, e.idx(kWarp));
+        Value row =
+            e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(warpsPerBlock)), warp);
         Value out = a[outIdx];
         Value batch = e.dim(out, 0);
         e.ifThen(e.lt(row, e.mul(batch, e.idx(hq))), [&](Emitter &ee) {
@@ -59,9 +60,9 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
           Value bb = e.divs(row, e.idx(hq)), h = e.rems(row, e.idx(hq));
           Value useDense = e.i1(false);
           if (fallbackIdx >= 0)
-            useDense = e.ne(e.load(a[fallbackIdx],
-                                   {bb, e.divs(h, e.idx(group))}),
-                            e.i32(0));
+            useDense =
+                e.ne(e.load(a[fallbackIdx], {bb, e.divs(h, e.idx(group))}),
+                     e.i32(0));
           SmallVector<std::tuple<Value, Value, Value>> sets;
           for (int64_t i = 0; i < numSparse; i += 2)
             sets.push_back({a[i], a[i + 1], e.bnot(useDense)});
@@ -86,8 +87,8 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
           // first: a split's row is a dependent-latency L2 read otherwise.
           constexpr int64_t kMergeUnroll = 8;
           auto fold = [&](Emitter &ee, ValueRange acc, Value poV, Value pmlV,
-                          Value onV, ArrayRef<Value> splitIdx)
-              -> SmallVector<Value> {
+                          Value onV,
+                          ArrayRef<Value> splitIdx) -> SmallVector<Value> {
             GPUEmitter &e = static_cast<GPUEmitter &>(ee);
             SmallVector<Value> ms, ls, cs, os;
             for (Value sIdx : splitIdx) {
@@ -101,11 +102,10 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
             for (size_t k = 0; k < splitIdx.size(); ++k) {
               Value live = e.band(
                   onV, e.fcmp(arith::CmpFPredicate::OGT, ls[k], e.f32(0.0)));
-              Value wgt = e.select(live, e.fastExp(e.fsub(ms[k], m)),
-                                   e.f32(0.0));
-              out[2] = e.select(live,
-                                e.fma(os[k], e.splat(wgt, perLane), out[2]),
-                                out[2]);
+              Value wgt =
+                  e.select(live, e.fastExp(e.fsub(ms[k], m)), e.f32(0.0));
+              out[2] = e.select(
+                  live, e.fma(os[k], e.splat(wgt, perLane), out[2]), out[2]);
               out[0] = e.fadd(out[0], e.fmul(ls[k], wgt));
               out[1] = e.fadd(out[1], e.select(onV, cs[k], e.f32(0.0)));
             }
@@ -116,15 +116,14 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
             int64_t numSplits = staticDim(pmlV, 2);
             int64_t main = numSplits / kMergeUnroll * kMergeUnroll;
             if (main > 0)
-              st = e.forLoop(
-                  e.idx(0), e.idx(main), e.idx(kMergeUnroll), st,
-                  [&](Emitter &e, Value s0, ValueRange acc)
-                      -> SmallVector<Value> {
-                    SmallVector<Value> idxs;
-                    for (int64_t k = 0; k < kMergeUnroll; ++k)
-                      idxs.push_back(e.add(s0, e.idx(k)));
-                    return fold(e, acc, poV, pmlV, onV, idxs);
-                  });
+              st = e.forLoop(e.idx(0), e.idx(main), e.idx(kMergeUnroll), st,
+                             [&](Emitter &e, Value s0,
+                                 ValueRange acc) -> SmallVector<Value> {
+                               SmallVector<Value> idxs;
+                               for (int64_t k = 0; k < kMergeUnroll; ++k)
+                                 idxs.push_back(e.add(s0, e.idx(k)));
+                               return fold(e, acc, poV, pmlV, onV, idxs);
+                             });
             SmallVector<Value> rest;
             for (int64_t k = main; k < numSplits; ++k)
               rest.push_back(e.idx(k));
@@ -132,9 +131,9 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
               st = fold(e, st, poV, pmlV, onV, rest);
           }
           Value total = st[0];
-          Value inv = e.select(e.fcmp(arith::CmpFPredicate::OGT, total,
-                                      e.f32(0.0)),
-                               e.fdiv(e.f32(1.0), total), e.f32(0.0));
+          Value inv =
+              e.select(e.fcmp(arith::CmpFPredicate::OGT, total, e.f32(0.0)),
+                       e.fdiv(e.f32(1.0), total), e.f32(0.0));
           Value res = e.fmul(st[2], e.splat(inv, perLane));
           e.ifThen(inRow, [&](Emitter &e) {
             vector::StoreOp::create(e.builder(), e.location(), res, out,
@@ -148,21 +147,20 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
             Value vbox = a[vboxIdx];
             Value g = e.divs(h, e.idx(group));
             int64_t align = std::min<int64_t>(16, perLane * 4);
-            Value lo = e.vecLoad(vbox, {bb, g, e.idx(0), colSafe}, perLane,
-                                 align);
-            Value hi = e.vecLoad(vbox, {bb, g, e.idx(1), colSafe}, perLane,
-                                 align);
+            Value lo =
+                e.vecLoad(vbox, {bb, g, e.idx(0), colSafe}, perLane, align);
+            Value hi =
+                e.vecLoad(vbox, {bb, g, e.idx(1), colSafe}, perLane, align);
             Value zero = e.splat(e.f32(0.0), perLane);
             Value far = e.fmax(e.fmax(e.fsub(hi, res), e.fsub(res, lo)), zero);
             Value part = e.reduceAdd(e.fmul(far, far));
             part = e.select(inRow, part, e.f32(0.0));
-            Value dist = math::SqrtOp::create(e.builder(), e.location(),
-                                              laneSum(e, nvvmTarget(), part,
-                                                      kWarp));
-            bound = e.fmul(e.fmul(e.load(a[statsIdx],
-                                         {bb, h, e.idx(StatEpsHat)}),
-                                  dist),
-                           e.f32(kOutputBoundRoundUp));
+            Value dist =
+                math::SqrtOp::create(e.builder(), e.location(),
+                                     laneSum(e, nvvmTarget(), part, kWarp));
+            bound = e.fmul(
+                e.fmul(e.load(a[statsIdx], {bb, h, e.idx(StatEpsHat)}), dist),
+                e.f32(kOutputBoundRoundUp));
             bound = e.select(useDense, e.f32(0.0), bound);
           }
           if (statsIdx >= 0) {
@@ -192,7 +190,7 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
 } // namespace
 
 void mlir::condensate::populateMergeToGPUPatterns(RewritePatternSet &patterns,
-                                gpu::GPUModuleOp kernels) {
+                                                  gpu::GPUModuleOp kernels) {
   MLIRContext *ctx = patterns.getContext();
   patterns.add<KernelPattern<MergeOp, lowerMerge>>(ctx, kernels, "merge");
 }

@@ -1,4 +1,4 @@
-//===- Score.cpp - page and token scoring kernels -----------------------===//
+//===- Score.cpp - page and token scoring kernels -------------------------===//
 //
 // Lowers score_pages (a lane group per page and kv head, the group's query
 // heads in registers; grid (page blocks, Hkv, B)) and score_tokens (a lane
@@ -17,7 +17,7 @@ using namespace mlir::condensate::kernel;
 namespace {
 
 void lowerScorePages(ScorePagesOp op, OpBuilder &b, const KernelBuilder &kb,
-                StringRef name) {
+                     StringRef name) {
   Location loc = op.getLoc();
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getSummaries(), 1), G = hq / hkv;
@@ -36,9 +36,8 @@ void lowerScorePages(ScorePagesOp op, OpBuilder &b, const KernelBuilder &kb,
   auto fn = kb.createKernel(
       name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
         Value q = a[0], sum = a[1], pt = a[2], lens = a[3], scores = a[4];
-        Value tid = e.tid();
-        Value gid = e.divs(tid, e.idx(L)), li = e.rems(tid, e.idx(L));
-        Value col = e.mul(li, e.idx(E));
+        LanePlace at = e.lanePlace(rs);
+        Value gid = at.group, li = at.lane, col = at.col;
         Value g = e.bid(gpu::Dimension::y), bb = e.bid(gpu::Dimension::z);
         Value first = e.mul(e.bid(gpu::Dimension::x), e.idx(perBlock));
         Value mp = e.dim(scores, 2);
@@ -71,9 +70,9 @@ void lowerScorePages(ScorePagesOp op, OpBuilder &b, const KernelBuilder &kb,
         for (int64_t k = 0; k < kPages; ++k) {
           Value cnt = e.mins(e.sub(n, e.mul(js[k], e.idx(p))), e.idx(p));
           for (int64_t i = 0; i < G; ++i) {
-            Value sc = minmax ? rowBoxDot(e, nvvmTarget(), qs[i], lo[k],
-                                          hi[k], L)
-                              : rowDot(e, nvvmTarget(), qs[i], lo[k], L);
+            Value sc = minmax
+                           ? rowBoxDot(e, nvvmTarget(), qs[i], lo[k], hi[k], L)
+                           : rowDot(e, nvvmTarget(), qs[i], lo[k], L);
             if (!minmax)
               sc = e.fdiv(sc, e.indexToF32(e.maxs(cnt, e.idx(1))));
             sc = e.select(inside[k], e.fmul(sc, scale), e.negInf());
@@ -96,12 +95,12 @@ void lowerScorePages(ScorePagesOp op, OpBuilder &b, const KernelBuilder &kb,
   Value mp = memref::DimOp::create(b, loc, op.getScores(), 2);
   Value blocks = arith::CeilDivSIOp::create(
       b, loc, mp, arith::ConstantIndexOp::create(b, loc, perBlock));
-  launch(b, loc, fn, blocks, arith::ConstantIndexOp::create(b, loc, hkv),
-         batch, threads, operands);
+  launch(b, loc, fn, blocks, arith::ConstantIndexOp::create(b, loc, hkv), batch,
+         threads, operands);
 }
 
 void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
-                StringRef name) {
+                      StringRef name) {
   Location loc = op.getLoc();
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getKCache(), 1), G = hq / hkv;
@@ -117,9 +116,8 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
   auto fn = kb.createKernel(
       name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
         Value q = a[0], k = a[1], pt = a[2], lens = a[3], scores = a[4];
-        Value tid = e.tid();
-        Value gid = e.divs(tid, e.idx(L)), li = e.rems(tid, e.idx(L));
-        Value col = e.mul(li, e.idx(E));
+        LanePlace at = e.lanePlace(rs);
+        Value gid = at.group, li = at.lane, col = at.col;
         Value g = e.bid(gpu::Dimension::y), bb = e.bid(gpu::Dimension::z);
         Value t = e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(perBlock)), gid);
         Value nt = e.dim(scores, 2);
@@ -127,7 +125,8 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
         Value scale = e.f32(op.getScale().convertToDouble());
         SmallVector<Value> qs;
         for (int64_t i = 0; i < G; ++i)
-          qs.push_back(e.vecLoad(q, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), col},
+          qs.push_back(e.vecLoad(q,
+                                 {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), col},
                                  E, std::min<int64_t>(16, E * 4)));
         Value inRange = e.lt(t, nt);
         Value inside = e.band(inRange, e.lt(t, n));
@@ -147,15 +146,17 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
   Value nt = memref::DimOp::create(b, loc, op.getScores(), 2);
   Value blocks = arith::CeilDivSIOp::create(
       b, loc, nt, arith::ConstantIndexOp::create(b, loc, perBlock));
-  launch(b, loc, fn, blocks, arith::ConstantIndexOp::create(b, loc, hkv),
-         batch, threads, operands);
+  launch(b, loc, fn, blocks, arith::ConstantIndexOp::create(b, loc, hkv), batch,
+         threads, operands);
 }
 
 } // namespace
 
 void mlir::condensate::populateScoreToGPUPatterns(RewritePatternSet &patterns,
-                                gpu::GPUModuleOp kernels) {
+                                                  gpu::GPUModuleOp kernels) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<KernelPattern<ScorePagesOp, lowerScorePages>>(ctx, kernels, "score_pages");
-  patterns.add<KernelPattern<ScoreTokensOp, lowerScoreTokens>>(ctx, kernels, "score_tokens");
+  patterns.add<KernelPattern<ScorePagesOp, lowerScorePages>>(ctx, kernels,
+                                                             "score_pages");
+  patterns.add<KernelPattern<ScoreTokensOp, lowerScoreTokens>>(ctx, kernels,
+                                                               "score_tokens");
 }

@@ -1,4 +1,4 @@
-//===- Attend.cpp - sparse and dense attention as loops -----------------===//
+//===- Attend.cpp - sparse and dense attention as loops -------------------===//
 //
 // Lowers sparse_attend (the virtual condensate list) and dense_attend
 // (every position) to online-softmax loops, one partial per split.
@@ -51,110 +51,99 @@ struct Softmax {
   }
 };
 
-struct LowerSparseAttend : OpRewritePattern<SparseAttendOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(SparseAttendOp op,
-                                PatternRewriter &rewriter) const override {
-    Emitter e(rewriter, op.getLoc());
-    int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
-    int64_t hkv = staticDim(op.getKCache(), 1), p = staticDim(op.getKCache(), 2);
-    int64_t group = hq / hkv;
-    SparseList list = SparseList::of(op);
-    Value scale = e.f32(op.getScale().convertToDouble());
-    Value batch = e.dim(op.getQ(), 0);
-    e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
-      Value n = e.loadIndex(op.getLens(), {b});
-      Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
-                                op.getWindowMax());
-      CondensateSlots slotsInfo = CondensateSlots::of(e, op, list, w, n);
-      e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
+void lowerSparseAttend(SparseAttendOp op, Emitter &e,
+                       PatternRewriter &rewriter) {
+  int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
+  int64_t hkv = staticDim(op.getKCache(), 1), p = staticDim(op.getKCache(), 2);
+  int64_t group = hq / hkv;
+  SparseList list = SparseList::of(op);
+  Value scale = e.f32(op.getScale().convertToDouble());
+  Value batch = e.dim(op.getQ(), 0);
+  e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
+    Value n = e.loadIndex(op.getLens(), {b});
+    Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
+                              op.getWindowMax());
+    CondensateSlots slotsInfo = CondensateSlots::of(e, op, list, w, n);
+    e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
+      RowOps row{e, d};
+      Value g = e.divs(h, e.idx(group));
+      SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
+      Value limit = list.limit(e, op.getLimits(), b, g);
+      e.forEach(e.idx(0), e.idx(list.splits), [&](Emitter &e, Value s) {
         RowOps row{e, d};
-        Value g = e.divs(h, e.idx(group));
-        SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
-        Value limit = list.limit(e, op.getLimits(), b, g);
-        e.forEach(e.idx(0), e.idx(list.splits), [&](Emitter &e, Value s) {
-          RowOps row{e, d};
-          auto [v0, v1] = list.splitRange(e, s);
-          SmallVector<Value> init = Softmax::init(e, row);
-          auto state = e.forLoop(
-              v0, v1, e.idx(1), init,
-              [&](Emitter &e, Value v, ValueRange st) -> SmallVector<Value> {
-                RowOps row{e, d};
-                auto [t, valid] = slotsInfo.position(e, v, list,
-                                                     op.getIndices(), b, g,
-                                                     limit);
-                Value pos = t;
-                return e.ifElse(
-                    valid, ValueRange(st).getTypes(),
-                    [&](Emitter &e) -> SmallVector<Value> {
-                      RowOps row{e, d};
-                      Value page = e.loadIndex(op.getPageTable(),
-                                               {b, e.divs(pos, e.idx(p))});
-                      Value off = e.rems(pos, e.idx(p));
-                      return Softmax::update(e, row, st, q, op.getKCache(),
-                                             op.getVCache(), page, g, off,
-                                             scale);
-                    },
-                    [&](Emitter &) -> SmallVector<Value> {
-                      return SmallVector<Value>(st);
-                    });
-              });
-          Softmax::store(e, row, state, op.getPartialO(), op.getPartialMl(),
-                         b, h, s);
-        });
+        auto [v0, v1] = list.splitRange(e, s);
+        SmallVector<Value> init = Softmax::init(e, row);
+        auto state = e.forLoop(
+            v0, v1, e.idx(1), init,
+            [&](Emitter &e, Value v, ValueRange st) -> SmallVector<Value> {
+              RowOps row{e, d};
+              auto [t, valid] =
+                  slotsInfo.position(e, v, list, op.getIndices(), b, g, limit);
+              Value pos = t;
+              return e.ifElse(
+                  valid, ValueRange(st).getTypes(),
+                  [&](Emitter &e) -> SmallVector<Value> {
+                    RowOps row{e, d};
+                    Value page = e.loadIndex(op.getPageTable(),
+                                             {b, e.divs(pos, e.idx(p))});
+                    Value off = e.rems(pos, e.idx(p));
+                    return Softmax::update(e, row, st, q, op.getKCache(),
+                                           op.getVCache(), page, g, off, scale);
+                  },
+                  [&](Emitter &) -> SmallVector<Value> {
+                    return SmallVector<Value>(st);
+                  });
+            });
+        Softmax::store(e, row, state, op.getPartialO(), op.getPartialMl(), b, h,
+                       s);
       });
     });
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
+  });
+}
 
-struct LowerDenseAttend : OpRewritePattern<DenseAttendOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(DenseAttendOp op,
-                                PatternRewriter &rewriter) const override {
-    Emitter e(rewriter, op.getLoc());
-    int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
-    int64_t hkv = staticDim(op.getKCache(), 1), p = staticDim(op.getKCache(), 2);
-    int64_t group = hq / hkv;
-    Value scale = e.f32(op.getScale().convertToDouble());
-    Value batch = e.dim(op.getQ(), 0);
-    Value splits = e.dim(op.getPartialMl(), 2);
-    e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
-      Value n = e.loadIndex(op.getLens(), {b});
-      e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
+void lowerDenseAttend(DenseAttendOp op, Emitter &e, PatternRewriter &rewriter) {
+  int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
+  int64_t hkv = staticDim(op.getKCache(), 1), p = staticDim(op.getKCache(), 2);
+  int64_t group = hq / hkv;
+  Value scale = e.f32(op.getScale().convertToDouble());
+  Value batch = e.dim(op.getQ(), 0);
+  Value splits = e.dim(op.getPartialMl(), 2);
+  e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
+    Value n = e.loadIndex(op.getLens(), {b});
+    e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
+      RowOps row{e, d};
+      Value g = e.divs(h, e.idx(group));
+      Value active = e.i1(true);
+      if (op.getMask())
+        active = e.ne(e.load(op.getMask(), {b, g}), e.i32(0));
+      SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
+      e.forEach(e.idx(0), splits, [&](Emitter &e, Value s) {
         RowOps row{e, d};
-        Value g = e.divs(h, e.idx(group));
-        Value active = e.i1(true);
-        if (op.getMask())
-          active = e.ne(e.load(op.getMask(), {b, g}), e.i32(0));
-        SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
-        e.forEach(e.idx(0), splits, [&](Emitter &e, Value s) {
-          RowOps row{e, d};
-          auto [t0, t1] = denseSplitRange(e, n, splits, s);
-          t1 = e.select(active, t1, t0);
-          auto state = e.forLoop(
-              t0, t1, e.idx(1), Softmax::init(e, row),
-              [&](Emitter &e, Value t, ValueRange st) -> SmallVector<Value> {
-                RowOps row{e, d};
-                Value page = e.loadIndex(op.getPageTable(),
-                                         {b, e.divs(t, e.idx(p))});
-                Value off = e.rems(t, e.idx(p));
-                return Softmax::update(e, row, st, q, op.getKCache(),
-                                       op.getVCache(), page, g, off, scale);
-              });
-          Softmax::store(e, row, state, op.getPartialO(), op.getPartialMl(),
-                         b, h, s);
-        });
+        auto [t0, t1] = denseSplitRange(e, n, splits, s);
+        t1 = e.select(active, t1, t0);
+        auto state = e.forLoop(
+            t0, t1, e.idx(1), Softmax::init(e, row),
+            [&](Emitter &e, Value t, ValueRange st) -> SmallVector<Value> {
+              RowOps row{e, d};
+              Value page =
+                  e.loadIndex(op.getPageTable(), {b, e.divs(t, e.idx(p))});
+              Value off = e.rems(t, e.idx(p));
+              return Softmax::update(e, row, st, q, op.getKCache(),
+                                     op.getVCache(), page, g, off, scale);
+            });
+        Softmax::store(e, row, state, op.getPartialO(), op.getPartialMl(), b, h,
+                       s);
       });
     });
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
+  });
+}
 
 } // namespace
 
-void mlir::condensate::populateAttendToLoopsPatterns(RewritePatternSet &patterns) {
-  patterns.add<LowerSparseAttend, LowerDenseAttend>(patterns.getContext());
+void mlir::condensate::populateAttendToLoopsPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<LoopPattern<SparseAttendOp, lowerSparseAttend>>(
+      patterns.getContext());
+  patterns.add<LoopPattern<DenseAttendOp, lowerDenseAttend>>(
+      patterns.getContext());
 }

@@ -11,8 +11,6 @@
 
 #include "Lowering.h"
 
-#include "../Common/Numerics.h"
-
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -44,8 +42,8 @@ struct ConvertCondensateToLoopsPass
     populateCondensateToLoopsPatterns(patterns);
     GreedyRewriteConfig config;
     config.enableFolding(false);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
     WalkResult left = getOperation().walk([](Operation *op) {
       if (isa<ScorePagesOp, ScoreTokensOp, SelectTopKOp, SparseAttendOp,
@@ -70,11 +68,6 @@ struct ConvertCondensateToLoopsPass
 const TargetInfo &mlir::condensate::loops::loopsTarget() {
   static const LoopsTargetInfo target;
   return target;
-}
-
-Value loops::RowOps::dot(ArrayRef<Value> q, Value mem, ValueRange prefix) {
-  SmallVector<Value> k = loadRow(mem, prefix);
-  return rowDot(e, target(), q, k, /*lanes=*/1);
 }
 
 void mlir::condensate::populateCondensateToLoopsPatterns(

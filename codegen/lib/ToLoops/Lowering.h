@@ -9,11 +9,10 @@
 #define CONDENSATE_CODEGEN_TOLOOPS_LOWERING_H
 
 #include "../Common/Emitter.h"
+#include "../Common/Numerics.h"
 #include "../Common/TargetInfo.h"
 
-namespace mlir {
-class RewritePatternSet;
-} // namespace mlir
+#include "mlir/IR/PatternMatch.h"
 
 namespace mlir::condensate {
 
@@ -42,8 +41,8 @@ struct RowOps {
     for (int64_t c = 0; c < chunks(); ++c) {
       SmallVector<Value> ivs(prefix.begin(), prefix.end());
       ivs.push_back(e.idx(c * kLanes));
-      Value v = vector::LoadOp::create(e.builder(), e.location(),
-                                       vecType(elt), mem, ivs);
+      Value v = vector::LoadOp::create(e.builder(), e.location(), vecType(elt),
+                                       mem, ivs);
       out.push_back(e.toF32(v));
     }
     return out;
@@ -52,8 +51,7 @@ struct RowOps {
     for (int64_t c = 0; c < chunks(); ++c) {
       SmallVector<Value> ivs(prefix.begin(), prefix.end());
       ivs.push_back(e.idx(c * kLanes));
-      vector::StoreOp::create(e.builder(), e.location(), chunksIn[c], mem,
-                              ivs);
+      vector::StoreOp::create(e.builder(), e.location(), chunksIn[c], mem, ivs);
     }
   }
   Value splat(Value scalar) { return e.splat(scalar, kLanes); }
@@ -64,7 +62,24 @@ struct RowOps {
     return out;
   }
   /// q . row(mem, prefix) with q given as f32 chunks.
-  Value dot(ArrayRef<Value> q, Value mem, ValueRange prefix);
+  Value dot(ArrayRef<Value> q, Value mem, ValueRange prefix) {
+    SmallVector<Value> k = loadRow(mem, prefix);
+    return rowDot(e, target(), q, k, /*lanes=*/1);
+  }
+};
+
+/// Lowers one stage op in place with `Lower`, which emits its loops through
+/// an emitter at the op; the op is then erased.
+template <typename Op, void (*Lower)(Op, Emitter &, PatternRewriter &)>
+struct LoopPattern : OpRewritePattern<Op> {
+  using OpRewritePattern<Op>::OpRewritePattern;
+  LogicalResult matchAndRewrite(Op op,
+                                PatternRewriter &rewriter) const override {
+    Emitter e(rewriter, op.getLoc());
+    Lower(op, e, rewriter);
+    rewriter.eraseOp(op);
+    return success();
+  }
 };
 
 } // namespace loops
