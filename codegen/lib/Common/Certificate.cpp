@@ -21,8 +21,8 @@ Value mlir::condensate::unitMassBound(Emitter &e, const TargetInfo &target,
   Value term;
   if (target.f64Exp()) {
     x = e.extf(x, f64);
-    // (The product with 1 is kept from the loop lowering's first version:
-    // it leaves the value as it is and the emitted code byte-identical.)
+    // The product with 1 changes nothing; it stays so that the emitted code
+    // stays byte-identical.
     Value mass = e.fmul(e.indexToF32(cnt), e.f32(1.0));
     term = e.fmul(e.extf(mass, f64), e.exp(x));
   } else {
