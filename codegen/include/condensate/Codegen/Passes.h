@@ -31,6 +31,14 @@ namespace mlir::condensate {
 /// Adds the loop lowering of every condensate stage to `patterns`.
 void populateCondensateToLoopsPatterns(RewritePatternSet &patterns);
 
+/// Adds the GPU lowering of every condensate stage to `patterns`: each
+/// stage op becomes a kernel in `kernels` and a gpu.launch_func where it
+/// stood. Kernel names are made unique in the order they are created, so
+/// apply the patterns in program order for names that do not depend on the
+/// driver (convert-condensate-to-gpu does).
+void populateCondensateToGPUPatterns(RewritePatternSet &patterns,
+                                     gpu::GPUModuleOp kernels);
+
 /// Options of the CPU pipeline.
 struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
   Option<int64_t> splits{*this, "splits",

@@ -1,13 +1,13 @@
 //===- Emitter.h - terse IR construction for kernel lowerings ---*- C++ -*-===//
 //
 // A thin wrapper over OpBuilder used by the loop and GPU lowerings: index and
-// float arithmetic, structured loops and conditionals with lambdas, and the
-// shared pieces of condensate numerics (float keys for ranking, the virtual
-// condensate-set enumeration), so both targets compute the same function.
+// float arithmetic, vectors, structured loops and conditionals with lambdas.
+// What the IR computes (the condensate numerics) is in Numerics.h and
+// Certificate.h; what a target offers is in TargetInfo.h.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CONDENSATE_CODEGEN_EMITTER_H
-#define CONDENSATE_CODEGEN_EMITTER_H
+#ifndef CONDENSATE_CODEGEN_COMMON_EMITTER_H
+#define CONDENSATE_CODEGEN_COMMON_EMITTER_H
 
 #include "condensate/Dialect/CondensateDialect.h"
 
@@ -23,6 +23,11 @@
 #include <memory>
 
 namespace mlir::condensate {
+
+/// Static size of dimension i of memref value v.
+inline int64_t staticDim(Value v, int64_t i) {
+  return cast<MemRefType>(v.getType()).getDimSize(i);
+}
 
 class Emitter {
 public:
@@ -48,9 +53,7 @@ public:
   Value f64(double v) {
     return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v));
   }
-  Value i32(int64_t v) {
-    return arith::ConstantIntOp::create(b, loc, v, 32);
-  }
+  Value i32(int64_t v) { return arith::ConstantIntOp::create(b, loc, v, 32); }
   Value i1(bool v) { return arith::ConstantIntOp::create(b, loc, v, 1); }
   Value negInf() { return f32(-std::numeric_limits<double>::infinity()); }
   Value nan() { return f32(std::numeric_limits<double>::quiet_NaN()); }
@@ -61,24 +64,14 @@ public:
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value divs(Value x, Value y) {
-    return arith::DivSIOp::create(b, loc, x, y);
-  }
-  Value rems(Value x, Value y) {
-    return arith::RemSIOp::create(b, loc, x, y);
-  }
+  Value divs(Value x, Value y) { return arith::DivSIOp::create(b, loc, x, y); }
+  Value rems(Value x, Value y) { return arith::RemSIOp::create(b, loc, x, y); }
   Value ceilDiv(Value x, Value y) {
     return arith::CeilDivSIOp::create(b, loc, x, y);
   }
-  Value mins(Value x, Value y) {
-    return arith::MinSIOp::create(b, loc, x, y);
-  }
-  Value maxs(Value x, Value y) {
-    return arith::MaxSIOp::create(b, loc, x, y);
-  }
-  Value minu(Value x, Value y) {
-    return arith::MinUIOp::create(b, loc, x, y);
-  }
+  Value mins(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
+  Value maxs(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
+  Value minu(Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); }
   Value cmp(arith::CmpIPredicate p, Value x, Value y) {
     return arith::CmpIOp::create(b, loc, p, x, y);
   }
@@ -104,6 +97,12 @@ public:
     if (v.getType().isInteger(32))
       return v;
     return arith::IndexCastOp::create(b, loc, b.getI32Type(), v);
+  }
+  /// The index value of `v`: `v` itself, or a constant for an attribute.
+  Value index(OpFoldResult v) {
+    if (auto a = dyn_cast<Attribute>(v))
+      return idx(cast<IntegerAttr>(a).getInt());
+    return cast<Value>(v);
   }
   Value indexToF32(Value v) {
     Value i = arith::IndexCastOp::create(b, loc, b.getI64Type(), v);
@@ -150,14 +149,18 @@ public:
     return extf(v, f32t);
   }
 
-  /// Maps a float to an unsigned 32-bit key that orders like the float:
-  /// larger floats give larger keys (NaN-free inputs).
-  Value orderedKey(Value f) {
-    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), f);
-    Value neg = cmp(arith::CmpIPredicate::slt, bits, i32(0));
-    Value flipAll = i32(-1);
-    Value flipSign = i32(static_cast<int32_t>(0x80000000u));
-    return bxor(bits, select(neg, flipAll, flipSign));
+  //===--------------------------------------------------------------------===//
+  // Vectors
+  //===--------------------------------------------------------------------===//
+  /// A vector of `n` copies of `scalar`.
+  Value splat(Value scalar, int64_t n) {
+    return vector::BroadcastOp::create(
+        b, loc, VectorType::get({n}, scalar.getType()), scalar);
+  }
+  /// Sum of the elements of `vec`, in any order.
+  Value reduceAdd(Value vec) {
+    return vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, vec,
+                                       arith::FastMathFlags::reassoc);
   }
 
   //===--------------------------------------------------------------------===//
@@ -194,8 +197,8 @@ public:
     return SmallVector<Value>(loop.getResults());
   }
   /// scf.for without carried values.
-  void forEach(Value lb, Value ub, const std::function<void(Emitter &, Value)>
-                                       &body) {
+  void forEach(Value lb, Value ub,
+               const std::function<void(Emitter &, Value)> &body) {
     forLoop(lb, ub, idx(1), {}, [&](Emitter &e, Value iv, ValueRange) {
       body(e, iv);
       return SmallVector<Value>();
@@ -231,38 +234,6 @@ private:
   Location loc;
 };
 
-/// The condensate-set layout shared by the CPU and GPU sparse attention:
-/// slot v of the virtual list maps to a position t and a validity flag.
-struct CondensateSlots {
-  Value anchor;    // index: anchor count A
-  Value windowMax; // index: window slots Wmax
-  Value window;    // index: effective window W of this sequence
-  Value forced;    // index: forced slots (A + Wmax, or 0 without forced)
-  Value unit;      // index: tokens per unit (1 or P)
-  Value n;         // index: context length
-
-  /// Position of forced slot v (< forced) and whether it is attended.
-  std::pair<Value, Value> forcedSlot(Emitter &e, Value v) const {
-    Value inAnchor = e.lt(v, anchor);
-    Value o = e.sub(v, anchor);
-    Value wpos = e.add(e.sub(n, windowMax), o);
-    Value wvalid = e.band(e.ge(o, e.sub(windowMax, window)),
-                          e.ge(wpos, anchor));
-    Value t = e.select(inAnchor, v, wpos);
-    Value valid = e.select(inAnchor, e.lt(v, n), wvalid);
-    // Window slots cover [n - W, n); positions past n are impossible.
-    return {t, valid};
-  }
-
-  /// Whether position t of a selected unit is attended: inside the context
-  /// and neither anchor nor window (those come from the forced slots).
-  Value unitPositionValid(Emitter &e, Value t) const {
-    Value notAnchor = e.ge(t, anchor);
-    Value notWindow = e.lt(t, e.sub(n, window));
-    return e.band(e.band(notAnchor, notWindow), e.lt(t, n));
-  }
-};
-
 } // namespace mlir::condensate
 
-#endif // CONDENSATE_CODEGEN_EMITTER_H
+#endif // CONDENSATE_CODEGEN_COMMON_EMITTER_H

@@ -1,0 +1,99 @@
+//===- Certificate.cpp - the certificate's formulas, written once ---------===//
+//
+// Implements Certificate.h for both lowerings.
+//
+//===----------------------------------------------------------------------===//
+#include "Certificate.h"
+
+#include "Numerics.h"
+
+using namespace mlir;
+using namespace mlir::condensate;
+
+Value mlir::condensate::unitMassBound(Emitter &e, const TargetInfo &target,
+                                      Value cnt, Value bound, Value m) {
+  Type f64 = e.builder().getF64Type();
+  Value margin =
+      e.fmul(e.fadd(e.f32(1.0),
+                    math::AbsFOp::create(e.builder(), e.location(), bound)),
+             e.f32(kBoundMargin));
+  Value x = e.fsub(e.fadd(bound, margin), m);
+  Value term;
+  if (target.f64Exp()) {
+    x = e.extf(x, f64);
+    // The product with 1 changes nothing; it stays so that the emitted code
+    // stays byte-identical.
+    Value mass = e.fmul(e.indexToF32(cnt), e.f32(1.0));
+    term = e.fmul(e.extf(mass, f64), e.exp(x));
+  } else {
+    term = e.fmul(e.indexToF32(cnt), e.exp(x));
+  }
+  return e.select(e.gt(cnt, e.idx(0)), e.extf(term, f64), e.f64(0.0));
+}
+
+Value mlir::condensate::epsHat(Emitter &e, const TargetInfo &target, Value u,
+                               Value z) {
+  Value denom = e.fadd(z, u);
+  Value eps;
+  if (target.formulaOrder() == FormulaOrder::Loops) {
+    Value pos = e.fcmp(arith::CmpFPredicate::OGT, denom, e.f64(0.0));
+    eps = e.select(pos, e.fdiv(u, denom), e.f64(0.0));
+  } else {
+    eps = e.select(e.fcmp(arith::CmpFPredicate::OGT, denom, e.f64(0.0)),
+                   e.fdiv(u, denom), e.f64(0.0));
+  }
+  Value finite = e.fcmp(arith::CmpFPredicate::OLE, eps, e.f64(1.0));
+  return e.select(finite, eps, e.f64(1.0));
+}
+
+Value mlir::condensate::worstEpsHat(Emitter &e, const TargetInfo &target,
+                                    ValueRange us, ValueRange zs) {
+  Value m = e.f64(0.0);
+  for (size_t i = 0; i < us.size(); ++i)
+    m = e.fmax(m, epsHat(e, target, us[i], zs[i]));
+  return m;
+}
+
+ExtrasWalk mlir::condensate::walkExtras(
+    Emitter &e, const TargetInfo &target, Value indices, Value b, Value g,
+    int64_t base, int64_t extraMax, double tau, ValueRange us, ValueRange zs,
+    llvm::function_ref<Value(Emitter &, Value, int64_t)> mass) {
+  int64_t group = us.size();
+  Value over = e.fcmp(arith::CmpFPredicate::OGT, worstEpsHat(e, target, us, zs),
+                      e.f64(tau));
+  // State: (done, extras taken, omitted sums).
+  SmallVector<Value> init{e.bnot(over), e.idx(0)};
+  init.append(us.begin(), us.end());
+  auto walk = e.forLoop(
+      e.idx(0), e.idx(extraMax), e.idx(1), init,
+      [&](Emitter &e, Value j, ValueRange st) -> SmallVector<Value> {
+        return e.ifElse(
+            st[0], ValueRange(st).getTypes(),
+            [&](Emitter &) -> SmallVector<Value> {
+              return SmallVector<Value>(st);
+            },
+            [&](Emitter &e) -> SmallVector<Value> {
+              Value u = e.loadIndex(indices, {b, g, e.add(j, e.idx(base))});
+              Value have = e.ge(u, e.idx(0));
+              Value uSafe = e.select(have, u, e.idx(0));
+              SmallVector<Value> next;
+              for (int64_t i = 0; i < group; ++i) {
+                Value m = e.select(have, mass(e, uSafe, i), e.f64(0.0));
+                next.push_back(e.fmax(e.fsub(st[2 + i], m), e.f64(0.0)));
+              }
+              Value ok = e.fcmp(arith::CmpFPredicate::OLE,
+                                worstEpsHat(e, target, next, zs), e.f64(tau));
+              SmallVector<Value> out{e.band(ok, have),
+                                     e.select(have, e.add(j, e.idx(1)), st[1])};
+              out.append(next.begin(), next.end());
+              return out;
+            });
+      });
+  return {walk[0], walk[1]};
+}
+
+Value mlir::condensate::reportedEpsHat(Emitter &e, Value eps, Value fallback) {
+  eps = e.truncf(eps, e.builder().getF32Type());
+  eps = e.fmul(eps, e.f32(1.0 + 1.0 / (1 << 20)));
+  return e.select(fallback, e.f32(0.0), eps);
+}

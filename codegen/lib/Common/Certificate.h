@@ -1,0 +1,54 @@
+//===- Certificate.h - the certificate's formulas, written once -*- C++ -*-===//
+//
+// The omitted-mass bound eps_hat of a certify op, as both lowerings compute
+// it: the bound of one unit's mass, eps_hat = U / (Z + U) and its worst case
+// over a GQA group, the walk that takes the ranked extras in until eps_hat
+// is within tau, and the f32 value reported in the stats.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_CODEGEN_COMMON_CERTIFICATE_H
+#define CONDENSATE_CODEGEN_COMMON_CERTIFICATE_H
+
+#include "Emitter.h"
+#include "TargetInfo.h"
+
+namespace mlir::condensate {
+
+/// The omitted-mass bound of one unit for one head, in f64: `count`
+/// candidate positions times exp(bound + margin - m), where `bound` is the
+/// unit's f32 logit bound, the margin kBoundMargin * (1 + |bound|) and m
+/// the head's max logit; 0 for a unit with no candidate position.
+Value unitMassBound(Emitter &e, const TargetInfo &target, Value count,
+                    Value bound, Value m);
+
+/// eps_hat = U / (Z + U) in f64 for omitted mass U and attended mass Z; a
+/// bound that overflowed (inf / inf, NaN) is 1, so it never certifies.
+Value epsHat(Emitter &e, const TargetInfo &target, Value u, Value z);
+
+/// The worst eps_hat over the heads of a group (us[i], zs[i]).
+Value worstEpsHat(Emitter &e, const TargetInfo &target, ValueRange us,
+                  ValueRange zs);
+
+/// The walk over the extras indices[b, g, base + j], j < extraMax, in rank
+/// order: each taken extra's mass (mass(e, u, head)) leaves the omitted sums
+/// `us` until the group's worst eps_hat is within tau. `done` says whether
+/// it got there, `taken` how many extras that took. The sums are only the
+/// walk's guide: subtracting a dominant (or infinite) term cancels the
+/// rest, so the caller sums the final set's bound afresh before deciding.
+struct ExtrasWalk {
+  Value done;  // i1
+  Value taken; // index
+};
+ExtrasWalk
+walkExtras(Emitter &e, const TargetInfo &target, Value indices, Value b,
+           Value g, int64_t base, int64_t extraMax, double tau, ValueRange us,
+           ValueRange zs,
+           llvm::function_ref<Value(Emitter &, Value, int64_t)> mass);
+
+/// eps_hat as reported in the stats: narrowed to f32 and rounded up so the
+/// narrowing cannot shrink it; 0 after a fallback (attention was dense).
+Value reportedEpsHat(Emitter &e, Value eps, Value fallback);
+
+} // namespace mlir::condensate
+
+#endif // CONDENSATE_CODEGEN_COMMON_CERTIFICATE_H

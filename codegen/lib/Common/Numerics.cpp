@@ -1,0 +1,269 @@
+//===- Numerics.cpp - condensate numerics shared by both lowerings --------===//
+//
+// Implements the formulas of Numerics.h; both targets call these, so the
+// CPU and GPU code compute the same function.
+//
+//===----------------------------------------------------------------------===//
+#include "Numerics.h"
+
+using namespace mlir;
+using namespace mlir::condensate;
+
+//===----------------------------------------------------------------------===//
+// Windows and units
+//===----------------------------------------------------------------------===//
+
+Value mlir::condensate::effectiveWindow(Emitter &e, Value windows, Value b,
+                                        int64_t window, int64_t windowMax) {
+  if (!windows)
+    return e.idx(window);
+  Value w = e.loadIndex(windows, {b});
+  return e.mins(e.maxs(w, e.idx(window)), e.idx(windowMax));
+}
+
+Value CandidateUnits::count(Emitter &e, Value u) const {
+  Value lo = e.maxs(e.mul(u, unit), anchor);
+  Value hi = e.mins(e.mins(e.mul(e.add(u, e.idx(1)), unit), n), e.sub(n, w));
+  return e.maxs(e.sub(hi, lo), e.idx(0));
+}
+
+//===----------------------------------------------------------------------===//
+// Selection
+//===----------------------------------------------------------------------===//
+
+Value mlir::condensate::orderedKey(Emitter &e, Value f) {
+  OpBuilder &b = e.builder();
+  Value bits = arith::BitcastOp::create(b, e.location(), b.getI32Type(), f);
+  Value neg = e.cmp(arith::CmpIPredicate::slt, bits, e.i32(0));
+  Value flipAll = e.i32(-1);
+  Value flipSign = e.i32(static_cast<int32_t>(0x80000000u));
+  return e.bxor(bits, e.select(neg, flipAll, flipSign));
+}
+
+RankingKey mlir::condensate::rankingKey(Emitter &e, const TargetInfo &target,
+                                        const CandidateUnits &units,
+                                        Value scores, Value b, Value g, Value u,
+                                        int64_t group, Value zero, Value one) {
+  if (target.formulaOrder() == FormulaOrder::Loops) {
+    Value cnt = units.count(e, u);
+    Value best = e.load(scores, {b, e.mul(g, e.idx(group)), u});
+    for (int64_t i = 1; i < group; ++i)
+      best =
+          e.fmax(best, e.load(scores,
+                              {b, e.add(e.mul(g, e.idx(group)), e.idx(i)), u}));
+    Value valid = e.gt(cnt, e.idx(0));
+    Value key = e.select(valid, orderedKey(e, best), zero);
+    key = e.select(e.band(valid, e.eq(key, zero)), one, key);
+    return {key, valid};
+  }
+  Value candidate = e.gt(units.count(e, u), e.idx(0));
+  Value base = e.mul(g, e.idx(group));
+  Value best = e.load(scores, {b, base, u});
+  for (int64_t i = 1; i < group; ++i)
+    best = e.fmax(best, e.load(scores, {b, e.add(base, e.idx(i)), u}));
+  Value key = orderedKey(e, best);
+  key = e.select(e.eq(key, e.i32(0)), e.i32(1), key);
+  return {e.select(candidate, key, e.i32(0)), candidate};
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+SparseList SparseList::of(SparseAttendOp op) {
+  int64_t p = staticDim(op.getKCache(), 2);
+  SparseList l;
+  bool tokens = op.getGranularity() == Granularity::token;
+  l.unitTokens = tokens ? 1 : p;
+  l.forced = op.getIncludeForced() ? op.getAnchor() + op.getWindowMax() : 0;
+  l.length = op.getVirtualLength();
+  l.splits = op.getNumSplits();
+  l.perSplit = (l.length + l.splits - 1) / l.splits;
+  l.first = op.getFirst();
+  l.count = op.getCount();
+  return l;
+}
+
+std::pair<Value, Value> SparseList::splitRange(Emitter &e, Value s) const {
+  Value v0 = e.mul(s, e.idx(perSplit));
+  Value v1 = e.mins(e.add(v0, e.idx(perSplit)), e.idx(length));
+  return {v0, v1};
+}
+
+Value SparseList::limit(Emitter &e, Value limits, Value b, Value g) const {
+  return limits ? e.loadIndex(limits, {b, g}) : e.idx(count);
+}
+
+CondensateSlots CondensateSlots::of(Emitter &e, SparseAttendOp op,
+                                    const SparseList &list, Value w, Value n) {
+  return CondensateSlots{e.idx(op.getAnchor()), e.idx(op.getWindowMax()), w,
+                         e.idx(list.forced),    e.idx(list.unitTokens),   n};
+}
+
+std::pair<Value, Value> CondensateSlots::forcedSlot(Emitter &e, Value v) const {
+  Value inAnchor = e.lt(v, anchor);
+  Value o = e.sub(v, anchor);
+  Value wpos = e.add(e.sub(n, windowMax), o);
+  Value wvalid = e.band(e.ge(o, e.sub(windowMax, window)), e.ge(wpos, anchor));
+  Value t = e.select(inAnchor, v, wpos);
+  Value valid = e.select(inAnchor, e.lt(v, n), wvalid);
+  // Window slots cover [n - W, n); positions past n are impossible.
+  return {t, valid};
+}
+
+Value CondensateSlots::unitPositionValid(Emitter &e, Value t) const {
+  Value notAnchor = e.ge(t, anchor);
+  Value notWindow = e.lt(t, e.sub(n, window));
+  return e.band(e.band(notAnchor, notWindow), e.lt(t, n));
+}
+
+std::pair<Value, Value> CondensateSlots::position(Emitter &e, Value v,
+                                                  const SparseList &list,
+                                                  Value indices, Value b,
+                                                  Value g, Value limit) const {
+  Type idxT = e.builder().getIndexType();
+  Type i1T = e.builder().getI1Type();
+  int64_t forcedSlots = list.forced, unitTokens = list.unitTokens;
+  auto tv = e.ifElse(
+      e.lt(v, e.idx(forcedSlots)), {idxT, i1T},
+      [&](Emitter &e) -> SmallVector<Value> {
+        auto [t, valid] = forcedSlot(e, v);
+        return {t, valid};
+      },
+      [&](Emitter &e) -> SmallVector<Value> {
+        if (!indices)
+          return {e.idx(0), e.i1(false)};
+        Value rel = e.sub(v, e.idx(forcedSlots));
+        Value j = e.divs(rel, e.idx(unitTokens));
+        Value off = e.rems(rel, e.idx(unitTokens));
+        Value unitIdx =
+            e.loadIndex(indices, {b, g, e.add(j, e.idx(list.first))});
+        Value t = e.add(e.mul(unitIdx, e.idx(unitTokens)), off);
+        Value valid = e.band(e.band(e.lt(j, limit), e.ge(unitIdx, e.idx(0))),
+                             unitPositionValid(e, t));
+        return {t, valid};
+      });
+  return {tv[0], tv[1]};
+}
+
+std::pair<Value, Value> mlir::condensate::denseSplitRange(Emitter &e, Value n,
+                                                          OpFoldResult splits,
+                                                          Value s) {
+  Value used = e.mins(e.index(splits),
+                      e.maxs(e.ceilDiv(n, e.idx(kMinDenseChunk)), e.idx(1)));
+  Value chunk = e.ceilDiv(n, used);
+  Value t0 = e.mins(e.mul(s, chunk), n);
+  Value t1 = e.mins(e.add(t0, chunk), n);
+  return {t0, t1};
+}
+
+//===----------------------------------------------------------------------===//
+// Rows spread over lanes
+//===----------------------------------------------------------------------===//
+
+Value mlir::condensate::rowDot(Emitter &e, const TargetInfo &target,
+                               ArrayRef<Value> q, ArrayRef<Value> k,
+                               int64_t lanes) {
+  Value acc = e.fmul(q[0], k[0]);
+  for (size_t c = 1; c < q.size(); ++c)
+    acc = e.fma(q[c], k[c], acc);
+  return laneSum(e, target, e.reduceAdd(acc), lanes);
+}
+
+Value mlir::condensate::rowBoxDot(Emitter &e, const TargetInfo &target,
+                                  ArrayRef<Value> q, ArrayRef<Value> lo,
+                                  ArrayRef<Value> hi, int64_t lanes) {
+  Value acc;
+  for (size_t c = 0; c < q.size(); ++c) {
+    Value t = e.fmax(e.fmul(q[c], lo[c]), e.fmul(q[c], hi[c]));
+    acc = c == 0 ? t : e.fadd(acc, t);
+  }
+  return laneSum(e, target, e.reduceAdd(acc), lanes);
+}
+
+//===----------------------------------------------------------------------===//
+// Partials and merge
+//===----------------------------------------------------------------------===//
+
+std::pair<Value, Value> mlir::condensate::partialMaxAndTotal(Emitter &e,
+                                                             Value pml,
+                                                             Value splits,
+                                                             Value b, Value h) {
+  Value m =
+      e.forLoop(e.idx(0), splits, e.idx(1), {e.negInf()},
+                [&](Emitter &e, Value s, ValueRange acc) -> SmallVector<Value> {
+                  return {e.fmax(acc[0], e.load(pml, {b, h, s, e.idx(0)}))};
+                })[0];
+  Value z = e.forLoop(
+      e.idx(0), splits, e.idx(1), {e.f32(0.0)},
+      [&](Emitter &e, Value s, ValueRange acc) -> SmallVector<Value> {
+        Value ms = e.load(pml, {b, h, s, e.idx(0)});
+        Value ls = e.load(pml, {b, h, s, e.idx(1)});
+        Value live = e.fcmp(arith::CmpFPredicate::OGT, ls, e.f32(0.0));
+        Value w = e.select(live, e.fmul(ls, e.exp(e.fsub(ms, m))), e.f32(0.0));
+        return {e.fadd(acc[0], w)};
+      })[0];
+  return {m, z};
+}
+
+Value mlir::condensate::liveSplitMax(Emitter &e, const TargetInfo &target,
+                                     Value pml, Value b, Value h,
+                                     OpFoldResult lane) {
+  return e.forLoop(
+      e.index(lane), e.dim(pml, 2), e.idx(target.warpSize()), {e.negInf()},
+      [&](Emitter &e, Value s, ValueRange acc) -> SmallVector<Value> {
+        Value ls = e.load(pml, {b, h, s, e.idx(1)});
+        Value ms = e.load(pml, {b, h, s, e.idx(0)});
+        Value live = e.fcmp(arith::CmpFPredicate::OGT, ls, e.f32(0.0));
+        return {e.select(live, e.fmax(acc[0], ms), acc[0])};
+      })[0];
+}
+
+void mlir::condensate::storeFixedCertificate(Emitter &e, Value stats, Value b,
+                                             Value h, double eps) {
+  Value epsV = e.f32(eps);
+  e.store(epsV, stats, {b, h, e.idx(StatEpsHat)});
+  e.store(e.f32(0.0), stats, {b, h, e.idx(StatExtra)});
+  e.store(e.f32(0.0), stats, {b, h, e.idx(StatFallback)});
+  e.store(epsV, stats, {b, h, e.idx(StatOutputBound)});
+}
+
+//===----------------------------------------------------------------------===//
+// KV append
+//===----------------------------------------------------------------------===//
+
+AppendSlot mlir::condensate::appendSlot(Emitter &e, Value positions,
+                                        Value pageTable, Value b,
+                                        int64_t pageSize) {
+  Value pos = e.loadIndex(positions, {b});
+  Value page = e.loadIndex(pageTable, {b, e.divs(pos, e.idx(pageSize))});
+  Value off = e.rems(pos, e.idx(pageSize));
+  Value first = e.eq(off, e.idx(0));
+  return {page, off, first};
+}
+
+void mlir::condensate::appendChannel(Emitter &e, const AppendSlot &slot,
+                                     Value kNew, Value vNew, Value kCache,
+                                     Value vCache, Value summaries, Value b,
+                                     Value g, Value c) {
+  Type kvElt = cast<MemRefType>(kCache.getType()).getElementType();
+  Value page = slot.page, off = slot.off;
+  Value k = e.truncf(e.load(kNew, {b, g, c}), kvElt);
+  Value v = e.truncf(e.load(vNew, {b, g, c}), kvElt);
+  e.store(k, kCache, {page, g, off, c});
+  e.store(v, vCache, {page, g, off, c});
+  if (!summaries)
+    return;
+  Value k32 = e.toF32(k), v32 = e.toF32(v);
+  auto update = [&](SummarySlot s, Value x,
+                    llvm::function_ref<Value(Value, Value)> fold) {
+    Value old = e.load(summaries, {page, g, e.idx(s), c});
+    e.store(e.select(slot.first, x, fold(old, x)), summaries,
+            {page, g, e.idx(s), c});
+  };
+  update(KMin, k32, [&](Value a, Value x) { return e.fmin(a, x); });
+  update(KMax, k32, [&](Value a, Value x) { return e.fmax(a, x); });
+  update(KSum, k32, [&](Value a, Value x) { return e.fadd(a, x); });
+  update(VMin, v32, [&](Value a, Value x) { return e.fmin(a, x); });
+  update(VMax, v32, [&](Value a, Value x) { return e.fmax(a, x); });
+}

@@ -1,0 +1,309 @@
+//===- Certify.cpp - the certificate kernel -------------------------------===//
+//
+// Lowers certify to one block per (kv head, sequence) with f64 mass sums;
+// the omitted-value box with threads over (page rows, channels), rows
+// combined through shared memory.
+//
+//===----------------------------------------------------------------------===//
+#include "Lowering.h"
+
+#include "../Common/Certificate.h"
+#include "../Common/Numerics.h"
+#include "KernelBuilder.h"
+
+using namespace mlir;
+using namespace mlir::condensate;
+using namespace mlir::condensate::kernel;
+
+namespace {
+
+void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
+                  StringRef name) {
+  Location loc = op.getLoc();
+  MLIRContext *ctx = op.getContext();
+  int64_t hq = staticDim(op.getScores(), 1);
+  int64_t hkv = staticDim(op.getIndices(), 1);
+  int64_t slots = staticDim(op.getIndices(), 2);
+  int64_t G = hq / hkv, base = op.getBaseUnits(), extraMax = slots - base;
+  double tau = op.getTau().convertToDouble();
+  int64_t unitTokens =
+      op.getGranularity() == Granularity::page ? op.getPageSize() : 1;
+  const int64_t threads = 256;
+  Type f32 = b.getF32Type(), f64 = b.getF64Type(), i32 = b.getI32Type();
+  SmallVector<Value> operands{
+      op.getScores(), op.getLens(),     op.getIndices(), op.getPartialMl(),
+      op.getExtra(),  op.getFallback(), op.getStats()};
+  if (op.getWindows())
+    operands.push_back(op.getWindows());
+  bool hasWindows = static_cast<bool>(op.getWindows());
+  // The value box: one warp per page row (lanes over channels, `boxPer`
+  // channels each), `boxRows` rows in flight, combined through shared
+  // memory.
+  bool hasBox = static_cast<bool>(op.getVbox());
+  int64_t d = hasBox ? staticDim(op.getVbox(), 3) : 0;
+  int64_t boxLanes = std::min<int64_t>(std::max<int64_t>(d, 1), kWarp);
+  int64_t boxRows = threads / boxLanes;
+  int64_t boxPer = (d + boxLanes - 1) / boxLanes;
+  int64_t boxIdx = operands.size();
+  if (hasBox)
+    operands.append({op.getSummaries(), op.getPageTable(), op.getVbox()});
+  SmallVector<Type> smem{KernelBuilder::workgroupType(ctx, {G}, f32),  // m
+                         KernelBuilder::workgroupType(ctx, {G}, f64),  // Z
+                         KernelBuilder::workgroupType(ctx, {G}, f64),  // U
+                         KernelBuilder::workgroupType(ctx, {2}, i32)}; // e, fb
+  if (hasBox) // per-row partial boxes [row][min, max][channel]
+    smem.push_back(
+        KernelBuilder::workgroupType(ctx, {boxRows, kValueBoxRows, d}, f32));
+  auto fn = kb.createKernel(
+      name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
+        Value scores = a[0], lens = a[1], indices = a[2], pml = a[3];
+        Value extraOut = a[4], fallbackOut = a[5], stats = a[6];
+        Value windows = hasWindows ? a[7] : Value();
+        Value smM = sm[0], smZ = sm[1], smU = sm[2], smD = sm[3];
+        Value tid = e.tid();
+        Value g = e.bid(gpu::Dimension::x), bb = e.bid(gpu::Dimension::y);
+        Value n = e.loadIndex(lens, {bb});
+        Value w =
+            effectiveWindow(e, windows, bb, op.getWindow(), op.getWindowMax());
+        Value nu = e.dim(scores, 2);
+        Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
+        Value splits = e.dim(pml, 2);
+        auto head = [&](Emitter &e, int64_t i) {
+          return e.add(e.mul(g, e.idx(G)), e.idx(i));
+        };
+        // m and Z of the base partials, one thread per head.
+        for (int64_t i = 0; i < G; ++i) {
+          e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &ee) {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            Value h = head(e, i);
+            auto [m, z] = partialMaxAndTotal(e, pml, splits, bb, h);
+            e.store(m, smM, {e.idx(i)});
+            e.store(e.extf(z, f64), smZ, {e.idx(i)});
+            e.store(e.f64(0.0), smU, {e.idx(i)});
+          });
+        }
+        e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
+          e.store(e.i32(0), smD, {e.idx(0)});
+          e.store(e.i32(0), smD, {e.idx(1)});
+        });
+        e.barrier();
+        SmallVector<Value> ms;
+        for (int64_t i = 0; i < G; ++i)
+          ms.push_back(e.load(smM, {e.idx(i)}));
+        // Base units (ascending, -1 padded at the end) below x, by binary
+        // search: a lower bound into the base set.
+        auto baseBelow = [&](GPUEmitter &e, Value x) -> Value {
+          if (base == 0)
+            return e.idx(0);
+          Value x32 = e.toI32(x);
+          return e.forLoop(
+              e.idx(0), e.idx(64 - __builtin_clzll(base)), e.idx(1),
+              {e.idx(0), e.idx(base)},
+              [&](Emitter &e, Value, ValueRange acc) -> SmallVector<Value> {
+                Value mid = e.divs(e.add(acc[0], acc[1]), e.idx(2));
+                Value mc = e.mins(mid, e.idx(base - 1));
+                Value u = e.load(indices, {bb, g, mc});
+                Value uk =
+                    e.select(e.cmp(arith::CmpIPredicate::slt, u, e.i32(0)),
+                             e.i32(std::numeric_limits<int32_t>::max()), u);
+                Value goRight = e.cmp(arith::CmpIPredicate::slt, uk, x32);
+                Value active = e.lt(acc[0], acc[1]);
+                return {e.select(e.band(active, goRight), e.add(mid, e.idx(1)),
+                                 acc[0]),
+                        e.select(e.band(active, e.bnot(goRight)), mid, acc[1])};
+              })[0];
+        };
+        // Membership in the base set.
+        auto inBase = [&](GPUEmitter &e, Value u) -> Value {
+          if (base == 0)
+            return e.i1(false);
+          Value pos = e.mins(baseBelow(e, u), e.idx(base - 1));
+          return e.eq(e.load(indices, {bb, g, pos}), e.toI32(u));
+        };
+        auto inExtras = [&](GPUEmitter &e, Value u, Value count) -> Value {
+          return e.forLoop(
+              e.idx(0), count, e.idx(1), {e.i1(false)},
+              [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+                Value x = e.loadIndex(indices, {bb, g, e.add(e.idx(base), j)});
+                return {e.bor(acc[0], e.eq(x, u))};
+              })[0];
+        };
+        const TargetInfo &target = nvvmTarget();
+        CandidateUnits units{unit, anchor, n, w};
+        auto mass = [&](Emitter &e, Value u, int64_t i) -> Value {
+          Value cnt = units.count(e, u);
+          Value bound = e.load(scores, {bb, head(e, i), u});
+          return unitMassBound(e, target, cnt, bound, ms[i]);
+        };
+        // U over candidates outside base (and the first `count` extras).
+        auto sumOmitted = [&](GPUEmitter &e, Value count) {
+          SmallVector<Value> init(G, e.f64(0.0));
+          auto part = e.forLoop(
+              tid, nu, e.idx(threads), init,
+              [&](Emitter &ee, Value u, ValueRange acc) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                Value skip = e.bor(inBase(e, u), inExtras(e, u, count));
+                SmallVector<Value> out;
+                for (int64_t i = 0; i < G; ++i)
+                  out.push_back(
+                      e.select(skip, acc[i], e.fadd(acc[i], mass(e, u, i))));
+                return out;
+              });
+          for (int64_t i = 0; i < G; ++i)
+            e.atomicAddF64(smU, {e.idx(i)}, part[i]);
+          e.barrier();
+        };
+        sumOmitted(e, e.idx(0));
+        if (tau > 0.0) {
+          // Thread 0 walks the extras in order.
+          e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &ee) {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            SmallVector<Value> us, zs;
+            for (int64_t i = 0; i < G; ++i) {
+              us.push_back(e.load(smU, {e.idx(i)}));
+              zs.push_back(e.load(smZ, {e.idx(i)}));
+            }
+            ExtrasWalk walk = walkExtras(e, target, indices, bb, g, base,
+                                         extraMax, tau, us, zs, mass);
+            Value done = walk.done;
+            e.store(e.toI32(e.select(done, walk.taken, e.idx(0))), smD,
+                    {e.idx(0)});
+            e.store(e.select(done, e.i32(0), e.i32(1)), smD, {e.idx(1)});
+            for (int64_t i = 0; i < G; ++i)
+              e.store(e.f64(0.0), smU, {e.idx(i)});
+          });
+          e.barrier();
+          Value extra = e.loadIndex(smD, {e.idx(0)});
+          sumOmitted(e, extra);
+        }
+        Value extra = e.loadIndex(smD, {e.idx(0)});
+        Value fallback = e.ne(e.load(smD, {e.idx(1)}), e.i32(0));
+        if (tau > 0.0) {
+          // Decide on the freshly summed bound of the final set: the walk
+          // subtracts, and subtracting a dominant (or infinite) term cancels
+          // the rest. Every thread reads the same shared sums.
+          Value worstEps = e.f64(0.0);
+          for (int64_t i = 0; i < G; ++i)
+            worstEps =
+                e.fmax(worstEps, epsHat(e, target, e.load(smU, {e.idx(i)}),
+                                        e.load(smZ, {e.idx(i)})));
+          Value fits = e.fcmp(arith::CmpFPredicate::OLE, worstEps, e.f64(tau));
+          fallback = e.bor(fallback, e.bnot(fits));
+        }
+        Value extraKept = e.select(fallback, e.idx(0), extra);
+        if (hasBox) {
+          Value summaries = a[boxIdx], pageTable = a[boxIdx + 1];
+          Value vbox = a[boxIdx + 2], smBox = sm[4];
+          Value pageV = e.idx(op.getPageSize());
+          // Whether page j holds a position the final set leaves out.
+          auto pageOmitted = [&](GPUEmitter &e, Value j) -> Value {
+            Value cand = CandidateUnits{pageV, anchor, n, w}.count(e, j);
+            Value covered;
+            if (unitTokens == 1) {
+              // Selected tokens inside the page (all are candidates).
+              Value t0 = e.mul(j, pageV), t1 = e.add(t0, pageV);
+              Value inBaseCount = e.sub(baseBelow(e, t1), baseBelow(e, t0));
+              covered = e.forLoop(
+                  e.idx(0), extra, e.idx(1), {inBaseCount},
+                  [&](Emitter &e, Value k,
+                      ValueRange acc) -> SmallVector<Value> {
+                    Value u =
+                        e.loadIndex(indices, {bb, g, e.add(e.idx(base), k)});
+                    Value inside = e.band(e.ge(u, t0), e.lt(u, t1));
+                    return {e.select(inside, e.add(acc[0], e.idx(1)), acc[0])};
+                  })[0];
+            } else {
+              Value sel = e.bor(inBase(e, j), inExtras(e, j, extra));
+              covered = e.select(sel, cand, e.idx(0));
+            }
+            return e.gt(cand, covered);
+          };
+          Value r = e.divs(tid, e.idx(boxLanes));
+          Value c0 = e.rems(tid, e.idx(boxLanes));
+          e.ifThen(e.lt(r, e.idx(boxRows)), [&](Emitter &ee) {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            SmallVector<Value> init;
+            for (int64_t k = 0; k < boxPer; ++k)
+              init.append(
+                  {e.f32(std::numeric_limits<double>::infinity()), e.negInf()});
+            // After a fallback nothing is omitted: the box stays empty.
+            Value boxPages = e.select(fallback, e.idx(0), e.ceilDiv(n, pageV));
+            auto box = e.forLoop(
+                r, boxPages, e.idx(boxRows), init,
+                [&](Emitter &ee, Value j,
+                    ValueRange acc) -> SmallVector<Value> {
+                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                  return e.ifElse(
+                      pageOmitted(e, j), ValueRange(acc).getTypes(),
+                      [&](Emitter &e) -> SmallVector<Value> {
+                        Value phys = e.loadIndex(pageTable, {bb, j});
+                        SmallVector<Value> out;
+                        for (int64_t k = 0; k < boxPer; ++k) {
+                          Value c = e.add(c0, e.idx(k * boxLanes));
+                          Value cs = e.mins(c, e.idx(d - 1));
+                          Value lo =
+                              e.load(summaries, {phys, g, e.idx(VMin), cs});
+                          Value hi =
+                              e.load(summaries, {phys, g, e.idx(VMax), cs});
+                          out.push_back(e.fmin(acc[2 * k], lo));
+                          out.push_back(e.fmax(acc[2 * k + 1], hi));
+                        }
+                        return out;
+                      },
+                      [&](Emitter &) -> SmallVector<Value> {
+                        return SmallVector<Value>(acc);
+                      });
+                });
+            for (int64_t k = 0; k < boxPer; ++k) {
+              Value c = e.add(c0, e.idx(k * boxLanes));
+              e.ifThen(e.lt(c, e.idx(d)), [&](Emitter &e) {
+                e.store(box[2 * k], smBox, {r, e.idx(0), c});
+                e.store(box[2 * k + 1], smBox, {r, e.idx(1), c});
+              });
+            }
+          });
+          e.barrier();
+          // Combine the rows; thread t owns channels t, t + threads, ...
+          e.forLoop(tid, e.idx(d), e.idx(threads), {},
+                    [&](Emitter &e, Value c, ValueRange) -> SmallVector<Value> {
+                      Value lo = e.load(smBox, {e.idx(0), e.idx(0), c});
+                      Value hi = e.load(smBox, {e.idx(0), e.idx(1), c});
+                      for (int64_t rr = 1; rr < boxRows; ++rr) {
+                        Value row = e.idx(rr);
+                        lo = e.fmin(lo, e.load(smBox, {row, e.idx(0), c}));
+                        hi = e.fmax(hi, e.load(smBox, {row, e.idx(1), c}));
+                      }
+                      e.store(lo, vbox, {bb, g, e.idx(0), c});
+                      e.store(hi, vbox, {bb, g, e.idx(1), c});
+                      return {};
+                    });
+        }
+        for (int64_t i = 0; i < G; ++i) {
+          e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &e) {
+            Value eps =
+                reportedEpsHat(e,
+                               epsHat(e, target, e.load(smU, {e.idx(i)}),
+                                      e.load(smZ, {e.idx(i)})),
+                               fallback);
+            Value h = head(e, i);
+            e.store(eps, stats, {bb, h, e.idx(StatEpsHat)});
+            e.store(e.indexToF32(extraKept), stats, {bb, h, e.idx(StatExtra)});
+            e.store(e.select(fallback, e.f32(1.0), e.f32(0.0)), stats,
+                    {bb, h, e.idx(StatFallback)});
+          });
+        }
+        e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
+          e.store(e.toI32(extraKept), extraOut, {bb, g});
+          e.store(e.select(fallback, e.i32(1), e.i32(0)), fallbackOut, {bb, g});
+        });
+      });
+  launchPerGroup(b, loc, fn, op.getScores(), hkv, threads, operands);
+}
+
+} // namespace
+
+void mlir::condensate::populateCertifyToGPUPatterns(RewritePatternSet &patterns,
+                                                    gpu::GPUModuleOp kernels) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<KernelPattern<CertifyOp, lowerCertify>>(ctx, kernels, "certify");
+}

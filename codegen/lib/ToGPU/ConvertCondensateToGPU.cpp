@@ -1,0 +1,88 @@
+//===- ConvertCondensateToGPU.cpp - stages to GPU kernels -----------------===//
+//
+// Implements convert-condensate-to-gpu: every stage op becomes a gpu.func
+// kernel with an explicit thread mapping plus a gpu.launch_func in the host
+// function. The mapping of each stage is described in its file beside this
+// one (Score, Select, Attend, Certify, Merge, Append); the numerics the
+// kernels share with the loop lowering live in ../Common.
+//
+//===----------------------------------------------------------------------===//
+#include "condensate/Codegen/Passes.h"
+
+#include "Lowering.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Rewrite/FrozenRewritePatternSet.h"
+#include "mlir/Rewrite/PatternApplicator.h"
+
+namespace mlir::condensate {
+#define GEN_PASS_DEF_CONVERTCONDENSATETOGPU
+#include "condensate/Codegen/Passes.h.inc"
+} // namespace mlir::condensate
+
+using namespace mlir;
+using namespace mlir::condensate;
+
+namespace {
+
+struct ConvertCondensateToGPUPass
+    : public mlir::condensate::impl::ConvertCondensateToGPUBase<
+          ConvertCondensateToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<Operation *> stages;
+    bool decomposed = true;
+    module.walk([&](Operation *op) {
+      if (isa<ScorePagesOp, ScoreTokensOp, SelectTopKOp, SparseAttendOp,
+              DenseAttendOp, CertifyOp, MergeOp, AppendKVOp>(op))
+        stages.push_back(op);
+      if (auto d = dyn_cast<DecodeAttentionOp>(op)) {
+        d.emitOpError() << "must be decomposed before lowering to GPU "
+                           "kernels (run condensate-decompose)";
+        decomposed = false;
+      }
+    });
+    if (!decomposed)
+      return signalPassFailure();
+    if (stages.empty())
+      return;
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    b.getUnitAttr());
+    auto kernels = dyn_cast_or_null<gpu::GPUModuleOp>(
+        SymbolTable::lookupSymbolIn(module, moduleName));
+    if (!kernels)
+      kernels = gpu::GPUModuleOp::create(b, module.getLoc(), moduleName);
+    RewritePatternSet patterns(&getContext());
+    populateCondensateToGPUPatterns(patterns, kernels);
+    FrozenRewritePatternSet frozen(std::move(patterns));
+    PatternApplicator applicator(frozen);
+    applicator.applyDefaultCostModel();
+    // One pass in program order rather than a greedy rewrite: kernel names
+    // are made unique in the order the kernels are created, and the
+    // lowering neither folds nor erases anything beyond the stage ops.
+    PatternRewriter rewriter(&getContext());
+    for (Operation *op : stages) {
+      rewriter.setInsertionPoint(op);
+      if (failed(applicator.matchAndRewrite(op, rewriter))) {
+        op->emitOpError() << "could not be lowered to GPU kernels";
+        return signalPassFailure();
+      }
+    }
+  }
+};
+
+} // namespace
+
+void mlir::condensate::populateCondensateToGPUPatterns(
+    RewritePatternSet &patterns, gpu::GPUModuleOp kernels) {
+  populateScoreToGPUPatterns(patterns, kernels);
+  populateSelectToGPUPatterns(patterns, kernels);
+  populateAttendToGPUPatterns(patterns, kernels);
+  populateCertifyToGPUPatterns(patterns, kernels);
+  populateMergeToGPUPatterns(patterns, kernels);
+  populateAppendToGPUPatterns(patterns, kernels);
+}

@@ -1,0 +1,108 @@
+//===- KernelBuilder.cpp - GPU kernel creation and launch -----------------===//
+//
+// Implements NVVMTargetInfo, KernelBuilder (kernels in one gpu.module,
+// launch bounds, shared buffers) and the host-side launch of a kernel.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelBuilder.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/SymbolTable.h"
+
+using namespace mlir;
+using namespace mlir::condensate;
+using namespace mlir::condensate::kernel;
+
+Value NVVMTargetInfo::shuffleXor(Emitter &e, Value v, int64_t offset) const {
+  return shuffle(e, v, offset, gpu::ShuffleMode::XOR);
+}
+
+void NVVMTargetInfo::barrier(Emitter &e) const {
+  gpu::BarrierOp::create(e.builder(), e.location());
+}
+
+const TargetInfo &mlir::condensate::kernel::nvvmTarget() {
+  static const NVVMTargetInfo target;
+  return target;
+}
+
+Value mlir::condensate::kernel::shuffle(Emitter &e, Value v, int64_t offset,
+                                        gpu::ShuffleMode mode) {
+  Value off = e.i32(offset), width = e.i32(kWarp);
+  return gpu::ShuffleOp::create(e.builder(), e.location(), v, off, width, mode)
+      .getShuffleResult();
+}
+
+gpu::GPUFuncOp KernelBuilder::createKernel(
+    StringRef base, ValueRange operands, ArrayRef<Type> workgroup,
+    const std::function<void(GPUEmitter &, ValueRange, ValueRange)> &body)
+    const {
+  std::string name = uniqueName(base);
+  gpu::GPUModuleOp module = kernels; // op handles have no const methods
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  SmallVector<Type> types(operands.getTypes());
+  auto fnType = b.getFunctionType(types, {});
+  auto fn = gpu::GPUFuncOp::create(b, module.getLoc(), name, fnType, workgroup,
+                                   TypeRange{});
+  fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  // Shared buffers are 16-byte aligned: LLVM merges neighbouring scalar
+  // accesses into 16-byte vector ones, which need that alignment.
+  for (unsigned i = 0; i < workgroup.size(); ++i)
+    fn.setWorkgroupAttributionAttr(i, "llvm.align", b.getI64IntegerAttr(16));
+  Block &entry = fn.getBody().front();
+  OpBuilder kb = OpBuilder::atBlockBegin(&entry);
+  GPUEmitter e(kb, fn.getLoc());
+  SmallVector<Value> args(fn.getArguments());
+  SmallVector<Value> wg(fn.getWorkgroupAttributions());
+  body(e, args, wg);
+  gpu::ReturnOp::create(kb, fn.getLoc());
+  return fn;
+}
+
+void KernelBuilder::launchBounds(gpu::GPUFuncOp fn, int64_t threads,
+                                 int64_t minBlocks) {
+  Builder b(fn.getContext());
+  fn->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+              b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
+  fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+              b.getI32IntegerAttr(static_cast<int32_t>(minBlocks)));
+}
+
+MemRefType KernelBuilder::workgroupType(MLIRContext *ctx,
+                                        ArrayRef<int64_t> shape, Type elt) {
+  auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  return MemRefType::get(shape, elt, MemRefLayoutAttrInterface(), space);
+}
+
+std::string KernelBuilder::uniqueName(StringRef base) const {
+  std::string name = base.str();
+  for (int i = 0; SymbolTable::lookupSymbolIn(kernels, name); ++i)
+    name = (base + "_" + Twine(i)).str();
+  return name;
+}
+
+void mlir::condensate::kernel::launch(OpBuilder &b, Location loc,
+                                      gpu::GPUFuncOp fn, Value x, Value y,
+                                      Value z, int64_t threads,
+                                      ValueRange operands) {
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value t = arith::ConstantIndexOp::create(b, loc, threads);
+  gpu::LaunchFuncOp::create(b, loc, fn, gpu::KernelDim3{x, y, z},
+                            gpu::KernelDim3{t, one, one}, Value(), operands);
+}
+
+void mlir::condensate::kernel::launchPerGroup(OpBuilder &b, Location loc,
+                                              gpu::GPUFuncOp fn, Value batched,
+                                              int64_t hkv, int64_t threads,
+                                              ValueRange operands) {
+  Value batch = memref::DimOp::create(b, loc, batched, 0);
+  launch(b, loc, fn, arith::ConstantIndexOp::create(b, loc, hkv), batch,
+         arith::ConstantIndexOp::create(b, loc, 1), threads, operands);
+}
+
+std::string mlir::condensate::kernel::kernelName(Operation *op,
+                                                 StringRef stage) {
+  auto fn = op->getParentOfType<func::FuncOp>();
+  return ((fn ? fn.getSymName() : StringRef("kernel")) + "_" + stage).str();
+}

@@ -1,0 +1,204 @@
+//===- KernelBuilder.h - GPU emitter and kernel builder ---------*- C++ -*-===//
+//
+// What every GPU stage lowering builds on: the GPU as a target of the shared
+// numerics (NVVMTargetInfo), GPUEmitter (thread and block ids, shuffles,
+// scans, vector loads, atomics on top of Emitter), the KernelBuilder that
+// creates kernels in one gpu.module and launches them from the host, and
+// KernelPattern, the rewrite pattern that runs a stage's lowering function.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_CODEGEN_TOGPU_KERNELBUILDER_H
+#define CONDENSATE_CODEGEN_TOGPU_KERNELBUILDER_H
+
+#include "../Common/Emitter.h"
+#include "../Common/TargetInfo.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::condensate::kernel {
+
+/// Threads of a warp.
+constexpr int64_t kWarp = 32;
+
+inline Type elementType(Value v) {
+  return cast<MemRefType>(v.getType()).getElementType();
+}
+inline int64_t elementBytes(Type t) { return t.getIntOrFloatBitWidth() / 8; }
+
+/// The GPU as seen by the shared numerics: warps of kWarp lanes, 16-byte
+/// vector loads, block barriers, the certificate's exponentials in f32.
+class NVVMTargetInfo : public TargetInfo {
+public:
+  int64_t warpSize() const override { return kWarp; }
+  int64_t vectorWidth(Type elt) const override {
+    return std::max<int64_t>(1, 16 / elementBytes(elt));
+  }
+  Value shuffleXor(Emitter &e, Value v, int64_t offset) const override;
+  void barrier(Emitter &e) const override;
+  bool f64Exp() const override { return false; }
+  FormulaOrder formulaOrder() const override { return FormulaOrder::Kernels; }
+};
+const TargetInfo &nvvmTarget();
+
+/// A gpu.shuffle of the 32-bit value v across the warp.
+Value shuffle(Emitter &e, Value v, int64_t offset, gpu::ShuffleMode mode);
+
+/// How a lane group covers one head_dim row: `lanes` lanes, `elems`
+/// consecutive elements each (a vector load when the row allows it).
+struct RowSplit {
+  int64_t lanes;
+  int64_t elems;
+  static RowSplit of(int64_t d, Type elt) {
+    const TargetInfo &target = nvvmTarget();
+    int64_t elems = target.vectorWidth(elt);
+    int64_t lanes = d / elems;
+    if (lanes > target.warpSize()) {
+      lanes = target.warpSize();
+      elems = d / target.warpSize();
+    }
+    if (lanes < 1) {
+      lanes = 1;
+      elems = d;
+    }
+    return {lanes, elems};
+  }
+};
+
+/// A thread's place in a block of lane groups: its thread id, its lane
+/// group, its lane in the group and the first row element it holds.
+struct LanePlace {
+  Value tid, group, lane, col;
+};
+
+/// Emitter with GPU-specific helpers.
+class GPUEmitter : public Emitter {
+public:
+  using Emitter::Emitter;
+  std::unique_ptr<Emitter> nested(OpBuilder &nb, Location nloc) const override {
+    return std::make_unique<GPUEmitter>(nb, nloc);
+  }
+
+  Value tid() {
+    return gpu::ThreadIdOp::create(builder(), location(), gpu::Dimension::x);
+  }
+  Value bid(gpu::Dimension d) {
+    return gpu::BlockIdOp::create(builder(), location(), d);
+  }
+  void barrier() { nvvmTarget().barrier(*this); }
+  /// This thread's place when lane groups cover rows as `split` says.
+  LanePlace lanePlace(const RowSplit &split) {
+    Value t = tid();
+    Value group = divs(t, idx(split.lanes));
+    Value lane = rems(t, idx(split.lanes));
+    Value col = mul(lane, idx(split.elems));
+    return {t, group, lane, col};
+  }
+
+  /// Shuffles of a 32-bit value across the warp.
+  Value shuffleXor(Value v, int64_t offset) {
+    return shuffle(*this, v, offset, gpu::ShuffleMode::XOR);
+  }
+  Value shuffleUp(Value v, int64_t offset) {
+    return shuffle(*this, v, offset, gpu::ShuffleMode::UP);
+  }
+  Value shuffleDown(Value v, int64_t offset) {
+    return shuffle(*this, v, offset, gpu::ShuffleMode::DOWN);
+  }
+  /// Inclusive prefix sum of an i32 across the warp.
+  Value warpScanI32(Value v, Value lane) {
+    for (int64_t o = 1; o < kWarp; o *= 2) {
+      Value up = shuffleUp(v, o);
+      v = select(ge(lane, idx(o)), add(v, up), v);
+    }
+    return v;
+  }
+  Value fastExp(Value x) {
+    auto flags =
+        arith::FastMathFlagsAttr::get(ctx(), arith::FastMathFlags::afn);
+    return math::ExpOp::create(builder(), location(), x, flags);
+  }
+  Value vecLoad(Value mem, ValueRange ivs, int64_t n, int64_t alignBytes) {
+    auto type = VectorType::get({n}, elementType(mem));
+    return vector::LoadOp::create(builder(), location(), type, mem, ivs,
+                                  /*nontemporal=*/false,
+                                  llvm::MaybeAlign(alignBytes));
+  }
+  Value extractElt(Value vec, int64_t i) {
+    return vector::ExtractOp::create(builder(), location(), vec, i);
+  }
+  Value atomicAddI32(Value mem, ValueRange ivs, Value v) {
+    return memref::AtomicRMWOp::create(builder(), location(),
+                                       arith::AtomicRMWKind::addi, v, mem, ivs);
+  }
+  Value atomicAddF64(Value mem, ValueRange ivs, Value v) {
+    return memref::AtomicRMWOp::create(builder(), location(),
+                                       arith::AtomicRMWKind::addf, v, mem, ivs);
+  }
+};
+
+/// Builds kernels into one gpu.module and launches them from the host.
+class KernelBuilder {
+public:
+  explicit KernelBuilder(gpu::GPUModuleOp kernels) : kernels(kernels) {}
+
+  /// Creates kernel `name` taking `operands`' types; `body` receives the
+  /// kernel arguments and an emitter at the kernel entry.
+  gpu::GPUFuncOp
+  createKernel(StringRef base, ValueRange operands, ArrayRef<Type> workgroup,
+               const std::function<void(GPUEmitter &, ValueRange, ValueRange)>
+                   &body) const;
+
+  /// Launch bounds for ptxas: at most `threads` threads per block and at
+  /// least `minBlocks` resident blocks per SM, which caps the registers a
+  /// thread may use (65536 / (threads * minBlocks)).
+  static void launchBounds(gpu::GPUFuncOp fn, int64_t threads,
+                           int64_t minBlocks);
+
+  static MemRefType workgroupType(MLIRContext *ctx, ArrayRef<int64_t> shape,
+                                  Type elt);
+
+private:
+  std::string uniqueName(StringRef base) const;
+
+  gpu::GPUModuleOp kernels;
+};
+
+/// Host-side launch of `fn` with grid (x, y, z) and `threads` threads.
+void launch(OpBuilder &b, Location loc, gpu::GPUFuncOp fn, Value x, Value y,
+            Value z, int64_t threads, ValueRange operands);
+
+/// Launches `fn` with one block of `threads` threads per (kv head,
+/// sequence): grid (hkv, batch), the batch being dimension 0 of `batched`.
+void launchPerGroup(OpBuilder &b, Location loc, gpu::GPUFuncOp fn,
+                    Value batched, int64_t hkv, int64_t threads,
+                    ValueRange operands);
+
+/// The name of the kernel for stage `stage` of op: "<function>_<stage>".
+std::string kernelName(Operation *op, StringRef stage);
+
+/// Lowers one stage op with `Lower`: a kernel built by `kernels` and its
+/// launch, created where the op stood; the op is then erased.
+template <typename Op,
+          void (*Lower)(Op, OpBuilder &, const KernelBuilder &, StringRef)>
+class KernelPattern : public OpRewritePattern<Op> {
+public:
+  KernelPattern(MLIRContext *ctx, gpu::GPUModuleOp kernels, StringRef stage)
+      : OpRewritePattern<Op>(ctx), kernels(kernels), stage(stage.str()) {}
+
+  LogicalResult matchAndRewrite(Op op,
+                                PatternRewriter &rewriter) const override {
+    rewriter.setInsertionPoint(op);
+    Lower(op, rewriter, kernels, kernelName(op, stage));
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+private:
+  KernelBuilder kernels;
+  std::string stage;
+};
+
+} // namespace mlir::condensate::kernel
+
+#endif // CONDENSATE_CODEGEN_TOGPU_KERNELBUILDER_H

@@ -1,0 +1,40 @@
+//===- Lowering.h - stage files of the GPU lowering -------------*- C++ -*-===//
+//
+// The populate functions of the stage files that make up
+// convert-condensate-to-gpu. Each adds patterns that turn a stage op into a
+// kernel in `kernels` and a launch where the op stood.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_CODEGEN_TOGPU_LOWERING_H
+#define CONDENSATE_CODEGEN_TOGPU_LOWERING_H
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace mlir {
+class RewritePatternSet;
+} // namespace mlir
+
+namespace mlir::condensate {
+
+/// score_pages and score_tokens.
+void populateScoreToGPUPatterns(RewritePatternSet &patterns,
+                                gpu::GPUModuleOp kernels);
+/// select_topk.
+void populateSelectToGPUPatterns(RewritePatternSet &patterns,
+                                 gpu::GPUModuleOp kernels);
+/// sparse_attend and dense_attend.
+void populateAttendToGPUPatterns(RewritePatternSet &patterns,
+                                 gpu::GPUModuleOp kernels);
+/// certify.
+void populateCertifyToGPUPatterns(RewritePatternSet &patterns,
+                                  gpu::GPUModuleOp kernels);
+/// merge.
+void populateMergeToGPUPatterns(RewritePatternSet &patterns,
+                                gpu::GPUModuleOp kernels);
+/// append_kv.
+void populateAppendToGPUPatterns(RewritePatternSet &patterns,
+                                 gpu::GPUModuleOp kernels);
+
+} // namespace mlir::condensate
+
+#endif // CONDENSATE_CODEGEN_TOGPU_LOWERING_H

@@ -1,0 +1,196 @@
+//===- Merge.cpp - the merge kernel ---------------------------------------===//
+//
+// Lowers merge to one warp per (sequence, query head), lanes over head_dim;
+// the output-error bound's squared distance summed by warp shuffles.
+//
+//===----------------------------------------------------------------------===//
+#include "Lowering.h"
+
+#include "../Common/Numerics.h"
+#include "KernelBuilder.h"
+
+using namespace mlir;
+using namespace mlir::condensate;
+using namespace mlir::condensate::kernel;
+
+namespace {
+
+void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
+                StringRef name) {
+  Location loc = op.getLoc();
+  int64_t hq = staticDim(op.getOut(), 1), d = staticDim(op.getOut(), 2);
+  int64_t group = op.getFallback() ? hq / staticDim(op.getFallback(), 1)
+                  : op.getVbox()   ? hq / staticDim(op.getVbox(), 1)
+                                   : 1;
+  int64_t perLane = std::max<int64_t>(1, d / kWarp);
+  int64_t lanesUsed = d / perLane;
+  const int64_t warpsPerBlock = 4;
+  SmallVector<Value> operands(op.getPartials().begin(), op.getPartials().end());
+  int64_t numSparse = operands.size();
+  int64_t fallbackIdx = -1, denseIdx = -1;
+  if (op.getFallback()) {
+    fallbackIdx = operands.size();
+    operands.push_back(op.getFallback());
+    denseIdx = operands.size();
+    operands.append(op.getDense().begin(), op.getDense().end());
+  }
+  int64_t outIdx = operands.size();
+  operands.push_back(op.getOut());
+  int64_t statsIdx = -1, vboxIdx = -1;
+  if (op.getStats()) {
+    statsIdx = operands.size();
+    operands.push_back(op.getStats());
+  }
+  if (op.getVbox()) {
+    vboxIdx = operands.size();
+    operands.push_back(op.getVbox());
+  }
+  auto epsAttr = op.getStatsEpsAttr();
+  auto fn = kb.createKernel(
+      name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
+        Value tid = e.tid();
+        Value lane = e.rems(tid, e.idx(kWarp)),
+              warp = e.divs(tid, e.idx(kWarp));
+        Value row =
+            e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(warpsPerBlock)), warp);
+        Value out = a[outIdx];
+        Value batch = e.dim(out, 0);
+        e.ifThen(e.lt(row, e.mul(batch, e.idx(hq))), [&](Emitter &ee) {
+          GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+          Value bb = e.divs(row, e.idx(hq)), h = e.rems(row, e.idx(hq));
+          Value useDense = e.i1(false);
+          if (fallbackIdx >= 0)
+            useDense =
+                e.ne(e.load(a[fallbackIdx], {bb, e.divs(h, e.idx(group))}),
+                     e.i32(0));
+          SmallVector<std::tuple<Value, Value, Value>> sets;
+          for (int64_t i = 0; i < numSparse; i += 2)
+            sets.push_back({a[i], a[i + 1], e.bnot(useDense)});
+          if (denseIdx >= 0)
+            sets.push_back({a[denseIdx], a[denseIdx + 1], useDense});
+          // Pass 1: overall max over live splits (lanes stride the splits).
+          Value m = e.negInf();
+          for (auto &[po, pml, on] : sets) {
+            Value pmlV = pml;
+            Value mm = liveSplitMax(e, nvvmTarget(), pmlV, bb, h, lane);
+            m = e.select(on, e.fmax(m, mm), m);
+          }
+          m = laneMax(e, nvvmTarget(), m, kWarp);
+          // Pass 2: weighted sums; every lane walks all splits for its
+          // channels.
+          Value col = e.mul(lane, e.idx(perLane));
+          Value inRow = e.lt(lane, e.idx(lanesUsed));
+          Value colSafe = e.select(inRow, col, e.idx(0));
+          SmallVector<Value> st{e.f32(0.0), e.f32(0.0),
+                                e.splat(e.f32(0.0), perLane)};
+          // Splits are walked kMergeUnroll at a time with every load issued
+          // first: a split's row is a dependent-latency L2 read otherwise.
+          constexpr int64_t kMergeUnroll = 8;
+          auto fold = [&](Emitter &ee, ValueRange acc, Value poV, Value pmlV,
+                          Value onV,
+                          ArrayRef<Value> splitIdx) -> SmallVector<Value> {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            SmallVector<Value> ms, ls, cs, os;
+            for (Value sIdx : splitIdx) {
+              ms.push_back(e.load(pmlV, {bb, h, sIdx, e.idx(0)}));
+              ls.push_back(e.load(pmlV, {bb, h, sIdx, e.idx(1)}));
+              cs.push_back(e.load(pmlV, {bb, h, sIdx, e.idx(2)}));
+              os.push_back(e.vecLoad(poV, {bb, h, sIdx, colSafe}, perLane,
+                                     std::min<int64_t>(16, perLane * 4)));
+            }
+            SmallVector<Value> out(acc.begin(), acc.end());
+            for (size_t k = 0; k < splitIdx.size(); ++k) {
+              Value live = e.band(
+                  onV, e.fcmp(arith::CmpFPredicate::OGT, ls[k], e.f32(0.0)));
+              Value wgt =
+                  e.select(live, e.fastExp(e.fsub(ms[k], m)), e.f32(0.0));
+              out[2] = e.select(
+                  live, e.fma(os[k], e.splat(wgt, perLane), out[2]), out[2]);
+              out[0] = e.fadd(out[0], e.fmul(ls[k], wgt));
+              out[1] = e.fadd(out[1], e.select(onV, cs[k], e.f32(0.0)));
+            }
+            return out;
+          };
+          for (auto &[po, pml, on] : sets) {
+            Value poV = po, pmlV = pml, onV = on;
+            int64_t numSplits = staticDim(pmlV, 2);
+            int64_t main = numSplits / kMergeUnroll * kMergeUnroll;
+            if (main > 0)
+              st = e.forLoop(e.idx(0), e.idx(main), e.idx(kMergeUnroll), st,
+                             [&](Emitter &e, Value s0,
+                                 ValueRange acc) -> SmallVector<Value> {
+                               SmallVector<Value> idxs;
+                               for (int64_t k = 0; k < kMergeUnroll; ++k)
+                                 idxs.push_back(e.add(s0, e.idx(k)));
+                               return fold(e, acc, poV, pmlV, onV, idxs);
+                             });
+            SmallVector<Value> rest;
+            for (int64_t k = main; k < numSplits; ++k)
+              rest.push_back(e.idx(k));
+            if (!rest.empty())
+              st = fold(e, st, poV, pmlV, onV, rest);
+          }
+          Value total = st[0];
+          Value inv =
+              e.select(e.fcmp(arith::CmpFPredicate::OGT, total, e.f32(0.0)),
+                       e.fdiv(e.f32(1.0), total), e.f32(0.0));
+          Value res = e.fmul(st[2], e.splat(inv, perLane));
+          e.ifThen(inRow, [&](Emitter &e) {
+            vector::StoreOp::create(e.builder(), e.location(), res, out,
+                                    ValueRange{bb, h, col});
+          });
+          // The output-error bound: each lane's share of the squared
+          // distance to the far corner of the omitted-value box, summed
+          // over the warp (every lane takes part in the shuffles).
+          Value bound;
+          if (vboxIdx >= 0 && !epsAttr) {
+            Value vbox = a[vboxIdx];
+            Value g = e.divs(h, e.idx(group));
+            int64_t align = std::min<int64_t>(16, perLane * 4);
+            Value lo =
+                e.vecLoad(vbox, {bb, g, e.idx(0), colSafe}, perLane, align);
+            Value hi =
+                e.vecLoad(vbox, {bb, g, e.idx(1), colSafe}, perLane, align);
+            Value zero = e.splat(e.f32(0.0), perLane);
+            Value far = e.fmax(e.fmax(e.fsub(hi, res), e.fsub(res, lo)), zero);
+            Value part = e.reduceAdd(e.fmul(far, far));
+            part = e.select(inRow, part, e.f32(0.0));
+            Value dist =
+                math::SqrtOp::create(e.builder(), e.location(),
+                                     laneSum(e, nvvmTarget(), part, kWarp));
+            bound = e.fmul(
+                e.fmul(e.load(a[statsIdx], {bb, h, e.idx(StatEpsHat)}), dist),
+                e.f32(kOutputBoundRoundUp));
+            bound = e.select(useDense, e.f32(0.0), bound);
+          }
+          if (statsIdx >= 0) {
+            Value stats = a[statsIdx];
+            e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+              e.store(st[1], stats, {bb, h, e.idx(StatAttended)});
+              if (epsAttr) {
+                storeFixedCertificate(e, stats, bb, h,
+                                      epsAttr.getValueAsDouble());
+              } else {
+                e.store(bound ? bound : e.nan(), stats,
+                        {bb, h, e.idx(StatOutputBound)});
+              }
+            });
+          }
+        });
+      });
+  Value batch = memref::DimOp::create(b, loc, op.getOut(), 0);
+  Value rows = arith::MulIOp::create(
+      b, loc, batch, arith::ConstantIndexOp::create(b, loc, hq));
+  Value blocks = arith::CeilDivSIOp::create(
+      b, loc, rows, arith::ConstantIndexOp::create(b, loc, warpsPerBlock));
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  launch(b, loc, fn, blocks, one, one, warpsPerBlock * kWarp, operands);
+}
+
+} // namespace
+
+void mlir::condensate::populateMergeToGPUPatterns(RewritePatternSet &patterns,
+                                                  gpu::GPUModuleOp kernels) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<KernelPattern<MergeOp, lowerMerge>>(ctx, kernels, "merge");
+}

@@ -1,0 +1,199 @@
+//===- Certify.cpp - the certificate as loops -----------------------------===//
+//
+// Lowers certify: the omitted-mass bound eps_hat in f64 over the base set,
+// the walk over the extras until it is within tau, and the value box of the
+// omitted positions.
+//
+//===----------------------------------------------------------------------===//
+#include "Lowering.h"
+
+#include "../Common/Certificate.h"
+#include "../Common/Numerics.h"
+
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace mlir::condensate;
+using namespace mlir::condensate::loops;
+
+namespace {
+
+/// Writes vbox[b, g] of a certify op: the per-channel min and max over the
+/// value summaries of every page of sequence b with an omitted position.
+/// `marks` flags the units of the final set (pages or tokens). After a
+/// fallback nothing is omitted: the box is empty.
+void emitValueBox(Emitter &e, CertifyOp op, Value marks, Value b, Value g,
+                  Value n, Value w, Value fallback) {
+  int64_t p = op.getPageSize();
+  int64_t d = staticDim(op.getVbox(), 3);
+  bool tokens = op.getGranularity() == Granularity::token;
+  RowOps row{e, d};
+  Value page = e.idx(p), anchor = e.idx(op.getAnchor());
+  Value zero8 = arith::ConstantIntOp::create(e.builder(), e.location(), 0, 8);
+  SmallVector<Value> init;
+  for (int64_t c = 0; c < row.chunks(); ++c)
+    init.push_back(row.splat(e.f32(std::numeric_limits<double>::infinity())));
+  for (int64_t c = 0; c < row.chunks(); ++c)
+    init.push_back(row.splat(e.negInf()));
+  Value pages = e.select(fallback, e.idx(0), e.ceilDiv(n, page));
+  auto box = e.forLoop(
+      e.idx(0), pages, e.idx(1), init,
+      [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+        // Candidate positions of page j against those the final set holds.
+        Value cand = CandidateUnits{page, anchor, n, w}.count(e, j);
+        Value covered;
+        if (tokens) {
+          Value t0 = e.mul(j, page);
+          covered = e.forLoop(
+              t0, e.mins(e.add(t0, page), n), e.idx(1), {e.idx(0)},
+              [&](Emitter &e, Value t, ValueRange cnt) -> SmallVector<Value> {
+                Value marked = e.ne(e.load(marks, {t}), zero8);
+                return {e.select(marked, e.add(cnt[0], e.idx(1)), cnt[0])};
+              })[0];
+        } else {
+          covered = e.select(e.ne(e.load(marks, {j}), zero8), cand, e.idx(0));
+        }
+        return e.ifElse(
+            e.gt(cand, covered), ValueRange(acc).getTypes(),
+            [&](Emitter &e) -> SmallVector<Value> {
+              RowOps row{e, d};
+              Value phys = e.loadIndex(op.getPageTable(), {b, j});
+              SmallVector<Value> lo =
+                  row.loadRow(op.getSummaries(), {phys, g, e.idx(VMin)});
+              SmallVector<Value> hi =
+                  row.loadRow(op.getSummaries(), {phys, g, e.idx(VMax)});
+              SmallVector<Value> out;
+              for (int64_t c = 0; c < row.chunks(); ++c)
+                out.push_back(e.fmin(acc[c], lo[c]));
+              for (int64_t c = 0; c < row.chunks(); ++c)
+                out.push_back(e.fmax(acc[row.chunks() + c], hi[c]));
+              return out;
+            },
+            [&](Emitter &) -> SmallVector<Value> {
+              return SmallVector<Value>(acc);
+            });
+      });
+  ArrayRef<Value> all(box);
+  row.storeRow(all.take_front(row.chunks()), op.getVbox(), {b, g, e.idx(0)});
+  row.storeRow(all.drop_front(row.chunks()), op.getVbox(), {b, g, e.idx(1)});
+}
+
+void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
+  Location loc = op.getLoc();
+  int64_t hq = staticDim(op.getScores(), 1);
+  int64_t hkv = staticDim(op.getIndices(), 1);
+  int64_t slots = staticDim(op.getIndices(), 2);
+  int64_t group = hq / hkv, base = op.getBaseUnits();
+  int64_t extraMax = slots - base;
+  double tau = op.getTau().convertToDouble();
+  int64_t unitTokens =
+      op.getGranularity() == Granularity::page ? op.getPageSize() : 1;
+  Type f64 = rewriter.getF64Type();
+  Value batch = e.dim(op.getScores(), 0), nu = e.dim(op.getScores(), 2);
+  Value marks = memref::AllocOp::create(
+      rewriter, loc,
+      MemRefType::get({ShapedType::kDynamic}, rewriter.getI8Type()),
+      ValueRange{nu});
+  Value zero8 = arith::ConstantIntOp::create(rewriter, loc, 0, 8);
+  Value one8 = arith::ConstantIntOp::create(rewriter, loc, 1, 8);
+  e.forEach(e.idx(0), nu,
+            [&](Emitter &e, Value u) { e.store(zero8, marks, {u}); });
+  Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
+  auto markUnits = [&](Emitter &e, Value b, Value g, Value from, Value to,
+                       Value mark) {
+    e.forEach(from, to, [&](Emitter &e, Value j) {
+      Value u = e.loadIndex(op.getIndices(), {b, g, j});
+      e.ifThen(e.ge(u, e.idx(0)),
+               [&](Emitter &e) { e.store(mark, marks, {u}); });
+    });
+  };
+  e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
+    Value n = e.loadIndex(op.getLens(), {b});
+    Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
+                              op.getWindowMax());
+    e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
+      SmallVector<Value> heads, ms, zs;
+      for (int64_t i = 0; i < group; ++i) {
+        Value h = e.add(e.mul(g, e.idx(group)), e.idx(i));
+        auto [m, z] = partialMaxAndTotal(e, op.getPartialMl(),
+                                         e.dim(op.getPartialMl(), 2), b, h);
+        heads.push_back(h);
+        ms.push_back(m);
+        zs.push_back(e.extf(z, f64));
+      }
+      const TargetInfo &target = loopsTarget();
+      CandidateUnits units{unit, anchor, n, w};
+      // The mass bound of unit u for head i, in f64.
+      auto unitMass = [&](Emitter &e, Value u, int64_t i) {
+        Value cnt = units.count(e, u);
+        Value bound = e.load(op.getScores(), {b, heads[i], u});
+        return unitMassBound(e, target, cnt, bound, ms[i]);
+      };
+      // U over every unmarked candidate unit.
+      auto omitted = [&](Emitter &e) {
+        SmallVector<Value> init(group, e.f64(0.0));
+        return e.forLoop(
+            e.idx(0), nu, e.idx(1), init,
+            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
+              Value unmarked = e.eq(e.load(marks, {u}), zero8);
+              return e.ifElse(
+                  unmarked, ValueRange(acc).getTypes(),
+                  [&](Emitter &e) -> SmallVector<Value> {
+                    SmallVector<Value> out;
+                    for (int64_t i = 0; i < group; ++i)
+                      out.push_back(e.fadd(acc[i], unitMass(e, u, i)));
+                    return out;
+                  },
+                  [&](Emitter &) -> SmallVector<Value> {
+                    return SmallVector<Value>(acc);
+                  });
+            });
+      };
+      markUnits(e, b, g, e.idx(0), e.idx(base), one8);
+      SmallVector<Value> us = omitted(e);
+      Value extra = e.idx(0), fallback = e.i1(false);
+      if (tau > 0.0) {
+        // Walk the extras in order, removing their mass, until the worst
+        // head's bound is within tau.
+        ExtrasWalk walk = walkExtras(e, target, op.getIndices(), b, g, base,
+                                     extraMax, tau, us, zs, unitMass);
+        Value done = walk.done;
+        extra = e.select(done, walk.taken, e.idx(0));
+        // Sum the bound afresh for the final set and decide on it: the
+        // walk subtracts, and subtracting a dominant (or infinite) term
+        // cancels the rest.
+        markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), one8);
+        us = omitted(e);
+        Value fits = e.fcmp(arith::CmpFPredicate::OLE,
+                            worstEpsHat(e, target, us, zs), e.f64(tau));
+        fallback = e.bnot(e.band(done, fits));
+      }
+      // The marks now hold the final set: box the values it leaves out.
+      if (op.getVbox())
+        emitValueBox(e, op, marks, b, g, n, w, fallback);
+      if (tau > 0.0)
+        markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), zero8);
+      markUnits(e, b, g, e.idx(0), e.idx(base), zero8);
+      Value extraKept = e.select(fallback, e.idx(0), extra);
+      e.store(e.toI32(extraKept), op.getExtra(), {b, g});
+      e.store(e.select(fallback, e.i32(1), e.i32(0)), op.getFallback(), {b, g});
+      Value extraF = e.indexToF32(extraKept);
+      Value fbF = e.select(fallback, e.f32(1.0), e.f32(0.0));
+      for (int64_t i = 0; i < group; ++i) {
+        Value eps =
+            reportedEpsHat(e, epsHat(e, target, us[i], zs[i]), fallback);
+        e.store(eps, op.getStats(), {b, heads[i], e.idx(StatEpsHat)});
+        e.store(extraF, op.getStats(), {b, heads[i], e.idx(StatExtra)});
+        e.store(fbF, op.getStats(), {b, heads[i], e.idx(StatFallback)});
+      }
+    });
+  });
+  memref::DeallocOp::create(rewriter, loc, marks);
+}
+
+} // namespace
+
+void mlir::condensate::populateCertifyToLoopsPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<LoopPattern<CertifyOp, lowerCertify>>(patterns.getContext());
+}

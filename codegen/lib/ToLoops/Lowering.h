@@ -1,0 +1,102 @@
+//===- Lowering.h - what the loop lowering's stages share -------*- C++ -*-===//
+//
+// The CPU as a target (one lane, no barriers, vectors of kLanes), head_dim
+// rows as vectors of kLanes floats (RowOps), and the populate functions of
+// the stage files that make up convert-condensate-to-loops.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CONDENSATE_CODEGEN_TOLOOPS_LOWERING_H
+#define CONDENSATE_CODEGEN_TOLOOPS_LOWERING_H
+
+#include "../Common/Emitter.h"
+#include "../Common/Numerics.h"
+#include "../Common/TargetInfo.h"
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::condensate {
+
+namespace loops {
+
+/// Lanes per vector chunk of a head-dimension row.
+constexpr int64_t kLanes = 8;
+
+/// The CPU as seen by the shared numerics: one lane, no barriers, vectors
+/// of kLanes elements, the certificate's exponentials in f64.
+const TargetInfo &loopsTarget();
+
+/// Row-vector helpers on top of Emitter for the CPU lowering.
+struct RowOps {
+  Emitter &e;
+  int64_t d;
+
+  VectorType vecType(Type elt) const { return VectorType::get({kLanes}, elt); }
+  int64_t chunks() const { return d / kLanes; }
+  const TargetInfo &target() const { return loopsTarget(); }
+
+  /// Loads row `prefix` (all indices but the last) of `mem` as f32 chunks.
+  SmallVector<Value> loadRow(Value mem, ValueRange prefix) {
+    Type elt = cast<MemRefType>(mem.getType()).getElementType();
+    SmallVector<Value> out;
+    for (int64_t c = 0; c < chunks(); ++c) {
+      SmallVector<Value> ivs(prefix.begin(), prefix.end());
+      ivs.push_back(e.idx(c * kLanes));
+      Value v = vector::LoadOp::create(e.builder(), e.location(), vecType(elt),
+                                       mem, ivs);
+      out.push_back(e.toF32(v));
+    }
+    return out;
+  }
+  void storeRow(ArrayRef<Value> chunksIn, Value mem, ValueRange prefix) {
+    for (int64_t c = 0; c < chunks(); ++c) {
+      SmallVector<Value> ivs(prefix.begin(), prefix.end());
+      ivs.push_back(e.idx(c * kLanes));
+      vector::StoreOp::create(e.builder(), e.location(), chunksIn[c], mem, ivs);
+    }
+  }
+  Value splat(Value scalar) { return e.splat(scalar, kLanes); }
+  SmallVector<Value> zeros() {
+    SmallVector<Value> out;
+    for (int64_t c = 0; c < chunks(); ++c)
+      out.push_back(splat(e.f32(0.0)));
+    return out;
+  }
+  /// q . row(mem, prefix) with q given as f32 chunks.
+  Value dot(ArrayRef<Value> q, Value mem, ValueRange prefix) {
+    SmallVector<Value> k = loadRow(mem, prefix);
+    return rowDot(e, target(), q, k, /*lanes=*/1);
+  }
+};
+
+/// Lowers one stage op in place with `Lower`, which emits its loops through
+/// an emitter at the op; the op is then erased.
+template <typename Op, void (*Lower)(Op, Emitter &, PatternRewriter &)>
+struct LoopPattern : OpRewritePattern<Op> {
+  using OpRewritePattern<Op>::OpRewritePattern;
+  LogicalResult matchAndRewrite(Op op,
+                                PatternRewriter &rewriter) const override {
+    Emitter e(rewriter, op.getLoc());
+    Lower(op, e, rewriter);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace loops
+
+/// score_pages and score_tokens.
+void populateScoreToLoopsPatterns(RewritePatternSet &patterns);
+/// select_topk.
+void populateSelectToLoopsPatterns(RewritePatternSet &patterns);
+/// sparse_attend and dense_attend.
+void populateAttendToLoopsPatterns(RewritePatternSet &patterns);
+/// certify.
+void populateCertifyToLoopsPatterns(RewritePatternSet &patterns);
+/// merge.
+void populateMergeToLoopsPatterns(RewritePatternSet &patterns);
+/// append_kv.
+void populateAppendToLoopsPatterns(RewritePatternSet &patterns);
+
+} // namespace mlir::condensate
+
+#endif // CONDENSATE_CODEGEN_TOLOOPS_LOWERING_H

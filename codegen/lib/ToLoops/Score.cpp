@@ -1,0 +1,105 @@
+//===- Score.cpp - page and token scoring as loops ------------------------===//
+//
+// Lowers score_pages (a bound per page from its key summaries) and
+// score_tokens (exact logits) to scf loops over (sequence, head, unit).
+//
+//===----------------------------------------------------------------------===//
+#include "Lowering.h"
+
+#include "../Common/Numerics.h"
+
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace mlir::condensate;
+using namespace mlir::condensate::loops;
+
+namespace {
+
+void lowerScorePages(ScorePagesOp op, Emitter &e, PatternRewriter &rewriter) {
+  int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
+  int64_t hkv = staticDim(op.getSummaries(), 1);
+  int64_t group = hq / hkv, p = op.getPageSize();
+  bool minmax = op.getSelector() == Selector::block_minmax;
+  RowOps row{e, d};
+  Value scale = e.f32(op.getScale().convertToDouble());
+  Value batch = e.dim(op.getQ(), 0), mp = e.dim(op.getScores(), 2);
+  e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
+    Value n = e.loadIndex(op.getLens(), {b});
+    Value pages = e.ceilDiv(n, e.idx(p));
+    RowOps row{e, d};
+    e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
+      RowOps row{e, d};
+      Value g = e.divs(h, e.idx(group));
+      SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
+      e.forEach(e.idx(0), mp, [&](Emitter &e, Value j) {
+        RowOps row{e, d};
+        Value score = e.ifElse(
+            e.lt(j, pages), {e.builder().getF32Type()},
+            [&](Emitter &e) -> SmallVector<Value> {
+              RowOps row{e, d};
+              Value page = e.loadIndex(op.getPageTable(), {b, j});
+              Value s;
+              if (minmax) {
+                auto mn =
+                    row.loadRow(op.getSummaries(), {page, g, e.idx(KMin)});
+                auto mx =
+                    row.loadRow(op.getSummaries(), {page, g, e.idx(KMax)});
+                s = rowBoxDot(e, row.target(), q, mn, mx,
+                              /*lanes=*/1);
+              } else {
+                Value dotSum =
+                    row.dot(q, op.getSummaries(), {page, g, e.idx(KSum)});
+                Value cnt = e.mins(e.sub(n, e.mul(j, e.idx(p))), e.idx(p));
+                s = e.fdiv(dotSum, e.indexToF32(cnt));
+              }
+              return {e.fmul(s, scale)};
+            },
+            [&](Emitter &e) -> SmallVector<Value> { return {e.negInf()}; })[0];
+        e.store(score, op.getScores(), {b, h, j});
+      });
+    });
+    (void)row;
+  });
+  (void)row;
+}
+
+void lowerScoreTokens(ScoreTokensOp op, Emitter &e, PatternRewriter &rewriter) {
+  int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
+  int64_t hkv = staticDim(op.getKCache(), 1), p = staticDim(op.getKCache(), 2);
+  int64_t group = hq / hkv;
+  Value scale = e.f32(op.getScale().convertToDouble());
+  Value batch = e.dim(op.getQ(), 0), nt = e.dim(op.getScores(), 2);
+  e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
+    Value n = e.loadIndex(op.getLens(), {b});
+    e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
+      RowOps row{e, d};
+      Value g = e.divs(h, e.idx(group));
+      SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
+      e.forEach(e.idx(0), nt, [&](Emitter &e, Value t) {
+        Value score = e.ifElse(
+            e.lt(t, n), {e.builder().getF32Type()},
+            [&](Emitter &e) -> SmallVector<Value> {
+              RowOps row{e, d};
+              Value page =
+                  e.loadIndex(op.getPageTable(), {b, e.divs(t, e.idx(p))});
+              Value off = e.rems(t, e.idx(p));
+              return {
+                  e.fmul(row.dot(q, op.getKCache(), {page, g, off}), scale)};
+            },
+            [&](Emitter &e) -> SmallVector<Value> { return {e.negInf()}; })[0];
+        e.store(score, op.getScores(), {b, h, t});
+      });
+    });
+  });
+}
+
+} // namespace
+
+void mlir::condensate::populateScoreToLoopsPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<LoopPattern<ScorePagesOp, lowerScorePages>>(
+      patterns.getContext());
+  patterns.add<LoopPattern<ScoreTokensOp, lowerScoreTokens>>(
+      patterns.getContext());
+}
