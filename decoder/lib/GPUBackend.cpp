@@ -187,7 +187,13 @@ private:
 
   const ForwardBatch *batch_ = nullptr;
   /// Decode graphs by batch size; cleared when the program changes.
-  std::map<int64_t, cuda::GraphExec> graphs_;
+  /// A captured decode step per (program, batch size). Each keeps its
+  /// program alive: its kernels and workspace are what the graph launches.
+  struct CapturedStep {
+    std::shared_ptr<const GPUAttention> program;
+    cuda::GraphExec exec;
+  };
+  std::map<std::pair<const GPUAttention *, int64_t>, CapturedStep> graphs_;
   std::vector<float> hostStats_;
   int64_t queryRows_ = 0; ///< rows of the last decode
   mutable bool queriesFresh_ = false;
@@ -365,8 +371,8 @@ Status GPUBackend::setProgram(std::shared_ptr<const AttentionProgram> p) {
   if (!gpu || gpu->owner != this)
     return Status::error("setProgram: the program was not compiled by this "
                          "GPU decoder");
-  // The graphs launch the old program's kernels.
-  graphs_.clear();
+  // Graphs are kept per program, so switching back and forth (a policy
+  // batch and a dense batch on one decoder) replays instead of capturing.
   program_ = std::const_pointer_cast<GPUAttention>(std::move(gpu));
   return Status::success();
 }
@@ -427,7 +433,8 @@ Status GPUBackend::begin(const ForwardBatch &batch) {
 Status GPUBackend::run(const std::function<Status()> &body) {
   if (batch_->kind != ForwardKind::Decode || !options_.cudaGraph)
     return body();
-  auto it = graphs_.find(rows());
+  auto key = std::make_pair(program_.get(), rows());
+  auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     auto capture = cuda::StreamCapture::begin(stream_);
     if (!capture.ok())
@@ -441,9 +448,9 @@ Status GPUBackend::run(const std::function<Status()> &body) {
     auto exec = graph->instantiate();
     if (!exec.ok())
       return exec.status();
-    it = graphs_.emplace(rows(), exec.take()).first;
+    it = graphs_.emplace(key, CapturedStep{program_, exec.take()}).first;
   }
-  return it->second.launch(stream_);
+  return it->second.exec.launch(stream_);
 }
 
 Status GPUBackend::finish(float *logits, int64_t logitRows) {
