@@ -8,8 +8,7 @@
 
 #include "condensate/Codegen/InitCondensate.h"
 #include "condensate/Compiler/Compiler.h"
-#include "condensate/ABI/Limits.h"
-#include "condensate/Support/CheckedJSON.h"
+#include "condensate/Support/Nesting.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/Builders.h"
@@ -23,7 +22,6 @@
 #include <sstream>
 
 using namespace mlir;
-namespace limits = ::condensate::limits;
 namespace mc = mlir::condensate;
 
 namespace condensate::detail {
@@ -209,47 +207,11 @@ Result<mc::ModelOp> firstModel(ModuleOp module, const std::string &bufferName) {
   return *models.begin();
 }
 
-Status checkMLIRNesting(const std::string &text,
-                        const std::string &bufferName) {
-  // MLIR's parser recurses per nesting level; a deep input would overflow
-  // the stack long before it could mean anything to this compiler.
-  int64_t depth = 0;
-  bool inString = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (inString) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        inString = false;
-      continue;
-    }
-    if (c == '"') {
-      inString = true;
-    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
-      i = text.find('\n', i);
-      if (i == std::string::npos)
-        break;
-    } else if (c == '(' || c == '[' || c == '{' || c == '<') {
-      if (++depth > limits::kMaxNesting)
-        return Status::error(bufferName + ":" + textPosition(text, i) +
-                             ": error: nested deeper than " +
-                             std::to_string(limits::kMaxNesting) + " levels");
-    } else if ((c == ')' || c == ']' || c == '}' ||
-                (c == '>' && (i == 0 || text[i - 1] != '-'))) &&
-               depth > 0) {
-      --depth;
-    }
-  }
-  return Status::success();
-}
-
 Result<OwningOpRef<ModuleOp>> parseModule(MLIRContext *ctx,
                                           const std::string &text,
                                           const std::string &bufferName) {
-  CONDENSATE_RETURN_IF_ERROR(checkMLIRNesting(text, bufferName));
+  // MLIR's parser recurses per nesting level.
+  CONDENSATE_RETURN_IF_ERROR(checkNesting(text, bufferName, Syntax::MLIR));
   DiagnosticCollector diags(ctx);
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
@@ -293,7 +255,7 @@ Result<Schedule> parseSchedule(const std::string &text, int64_t numLayers,
       return s.status().withContext(bufferName);
     return s;
   }
-  CONDENSATE_RETURN_IF_ERROR(detail::checkMLIRNesting(text, bufferName));
+  CONDENSATE_RETURN_IF_ERROR(checkNesting(text, bufferName, Syntax::MLIR));
   auto ctx = detail::makeContext();
   Attribute scheduleAttr;
   if (text.find("condensate.model") != std::string::npos) {

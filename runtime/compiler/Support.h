@@ -67,10 +67,6 @@ buildModelModule(mlir::MLIRContext *ctx, const std::string &name,
 Result<mlir::condensate::ModelOp> firstModel(mlir::ModuleOp module,
                                              const std::string &bufferName);
 
-/// Fails, with the line and column, at the first bracket of `text` nested
-/// deeper than limits::kMaxNesting (strings and // comments skipped).
-Status checkMLIRNesting(const std::string &text, const std::string &bufferName);
-
 /// Parses `text` as a module; errors are located in `bufferName`.
 Result<mlir::OwningOpRef<mlir::ModuleOp>>
 parseModule(mlir::MLIRContext *ctx, const std::string &text,

@@ -10,7 +10,7 @@
 #ifndef CONDENSATE_SUPPORT_CHECKEDJSON_H
 #define CONDENSATE_SUPPORT_CHECKEDJSON_H
 
-#include "condensate/ABI/Limits.h"
+#include "condensate/Support/Nesting.h"
 #include "condensate/Support/Status.h"
 
 #include <nlohmann/json.hpp>
@@ -21,56 +21,10 @@
 
 namespace condensate {
 
-/// Line and column (1-based) of byte `at` of `text`.
-inline std::string textPosition(const std::string &text, size_t at) {
-  size_t line = 1, col = 1;
-  for (size_t i = 0; i < at && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return std::to_string(line) + ":" + std::to_string(col);
-}
-
-/// Fails at the first bracket nested deeper than `maxDepth` (brackets in
-/// JSON strings do not count).
-inline Status checkJSONNesting(const std::string &text,
-                               const std::string &where,
-                               int64_t maxDepth = limits::kMaxNesting) {
-  int64_t depth = 0;
-  bool inString = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (inString) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        inString = false;
-      continue;
-    }
-    if (c == '"') {
-      inString = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > maxDepth)
-        return Status::error(where + ":" + textPosition(text, i) +
-                             ": JSON nested deeper than " +
-                             std::to_string(maxDepth) + " levels");
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return Status::success();
-}
-
 /// Parses `text` as JSON under the rules above.
 inline Result<nlohmann::json> parseCheckedJSON(const std::string &text,
                                                const std::string &where) {
-  CONDENSATE_RETURN_IF_ERROR(checkJSONNesting(text, where));
+  CONDENSATE_RETURN_IF_ERROR(checkNesting(text, where, Syntax::JSON));
   std::vector<std::set<std::string>> keys;
   std::string duplicate;
   auto callback = [&](int, nlohmann::json::parse_event_t event,
