@@ -255,18 +255,24 @@ Result<Schedule> parseSchedule(const std::string &text, int64_t numLayers,
       return s.status().withContext(bufferName);
     return s;
   }
+  auto checkLayers = [&](Schedule s) -> Result<Schedule> {
+    if (s.numLayers != numLayers)
+      return Status::error(bufferName + ": the schedule is for " +
+                           std::to_string(s.numLayers) +
+                           " layers but the model has " +
+                           std::to_string(numLayers));
+    return s;
+  };
+  if (text.find("condensate.model") != std::string::npos) {
+    auto model = parseModel(text, bufferName);
+    if (!model.ok())
+      return model.status();
+    return checkLayers(model->second);
+  }
   CONDENSATE_RETURN_IF_ERROR(checkNesting(text, bufferName, Syntax::MLIR));
   auto ctx = detail::makeContext();
   Attribute scheduleAttr;
-  if (text.find("condensate.model") != std::string::npos) {
-    auto module = detail::parseModule(ctx.get(), text, bufferName);
-    if (!module.ok())
-      return module.status();
-    auto model = detail::firstModel(**module, bufferName);
-    if (!model.ok())
-      return model.status();
-    scheduleAttr = model->getSchedule();
-  } else {
+  {
     // Comments and blank lines around an attribute are allowed.
     std::string body;
     std::istringstream lines(text);
@@ -287,12 +293,7 @@ Result<Schedule> parseSchedule(const std::string &text, int64_t numLayers,
     auto result = detail::scheduleFromAttr(s);
     if (!result.ok())
       return result.status().withContext(bufferName);
-    if (result->numLayers != numLayers)
-      return Status::error(bufferName + ": the schedule is for " +
-                           std::to_string(result->numLayers) +
-                           " layers but the model has " +
-                           std::to_string(numLayers));
-    return result;
+    return checkLayers(result.take());
   }
   auto policy = detail::policyFromAttr(scheduleAttr);
   if (!policy.ok())
