@@ -82,7 +82,8 @@ inline float expNonPositive(float x) {
   p = p * f + 1.0f;
   int32_t bits;
   std::memcpy(&bits, &p, 4);
-  bits += int32_t(n) << 23;
+  // n is in [-126, 0]: a multiply, not a shift of a negative value (UB).
+  bits += int32_t(n) * (int32_t(1) << 23);
   std::memcpy(&p, &bits, 4);
   return p;
 }

@@ -8,9 +8,11 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/Decoder/Model.h"
 
+#include "condensate/ABI/Limits.h"
 #include "condensate/Model/GGUF.h"
 
 #include <cmath>
+#include <tuple>
 #include <sstream>
 
 namespace condensate::decoder {
@@ -113,10 +115,58 @@ Status loadTensor(const GGUFFile &f, const std::string &name, int64_t ne0,
   Result<const TensorInfo *> t = expectTensor(f, name, ne0, ne1);
   if (!t)
     return t.status();
-  size_t need = offset + size_t(ne0) * size_t(ne1 ? ne1 : 1);
+  size_t count = size_t(ne0) * size_t(ne1 ? ne1 : 1);
+  size_t need = offset + count;
   if (out.size() < need)
     out.resize(need);
-  return decodeInto(f, **t, out.data() + offset);
+  CONDENSATE_RETURN_IF_ERROR(decodeInto(f, **t, out.data() + offset));
+  // A NaN or infinite weight would decode silently into NaN logits.
+  const float *v = out.data() + offset;
+  for (size_t i = 0; i < count; ++i)
+    if (!std::isfinite(v[i]))
+      return Status::error(f.name() + ": tensor " + quoted(name) +
+                           " holds a non-finite value (" +
+                           (std::isnan(v[i]) ? "NaN" : "inf") +
+                           ") at element " + std::to_string(i));
+  return Status::success();
+}
+
+/// Every tensor load() reads, with its expected shape, checked before any
+/// buffer is sized: a file whose metadata promises more than its tensors
+/// hold fails here, having allocated nothing.
+Status checkShapes(const GGUFFile &f, const ModelConfig &c) {
+  const int64_t H = c.hidden;
+  std::vector<std::tuple<std::string, int64_t, int64_t>> want = {
+      {"token_embd.weight", H, c.vocab}, {"output_norm.weight", H, 0}};
+  if (!c.tiedOutput)
+    want.emplace_back("output.weight", H, c.vocab);
+  for (int64_t l = 0; l < c.numLayers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    for (auto [name, ne0, ne1] :
+         {std::tuple<const char *, int64_t, int64_t>{"attn_norm.weight", H, 0},
+          {"attn_q.weight", H, c.qDim()},
+          {"attn_k.weight", H, c.kvDim()},
+          {"attn_v.weight", H, c.kvDim()},
+          {"attn_output.weight", c.qDim(), H},
+          {"ffn_norm.weight", H, 0},
+          {"ffn_gate.weight", H, c.ffn},
+          {"ffn_up.weight", H, c.ffn},
+          {"ffn_down.weight", c.ffn, H}})
+      want.emplace_back(b + name, ne0, ne1);
+    if (c.attentionBias) {
+      want.emplace_back(b + "attn_q.bias", c.qDim(), 0);
+      want.emplace_back(b + "attn_k.bias", c.kvDim(), 0);
+      want.emplace_back(b + "attn_v.bias", c.kvDim(), 0);
+    }
+    if (c.outputBias)
+      want.emplace_back(b + "attn_output.bias", H, 0);
+  }
+  for (const auto &[name, ne0, ne1] : want) {
+    Result<const TensorInfo *> t = expectTensor(f, name, ne0, ne1);
+    if (!t)
+      return t.status();
+  }
+  return Status::success();
 }
 
 } // namespace
@@ -180,6 +230,25 @@ Result<ModelConfig> ModelWeights::readConfig(const GGUFFile &f) {
   CONDENSATE_TAKE(c.kvHeads,
                   optionalInt(f, p + "attention.head_count_kv", c.qHeads));
   CONDENSATE_TAKE(c.contextLength, optionalInt(f, p + "context_length", 0));
+  // Bounds before anything is sized from these numbers (a small file must
+  // not make the loader allocate gigabytes before its tensors are read).
+  auto bound = [&](const char *key, int64_t v, int64_t max) -> Status {
+    if (v > max)
+      return Status::error(f.name() + ": " + p + key + " = " +
+                           std::to_string(v) + " is larger than " +
+                           std::to_string(max) + ", the largest accepted");
+    return Status::success();
+  };
+  CONDENSATE_RETURN_IF_ERROR(
+      bound("block_count", c.numLayers, limits::kMaxLayers));
+  CONDENSATE_RETURN_IF_ERROR(
+      bound("attention.head_count", c.qHeads, limits::kMaxHeads));
+  CONDENSATE_RETURN_IF_ERROR(
+      bound("attention.head_count_kv", c.kvHeads, limits::kMaxHeads));
+  CONDENSATE_RETURN_IF_ERROR(
+      bound("embedding_length", c.hidden, limits::kMaxModelWidth));
+  CONDENSATE_RETURN_IF_ERROR(
+      bound("feed_forward_length", c.ffn, limits::kMaxModelWidth));
   if (c.hidden % c.qHeads != 0 && !f.has(p + "attention.key_length"))
     return Status::error(f.name() + ": embedding_length " +
                          std::to_string(c.hidden) +
@@ -187,6 +256,10 @@ Result<ModelConfig> ModelWeights::readConfig(const GGUFFile &f) {
                          std::to_string(c.qHeads));
   CONDENSATE_TAKE(c.headDim, optionalInt(f, p + "attention.key_length",
                                          c.hidden / c.qHeads));
+  if (c.headDim > limits::kMaxHeadDim)
+    return Status::error(f.name() + ": head dimension " +
+                         std::to_string(c.headDim) + " is larger than " +
+                         std::to_string(limits::kMaxHeadDim));
   int64_t valueLength = 0;
   CONDENSATE_TAKE(valueLength,
                   optionalInt(f, p + "attention.value_length", c.headDim));
@@ -249,6 +322,10 @@ Result<ModelConfig> ModelWeights::readConfig(const GGUFFile &f) {
                          embd->shapeString() + ", expected [" +
                          std::to_string(c.hidden) + ", n_vocab]");
   c.vocab = embd->ne[1];
+  if (c.vocab <= 0 || c.vocab > limits::kMaxVocab)
+    return Status::error(f.name() + ": vocabulary of " +
+                         std::to_string(c.vocab) + " tokens; accepted: 1 to " +
+                         std::to_string(limits::kMaxVocab));
   Result<bool> output = holds(f, info->outputWeight, "output.weight");
   Result<bool> qkvBias = holds(f, info->qkvBias, "blk.0.attn_q.bias");
   Result<bool> outputBias =
@@ -279,6 +356,7 @@ ModelWeights::load(const GGUFFile &f) {
   w->config_ = *config;
   const ModelConfig &c = w->config_;
   const int64_t H = c.hidden;
+  CONDENSATE_RETURN_IF_ERROR(checkShapes(f, c));
   try {
     CONDENSATE_RETURN_IF_ERROR(
         loadTensor(f, "token_embd.weight", H, c.vocab, w->tokenEmbd_));

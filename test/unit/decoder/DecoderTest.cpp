@@ -17,6 +17,12 @@
 #include "condensate/Compiler/Compiler.h"
 
 #include <gtest/gtest.h>
+
+#include <limits>
+
+#include <functional>
+
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -405,6 +411,72 @@ TEST(DecoderSynthetic, MissingAndMisshapenTensorsAreNamed) {
   w = ModelWeights::load(*f);
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.message(), "keys.gguf: missing key 'llama.embedding_length'");
+}
+
+TEST(DecoderSynthetic, HostileMetadataAndWeightsAreRefusedEarly) {
+  // A small file whose metadata promises a huge model: refused before any
+  // buffer is sized from it, with the key named.
+  struct Case {
+    const char *what;
+    std::function<void(TinySpec &)> change;
+    const char *expect;
+  };
+  TinySpec base;
+  std::vector<Case> cases = {
+      {"head_count 10^6",
+       [](TinySpec &s) { s.qHeads = 1000000; s.kvHeads = 1000000; },
+       "attention.head_count = 1000000 is larger than 1024"},
+      {"block_count 10^7", [](TinySpec &s) { s.layers = 10000000; },
+       "block_count = 10000000 is larger than 1024"},
+      {"feed_forward_length 2^30", [](TinySpec &s) { s.ffn = 1 << 30; },
+       "feed_forward_length = 1073741824 is larger than 262144"},
+  };
+  for (const Case &c : cases) {
+    TinySpec s = base;
+    TensorMap t = tinyTensors(base, 1);
+    c.change(s);
+    Result<GGUFFile> f = GGUFFile::fromBuffer(tinyGGUF(s, t), "hostile.gguf");
+    ASSERT_TRUE(f.ok()) << c.what;
+    auto started = std::chrono::steady_clock::now();
+    auto w = ModelWeights::load(*f);
+    ASSERT_FALSE(w.ok()) << c.what;
+    EXPECT_NE(w.message().find(c.expect), std::string::npos) << w.message();
+    EXPECT_EQ(w.message().find('\n'), std::string::npos);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                            started)
+                  .count(),
+              1.0)
+        << c.what;
+  }
+
+  // Metadata that fits the limits but not the tensors: the shapes are
+  // checked before anything is allocated.
+  TinySpec more = base;
+  more.layers = 1000;
+  TensorMap few = tinyTensors(base, 1);
+  Result<GGUFFile> f =
+      GGUFFile::fromBuffer(tinyGGUF(more, few), "short.gguf");
+  ASSERT_TRUE(f.ok());
+  auto w = ModelWeights::load(*f);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.message().find("missing tensor 'blk.2."), std::string::npos)
+      << w.message();
+
+  // NaN and inf weights are named at load, not decoded into NaN logits.
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::infinity()}) {
+    TensorMap t = tinyTensors(base, 1);
+    t["blk.1.ffn_up.weight"].second[7] = bad;
+    f = GGUFFile::fromBuffer(tinyGGUF(base, t), "nan.gguf");
+    ASSERT_TRUE(f.ok());
+    w = ModelWeights::load(*f);
+    ASSERT_FALSE(w.ok());
+    EXPECT_EQ(w.message(), std::string("nan.gguf: tensor "
+                                       "'blk.1.ffn_up.weight' holds a "
+                                       "non-finite value (") +
+                               (std::isnan(bad) ? "NaN" : "inf") +
+                               ") at element 7");
+  }
 }
 
 TEST(DecoderSynthetic, SequencesForkAndBatch) {

@@ -26,6 +26,13 @@ constexpr int64_t kMaxRules = 1024;
 constexpr int64_t kMaxPolicyTokens = int64_t(1) << 22; // 4,194,304
 /// Indices in a rule's layer or head list (after expanding ranges).
 constexpr int64_t kMaxIndexEntries = kMaxLayers;
+/// Widths of a model read from a file: hidden size, feed-forward size.
+constexpr int64_t kMaxModelWidth = int64_t(1) << 18; // 262,144
+/// Vocabulary entries of a model.
+constexpr int64_t kMaxVocab = int64_t(1) << 22; // 4,194,304
+/// Head dimension (the kernels' limit).
+constexpr int64_t kMaxHeadDim = 512;
+
 /// Nesting of brackets in a JSON document or an MLIR policy, schedule or
 /// model text (arrays, objects, attributes, regions).
 constexpr int64_t kMaxNesting = 64;
