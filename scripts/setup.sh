@@ -11,7 +11,7 @@ SUDO=""
 pkgs=(cmake ninja-build g++ python3 python3-pip llvm-22-dev libmlir-22-dev
       mlir-22-tools llvm-22-tools nlohmann-json3-dev libgtest-dev
       libopenblas-dev libzstd-dev zlib1g-dev libffi-dev libedit-dev
-      libxml2-dev unzip)
+      libxml2-dev unzip clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
