@@ -13,8 +13,9 @@ config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.condensate_obj_root, "test")
 
-# unit/ and python/ are GoogleTest and Python tests run elsewhere.
-config.excludes = ["unit", "python", "CMakeLists.txt",
+# unit/, python/ and fuzz/ are GoogleTest, Python and libFuzzer tests run
+# elsewhere.
+config.excludes = ["unit", "python", "fuzz", "CMakeLists.txt",
                    "lit.cfg.py", "lit.site.cfg.py"]
 
 llvm_config.use_default_substitutions()
