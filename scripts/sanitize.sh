@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds condensate with AddressSanitizer and UBSan (-DCONDENSATE_SANITIZE=ON)
+# into build-sanitize/ and runs the CPU test suite under them. GPU tests skip
+# as usual. Extra arguments go to ctest (e.g. -R Policy).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh >/dev/null
+B=${SANITIZE_BUILD_DIR:-build-sanitize}
+if [ ! -f "$B/build.ninja" ]; then
+  cmake -G Ninja -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir -DCONDENSATE_SANITIZE=ON
+fi
+cmake --build "$B"
+export ASAN_OPTIONS=detect_container_overflow=0:detect_leaks=0:abort_on_error=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+cd "$B" && ctest --output-on-failure -j"$(nproc)" "$@"
