@@ -15,7 +15,7 @@ config.test_exec_root = os.path.join(config.condensate_obj_root, "test")
 
 # unit/, python/ and fuzz/ are GoogleTest, Python and libFuzzer tests run
 # elsewhere.
-config.excludes = ["unit", "python", "fuzz", "CMakeLists.txt",
+config.excludes = ["unit", "python", "fuzz", "Inputs", "CMakeLists.txt",
                    "lit.cfg.py", "lit.site.cfg.py"]
 
 llvm_config.use_default_substitutions()
@@ -35,7 +35,7 @@ def find_tool_dir(name):
 
 tools = []
 tool_dirs = []
-for name in ["condensate-opt", "condensate-translate"]:
+for name in ["condensate-opt", "condensate-translate", "condensate-decode"]:
     d = find_tool_dir(name)
     if d is None:
         continue
