@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/Passes/Passes.h"
 
+#include "condensate/ABI/Limits.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -61,6 +63,14 @@ struct ExpandSchedulePass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<ModelOp> models(module.getOps<ModelOp>());
+    if (static_cast<int64_t>(models.size()) >
+        ::condensate::limits::kMaxModels) {
+      models[::condensate::limits::kMaxModels].emitOpError()
+          << "is model " << ::condensate::limits::kMaxModels + 1
+          << " of this module; one module expands at most "
+          << ::condensate::limits::kMaxModels << " models";
+      return signalPassFailure();
+    }
     for (ModelOp model : models)
       if (failed(expand(model)))
         return signalPassFailure();

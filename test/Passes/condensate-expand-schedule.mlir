@@ -3,6 +3,10 @@
 // RUN: condensate-opt %s -split-input-file --condensate-expand-schedule -verify-diagnostics | FileCheck %s
 // RUN: condensate-opt %S/../../examples/paper.mlir --condensate-expand-schedule | FileCheck %s --check-prefix=PAPER
 // RUN: condensate-opt %S/../../examples/paper.mlir --condensate-expand-schedule | FileCheck %s --check-prefix=PAPERN
+// A module of 65 models is refused before any is expanded (limits::kMaxModels).
+// RUN: python3 -c "print(''.join('condensate.model @m%d layers = 1, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, kv_type = f32, schedule = #condensate.schedule<layers = 1, default = #condensate.dense>\n' % i for i in range(65)))" > %t.many.mlir
+// RUN: not condensate-opt %t.many.mlir --condensate-expand-schedule 2>&1 | FileCheck %s --check-prefix=MANY
+// MANY: many.mlir:65:1: error: 'condensate.model' op is model 65 of this module; one module expands at most 64 models
 
 // Layers 0, 2 share the default; 1, 3 are dense; layer 4 overrides key/value
 // head 1 with an adaptive window, so it gets per-head policies and windows.

@@ -26,6 +26,9 @@ constexpr int64_t kMaxRules = 1024;
 constexpr int64_t kMaxPolicyTokens = int64_t(1) << 22; // 4,194,304
 /// Indices in a rule's layer or head list (after expanding ranges).
 constexpr int64_t kMaxIndexEntries = kMaxLayers;
+/// condensate.model ops one module may expand (each becomes a set of
+/// compiled functions: a module of thousands is not a program but a stall).
+constexpr int64_t kMaxModels = 64;
 /// Widths of a model read from a file: hidden size, feed-forward size.
 constexpr int64_t kMaxModelWidth = int64_t(1) << 18; // 262,144
 /// Vocabulary entries of a model.
