@@ -1,7 +1,9 @@
 # Configures, builds and runs examples/consumer against the build tree's
-# exported package (ctest script: cmake -DSRC= -DBIN= -DPKG= -P this).
+# exported package (ctest script: cmake -DSRC= -DBIN= -DPKG= [-DCXX_FLAGS=]
+# -P this; CXX_FLAGS carries the sanitizer flags of a sanitizer build).
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${BIN}
                         -DCondensate_DIR=${PKG} -DCMAKE_BUILD_TYPE=Release
+                        "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
                 RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "configuring the consumer failed")

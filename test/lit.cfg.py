@@ -19,6 +19,14 @@ config.excludes = ["unit", "python", "fuzz", "Inputs", "CMakeLists.txt",
                    "lit.cfg.py", "lit.site.cfg.py"]
 
 llvm_config.use_default_substitutions()
+
+# `%ulimit_v N;` caps a command's address space; AddressSanitizer reserves
+# terabytes of shadow, so a sanitizer build (CONDENSATE_SANITIZE) runs the
+# same commands uncapped.
+sanitized = getattr(config, "condensate_sanitize", False)
+config.substitutions.append(("%ulimit_v", "true" if sanitized else "ulimit -v"))
+if sanitized:
+    config.available_features.add("sanitized")
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 # Our tools live in bin/ or next to their sources' build folder. A tool that

@@ -1,7 +1,7 @@
 // Every diagnostic of the condensate attributes and ops, one case each.
 // The memory cap turns a regression of the `a to b` overflow check (which
 // used to loop pushing indices until memory ran out) into a quick failure.
-// RUN: ulimit -v 4000000; condensate-opt %s -split-input-file -verify-diagnostics
+// RUN: %ulimit_v 4000000; condensate-opt %s -split-input-file -verify-diagnostics
 
 //===----------------------------------------------------------------------===//
 // #condensate.policy
