@@ -54,10 +54,13 @@ inline Status checkNesting(const std::string &text, const std::string &where,
         inString = false;
       continue;
     }
-    bool opens = c == '[' || c == '{' || (mlir && (c == '(' || c == '<'));
+    // In MLIR, `->` is an arrow and `<=` / `>=` compare (affine sets).
+    const bool comparison = i + 1 < text.size() && text[i + 1] == '=';
+    bool opens = c == '[' || c == '{' ||
+                 (mlir && (c == '(' || (c == '<' && !comparison)));
     bool closes = c == ']' || c == '}' ||
-                  (mlir && (c == ')' ||
-                            (c == '>' && (i == 0 || text[i - 1] != '-'))));
+                  (mlir && (c == ')' || (c == '>' && !comparison &&
+                                         (i == 0 || text[i - 1] != '-'))));
     if (c == '"') {
       inString = true;
     } else if (mlir && c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
