@@ -34,8 +34,10 @@ struct ModelTypes {
 
   explicit ModelTypes(ModelOp model) {
     MLIRContext *ctx = model.getContext();
-    abi::ModelDims dims{model.getNumQHeads(), model.getNumKvHeads(),
-                        model.getHeadDim(), model.getPageSize()};
+    abi::ModelDims dims{static_cast<int64_t>(model.getNumQHeads()),
+                        static_cast<int64_t>(model.getNumKvHeads()),
+                        static_cast<int64_t>(model.getHeadDim()),
+                        static_cast<int64_t>(model.getPageSize())};
     auto element = [&](abi::Element e) -> Type {
       switch (e) {
       case abi::Element::KV:

@@ -287,6 +287,12 @@ Status CPUProgram::attend(int64_t layer, const AttentionArgs &a) const {
   }
   call<abi::kAttendArgs>(impl->layers[layer], pointers,
                          shapesOf(impl->shape, a));
+  if (a.batch > 0 && a.stats[abi::StatFallback] == abi::kWorkspaceFailed)
+    return Status::error(
+        "attend: layer " + std::to_string(layer) +
+        ": the kernel could not allocate its scratch memory (batch " +
+        std::to_string(a.batch) + ", " + std::to_string(a.maxPages) +
+        " pages a sequence)");
   return Status::success();
 }
 

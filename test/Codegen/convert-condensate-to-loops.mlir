@@ -80,6 +80,13 @@ func.func @score_tokens(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: 
 // counting passes from the top bit, then collection, -1 fill and extras.
 // CHECK-LABEL: func.func @select_topk
 // CHECK: %[[KEYS:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// A null scratch buffer (of at least one element) returns at once.
+// CHECK: %[[P:.*]] = memref.extract_aligned_pointer_as_index %[[KEYS]]
+// CHECK: arith.cmpi eq, %[[P]], %c0
+// CHECK: cf.cond_br %{{.*}}, ^[[FAIL:bb[0-9]+]], ^[[OK:bb[0-9]+]]
+// CHECK: ^[[FAIL]]:
+// CHECK-NEXT: return
+// CHECK: ^[[OK]]:
 // CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
 // The adaptive window, clamped to [16, 64].
 // CHECK: %[[W0:.*]] = arith.maxsi %{{.*}}, %c16 : index

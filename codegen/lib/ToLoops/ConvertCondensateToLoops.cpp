@@ -58,7 +58,8 @@ struct ConvertCondensateToLoopsPass
       }
       return WalkResult::advance();
     });
-    if (left.wasInterrupted())
+    if (left.wasInterrupted() ||
+        failed(loops::checkAllocations(getOperation())))
       signalPassFailure();
   }
 };

@@ -82,6 +82,10 @@ struct LoopPattern : OpRewritePattern<Op> {
   }
 };
 
+/// Makes every function of `module` test its scratch allocations (see
+/// CheckAllocations.cpp); fails on an allocation it cannot guard.
+LogicalResult checkAllocations(ModuleOp module);
+
 } // namespace loops
 
 /// score_pages and score_tokens.

@@ -13,6 +13,12 @@
 #include "AttentionHarness.h"
 #include "TestSchedules.h"
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
 using namespace condensate;
 using namespace condensate::test;
 
@@ -144,6 +150,74 @@ TEST(CPUAttentionAPI, RejectsBadArguments) {
   st = (*program)->attend(0, a);
   EXPECT_NE(st.message().find("lens[0] = 33"), std::string::npos)
       << st.message();
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CONDENSATE_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CONDENSATE_TEST_ASAN 1
+#endif
+#endif
+
+// Under an address-space cap the kernel's malloc of its page scores
+// (batch x Hq x maxPages f32, 2 GiB here) returns null: the kernel frees
+// what it holds and returns, and attend() reports it. Before, it wrote
+// through the null pointer.
+TEST(CPUAttentionAPI, ScratchAllocationFailureIsAnError) {
+#ifdef CONDENSATE_TEST_ASAN
+  GTEST_SKIP() << "an address-space cap does not work under ASan";
+#else
+  ModelShape shape{1, 32, 8, 64, 16, KVType::F32, 0.0f};
+  Policy p = policy(1, 16, 16, Selector::BlockMinMax, 16);
+  auto program = CPUProgram::compile(shape, Schedule::uniform(1, p));
+  ASSERT_TRUE(program.ok()) << program.message();
+  const int64_t maxPages = int64_t(1) << 24;
+  std::vector<float> q(32 * 64, 0.5f), out(32 * 64),
+      stats(32 * kAttentionStatsWidth, 0.0f), sum(8 * 5 * 64, 0.0f),
+      kv(8 * 16 * 64, 0.25f);
+  std::vector<int32_t> pt(maxPages, 0), lens = {16};
+  AttentionArgs a;
+  a.batch = 1;
+  a.maxPages = maxPages;
+  a.numPages = 1;
+  a.q = q.data();
+  a.kCache = a.vCache = kv.data();
+  a.pageTable = pt.data();
+  a.lens = lens.data();
+  a.summaries = sum.data();
+  a.out = out.data();
+  a.stats = stats.data();
+  // The cap: what the process maps now plus 1 GiB.
+  long pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  ASSERT_GT(pages, 0);
+  rlim_t cap = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (rlim_t(1) << 30);
+  fflush(nullptr);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    struct rlimit limit = {cap, cap};
+    if (setrlimit(RLIMIT_AS, &limit) != 0)
+      _exit(3);
+    Status st = (*program)->attend(0, a);
+    if (st.ok())
+      _exit(4);
+    _exit(st.message().find("could not allocate its scratch memory") !=
+                  std::string::npos
+              ? 0
+              : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal "
+                                 << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "3: setrlimit failed, 4: attend succeeded, 5: another error";
+  // Without the cap the same call succeeds.
+  Status st = (*program)->attend(0, a);
+  EXPECT_TRUE(st.ok()) << st.message();
+#endif
 }
 
 TEST(CPUAttentionAPI, CompilesOnceAndCaches) {

@@ -8,6 +8,7 @@
 #define CONDENSATE_CODEGEN_PASSES_H
 
 #include "condensate/Dialect/CondensateDialect.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"

@@ -20,6 +20,12 @@ def ConvertCondensateToLoops
     integer keys, and the certificate accumulates omitted mass in f64.
     The result lowers to LLVM with the standard conversions.
 
+    Every scratch buffer the stages allocate (`memref.alloc`, malloc on the
+    CPU) is checked: when one comes back null, the function frees what it
+    holds, writes `kWorkspaceFailed` to the first stats entry (when it has
+    the decode-attention signature) and returns, and the runtime reports the
+    error. A write through a null pointer cannot happen.
+
     Before:
 
     ```mlir
@@ -41,6 +47,7 @@ def ConvertCondensateToLoops
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::cf::ControlFlowDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",

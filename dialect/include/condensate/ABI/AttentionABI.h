@@ -46,6 +46,11 @@ enum StatsEntry : int64_t {
   StatOutputBound = 4,
 };
 
+/// Written by a CPU decode-attention function to stats[0][0][StatFallback]
+/// when it could not allocate its scratch memory; it returns at once (other
+/// outputs undefined) and the runtime reports the failure.
+constexpr float kWorkspaceFailed = -1.0f;
+
 /// Arguments of a layer's decode-attention function, in order. Shapes
 /// (B batch, MP max pages per sequence, NP pages in the pool):
 ///   q, out     [B, Hq, D] f32
