@@ -165,7 +165,7 @@ float bf16ToFloat(uint16_t h) {
 }
 
 /// One layer's KV pages, [numPages, Hkv, P, D] in the KV type, and their
-/// summaries [numPages, Hkv, 5, D]. Storage is float-typed so it is
+/// summaries [numPages, Hkv, abi::summaryRows(P, sketch bits), D]. Storage is float-typed so it is
 /// float-aligned; f16/bf16 pages use half of it.
 struct LayerCache {
   std::vector<float> k, v, summaries;
@@ -227,7 +227,8 @@ public:
   }
 
   Status copyPage(int32_t from, int32_t to) override {
-    const int64_t E = pageElems_, S = cfg_.kvHeads * 5 * cfg_.headDim;
+    const int64_t E = pageElems_,
+                  S = abi::summaryElements(1, modelDims(shape_));
     for (LayerCache &c : caches_) {
       std::memcpy(c.k.data() + to * E, c.k.data() + from * E, size_t(E) * 4);
       std::memcpy(c.v.data() + to * E, c.v.data() + from * E, size_t(E) * 4);
@@ -495,7 +496,8 @@ Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
     for (LayerCache &c : be->caches_) {
       c.k.resize(size_t(be->numPages_ * be->pageElems_));
       c.v.resize(size_t(be->numPages_ * be->pageElems_));
-      c.summaries.resize(size_t(be->numPages_ * cfg.kvHeads * 5 * cfg.headDim));
+      c.summaries.resize(
+          size_t(abi::summaryElements(be->numPages_, modelDims(setup.shape))));
     }
   } catch (const std::bad_alloc &) {
     return Status::error("out of memory allocating a KV cache of " +

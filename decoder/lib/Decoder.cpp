@@ -150,6 +150,8 @@ Decoder::create(std::shared_ptr<const ModelWeights> weights,
   shape.headDim = cfg.headDim;
   shape.pageSize = pageSize;
   shape.kvType = options.kvType;
+  // The sparse and the dense programs share the cache: one summary layout.
+  shape.sketchBits = schedule.sketchBits();
   CONDENSATE_RETURN_IF_ERROR(shape.validate().withContext("model shape"));
 
   const int64_t maxTokens =

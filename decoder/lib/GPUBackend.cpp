@@ -278,7 +278,8 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
   CONDENSATE_RETURN_IF_ERROR(d.uploadWeights(*setup.weights));
   const size_t pageBytes = size_t(cfg.kvHeads * d.shape_.pageSize *
                                   cfg.headDim * kvTypeBytes(d.shape_.kvType));
-  const size_t summaryBytes = size_t(cfg.kvHeads * 5 * cfg.headDim * 4);
+  const size_t summaryBytes =
+      size_t(abi::summaryElements(1, modelDims(d.shape_))) * 4;
   for (int64_t l = 0; l < cfg.numLayers; ++l) {
     DeviceLayer &L = d.layers_[size_t(l)];
     const size_t pages = size_t(d.numPages_);
@@ -380,7 +381,8 @@ Status GPUBackend::setProgram(std::shared_ptr<const AttentionProgram> p) {
 Status GPUBackend::copyPage(int32_t from, int32_t to) {
   const size_t pageBytes = size_t(cfg_.kvHeads * shape_.pageSize *
                                   cfg_.headDim * kvTypeBytes(shape_.kvType));
-  const size_t summaryBytes = size_t(cfg_.kvHeads * 5 * cfg_.headDim * 4);
+  const size_t summaryBytes =
+      size_t(abi::summaryElements(1, modelDims(shape_))) * 4;
   for (DeviceLayer &L : layers_)
     for (auto [buffer, bytes] :
          {std::pair{&L.k, pageBytes}, std::pair{&L.v, pageBytes},

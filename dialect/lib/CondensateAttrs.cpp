@@ -142,14 +142,14 @@ static std::string formatRoundTrip(double v) {
 Attribute PolicyAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
   int64_t anchor = 1, window = 0, windowMax = 0, topk = 0, pageSize = 16,
-          maxExtra = 0;
-  bool haveWindow = false, haveWindowMax = false;
+          maxExtra = 0, bits = 0;
+  bool haveWindow = false, haveWindowMax = false, haveBits = false;
   double tau = 0.0;
   Selector selector = Selector::block_minmax;
   auto parseInt = [&](int64_t &v) { return parser.parseInteger(v); };
   static const StringRef allowed[] = {"anchor",   "window",    "window_max",
                                       "topk",     "selector",  "page_size",
-                                      "tau",      "max_extra"};
+                                      "tau",      "max_extra", "bits"};
   if (parseKeyValueList(
           parser, "policy", allowed, [&](StringRef key) -> ParseResult {
             if (key == "anchor")
@@ -168,6 +168,10 @@ Attribute PolicyAttr::parse(AsmParser &parser, Type) {
               return parseInt(pageSize);
             if (key == "max_extra")
               return parseInt(maxExtra);
+            if (key == "bits") {
+              haveBits = true;
+              return parseInt(bits);
+            }
             if (key == "tau") {
               if (succeeded(parser.parseOptionalKeyword("strict"))) {
                 tau = kStrictTau;
@@ -184,7 +188,8 @@ Attribute PolicyAttr::parse(AsmParser &parser, Type) {
             if (!sel)
               return parser.emitError(selLoc)
                      << "unknown selector '" << name
-                     << "'; expected exact, block_minmax or block_mean";
+                     << "'; expected exact, block_minmax, block_mean or "
+                        "sketch";
             selector = *sel;
             return success();
           }))
@@ -195,9 +200,11 @@ Attribute PolicyAttr::parse(AsmParser &parser, Type) {
   }
   if (!haveWindowMax)
     windowMax = window;
+  if (!haveBits && selector == Selector::sketch)
+    bits = 4;
   return getChecked([&] { return parser.emitError(loc); },
                     parser.getContext(), anchor, window, windowMax, topk,
-                    selector, pageSize, llvm::APFloat(tau), maxExtra);
+                    selector, pageSize, llvm::APFloat(tau), maxExtra, bits);
 }
 
 void PolicyAttr::print(AsmPrinter &printer) const {
@@ -208,6 +215,8 @@ void PolicyAttr::print(AsmPrinter &printer) const {
     printer << ", topk = " << getTopk();
   if (getSelector() != Selector::block_minmax)
     printer << ", selector = " << stringifySelector(getSelector());
+  if (getSelector() == Selector::sketch)
+    printer << ", bits = " << getSketchBits();
   if (getPageSize() != 16)
     printer << ", page_size = " << getPageSize();
   if (isCertified()) {
@@ -225,7 +234,7 @@ LogicalResult
 PolicyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                    int64_t anchor, int64_t window, int64_t windowMax,
                    int64_t topk, Selector selector, int64_t pageSize,
-                   llvm::APFloat tau, int64_t maxExtra) {
+                   llvm::APFloat tau, int64_t maxExtra, int64_t sketchBits) {
   if (anchor < 0)
     return emitError() << "policy anchor must be >= 0, got " << anchor;
   if (window < 0)
@@ -253,7 +262,8 @@ PolicyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "policy tau must be in [0, 1), got " << t;
   if (maxExtra < 0)
     return emitError() << "policy max_extra must be >= 0, got " << maxExtra;
-  int64_t unit = selector == Selector::exact ? 1 : pageSize;
+  bool tokens = selector == Selector::exact || selector == Selector::sketch;
+  int64_t unit = tokens ? 1 : pageSize;
   if (maxExtra > limits::kMaxPolicyTokens / unit)
     return emitError() << "policy max_extra must be at most "
                        << limits::kMaxPolicyTokens / unit << " units ("
@@ -262,12 +272,19 @@ PolicyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (maxExtra > 0 && t == 0.0)
     return emitError() << "policy max_extra = " << maxExtra
                        << " needs a certified policy (tau > 0)";
+  if (selector == Selector::sketch && !::condensate::abi::validSketchBits(sketchBits))
+    return emitError() << "policy bits of a sketch must be 2, 4 or 8, got "
+                       << sketchBits;
+  if (selector != Selector::sketch && sketchBits != 0)
+    return emitError() << "policy bits = " << sketchBits
+                       << " needs selector = sketch";
   return success();
 }
 
 Granularity PolicyAttr::getGranularity() const {
-  return getSelector() == Selector::exact ? Granularity::token
-                                          : Granularity::page;
+  return getSelector() == Selector::exact || getSelector() == Selector::sketch
+             ? Granularity::token
+             : Granularity::page;
 }
 
 int64_t PolicyAttr::getUnitTokens() const {
@@ -435,7 +452,37 @@ ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
         return emitError() << "schedule rule " << i << " names layer " << l
                            << " but the schedule has " << numLayers
                            << " layers";
+  // One sketch width a model: the summaries of every layer carry its rows.
+  int64_t bits = 0;
+  auto sameBits = [&](Attribute policy) {
+    auto p = dyn_cast<PolicyAttr>(policy);
+    if (!p || p.getSelector() != Selector::sketch)
+      return true;
+    if (bits != 0 && p.getSketchBits() != bits)
+      return false;
+    bits = p.getSketchBits();
+    return true;
+  };
+  bool same = sameBits(defaultPolicy);
+  for (RuleAttr rule : rules)
+    same = same && sameBits(rule.getPolicy());
+  if (!same)
+    return emitError() << "sketch policies of one schedule must use the "
+                          "same bits";
   return success();
+}
+
+int64_t ScheduleAttr::getSketchBits() const {
+  auto bitsOf = [](Attribute policy) -> int64_t {
+    auto p = dyn_cast<PolicyAttr>(policy);
+    return p && p.getSelector() == Selector::sketch ? p.getSketchBits() : 0;
+  };
+  if (int64_t b = bitsOf(getDefaultPolicy()))
+    return b;
+  for (RuleAttr rule : getRules())
+    if (int64_t b = bitsOf(rule.getPolicy()))
+      return b;
+  return 0;
 }
 
 Attribute ScheduleAttr::getPolicy(int64_t layer, int64_t kvHead) const {

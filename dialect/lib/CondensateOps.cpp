@@ -173,7 +173,9 @@ LogicalResult checkPolicyAgainstCache(Operation *op, Attribute policyAttr,
   auto policy = dyn_cast<PolicyAttr>(policyAttr);
   if (!policy)
     return success();
-  bool blockSelector = policy.getGranularity() == Granularity::page;
+  // Block selectors and sketches read the page summaries.
+  bool blockSelector = policy.getGranularity() == Granularity::page ||
+                       policy.getSelector() == Selector::sketch;
   if (auto p = sc.get("P"); blockSelector && p && *p != policy.getPageSize())
     return op->emitOpError()
            << where << " page_size " << policy.getPageSize()
@@ -191,11 +193,52 @@ LogicalResult checkPolicyAgainstCache(Operation *op, Attribute policyAttr,
   return success();
 }
 
+/// The rows R of a summaries operand: at least the summary slots; with
+/// `sketchBits` known and the page size P bound, exactly summaryRows(P,
+/// bits).
+LogicalResult checkSummaryRows(Operation *op, const ShapeChecker &sc,
+                               std::optional<int64_t> sketchBits) {
+  auto r = sc.get("R");
+  if (!r)
+    return success();
+  if (*r < kSummarySlots)
+    return op->emitOpError() << "operand 'summaries' must have at least "
+                             << kSummarySlots << " rows, got " << *r;
+  auto p = sc.get("P");
+  if (!sketchBits || !p)
+    return success();
+  int64_t want = ::condensate::abi::summaryRows(*p, *sketchBits);
+  if (*r != want)
+    return op->emitOpError()
+           << "operand 'summaries' must have " << want << " rows (page size "
+           << *p << ", " << *sketchBits << "-bit sketches), got " << *r;
+  return success();
+}
+
+/// The sketch bits the policies of `policies` share (0 without sketches).
+std::optional<int64_t> sketchBitsOf(ArrayRef<Attribute> policies) {
+  int64_t bits = 0;
+  for (Attribute a : policies)
+    if (auto p = dyn_cast_or_null<PolicyAttr>(a);
+        p && p.getSelector() == Selector::sketch) {
+      if (bits != 0 && bits != p.getSketchBits())
+        return std::nullopt;
+      bits = p.getSketchBits();
+    }
+  return bits;
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
 // ModelOp
 //===----------------------------------------------------------------------===//
+
+int64_t ModelOp::getCacheSketchBits() {
+  if (auto bits = getSketchBits())
+    return *bits;
+  return getSchedule().getSketchBits();
+}
 
 float ModelOp::getScaleOrDefault() {
   if (auto s = getScale())
@@ -229,6 +272,16 @@ LogicalResult ModelOp::verify() {
     if (failed(checkScale(*this, getScaleAttr())))
       return failure();
   ScheduleAttr schedule = getSchedule();
+  if (auto bits = getSketchBits()) {
+    if (*bits != 0 && !::condensate::abi::validSketchBits(*bits))
+      return emitOpError() << "sketch_bits must be 0, 2, 4 or 8, got "
+                           << *bits;
+    if (schedule.getSketchBits() != 0 && schedule.getSketchBits() != *bits)
+      return emitOpError() << "the schedule's sketch policies use "
+                           << schedule.getSketchBits()
+                           << " bits but the cache carries " << *bits
+                           << "-bit sketches";
+  }
   if (schedule.getNumLayers() != layers)
     return emitOpError() << "schedule is for " << schedule.getNumLayers()
                          << " layers but the model has " << layers;
@@ -242,7 +295,8 @@ LogicalResult ModelOp::verify() {
   for (int64_t l = 0; l < layers; ++l)
     for (int64_t h = 0; h < hkv; ++h)
       if (auto policy = dyn_cast<PolicyAttr>(policies[l * hkv + h]))
-        if (policy.getGranularity() == Granularity::page &&
+        if ((policy.getGranularity() == Granularity::page ||
+             policy.getSelector() == Selector::sketch) &&
             policy.getPageSize() != p)
           return emitOpError()
                  << "layer " << l << " policy page_size "
@@ -271,7 +325,7 @@ LogicalResult DecodeAttentionOp::verify() {
       failed(sc.check(getLens(), "lens", {"B"})) ||
       failed(sc.check(getWindows(), "windows", {"B"})) ||
       failed(sc.check(getSummaries(), "summaries",
-                      {"NP", "Hkv", std::to_string(kSummarySlots), "D"})) ||
+                      {"NP", "Hkv", "R", "D"})) ||
       failed(sc.check(getOut(), "out", {"B", "Hq", "D"})) ||
       failed(sc.check(getStats(), "stats",
                       {"B", "Hq", std::to_string(kStatsWidth)})) ||
@@ -296,6 +350,18 @@ LogicalResult DecodeAttentionOp::verify() {
               haveSummaries, haveWindows)))
         return failure();
   }
+  SmallVector<Attribute> policies{getPolicy()};
+  if (auto heads = getHeadPolicies())
+    policies.append(heads->begin(), heads->end());
+  std::optional<int64_t> bits = sketchBitsOf(policies);
+  if (!bits)
+    return emitOpError() << "sketch policies of one decode_attention must use "
+                            "the same bits";
+  // Other layers' sketches may share the summaries: only a layer that reads
+  // sketches fixes their rows.
+  if (failed(checkSummaryRows(*this, sc,
+                              *bits ? bits : std::optional<int64_t>())))
+    return failure();
   if (auto spec = getSpecAttr()) {
     auto expect = [&](StringRef name, StringRef dim,
                       int64_t value) -> LogicalResult {
@@ -350,11 +416,17 @@ LogicalResult AppendKVOp::verify() {
       failed(sc.check(getPageTable(), "page_table", {"B", "MP"})) ||
       failed(sc.check(getPositions(), "positions", {"B"})) ||
       failed(sc.check(getSummaries(), "summaries",
-                      {"NP", "Hkv", std::to_string(kSummarySlots), "D"})) ||
+                      {"NP", "Hkv", "R", "D"})) ||
       failed(sc.requireStatic({"Hkv", "P", "D"})) ||
       failed(checkSameKV(*this, getKCache(), getVCache())))
     return failure();
-  return success();
+  int64_t bits = getSketchBits();
+  if (bits != 0 && !::condensate::abi::validSketchBits(bits))
+    return emitOpError() << "sketch_bits must be 0, 2, 4 or 8, got " << bits;
+  if (bits != 0 && !getSummaries())
+    return emitOpError() << "sketch_bits = " << bits
+                         << " needs the 'summaries' operand";
+  return checkSummaryRows(*this, sc, bits);
 }
 
 //===----------------------------------------------------------------------===//
@@ -368,14 +440,39 @@ LogicalResult ScorePagesOp::verify() {
                             "condensate.score_tokens";
   if (failed(sc.check(getQ(), "q", {"B", "Hq", "D"})) ||
       failed(sc.check(getSummaries(), "summaries",
-                      {"NP", "Hkv", std::to_string(kSummarySlots), "D"})) ||
+                      {"NP", "Hkv", "R", "D"})) ||
       failed(sc.check(getPageTable(), "page_table", {"B", "MP"})) ||
       failed(sc.check(getLens(), "lens", {"B"})) ||
       failed(sc.check(getScores(), "scores", {"B", "Hq", "MP"})) ||
       failed(sc.checkGroup()) || failed(sc.requireStatic({"Hq", "Hkv", "D"})) ||
       failed(checkPageSize(*this, getPageSizeAttr().getInt())) ||
+      failed(checkScale(*this, getScaleAttr())) ||
+      failed(checkSummaryRows(*this, sc, std::nullopt)))
+    return failure();
+  return success();
+}
+
+LogicalResult ScoreSketchOp::verify() {
+  ShapeChecker sc(*this);
+  int64_t p = getPageSize(), bits = getBits();
+  if (!::condensate::abi::validSketchBits(bits))
+    return emitOpError() << "bits must be 2, 4 or 8, got " << bits;
+  if (failed(sc.check(getQ(), "q", {"B", "Hq", "D"})) ||
+      failed(sc.check(getSummaries(), "summaries",
+                      {"NP", "Hkv",
+                       std::to_string(::condensate::abi::summaryRows(p, bits)),
+                       "D"})) ||
+      failed(sc.check(getPageTable(), "page_table", {"B", "MP"})) ||
+      failed(sc.check(getLens(), "lens", {"B"})) ||
+      failed(sc.check(getScores(), "scores", {"B", "Hq", "N"})) ||
+      failed(sc.checkGroup()) || failed(sc.requireStatic({"Hq", "Hkv", "D"})) ||
+      failed(checkPageSize(*this, p)) ||
       failed(checkScale(*this, getScaleAttr())))
     return failure();
+  auto mp = sc.get("MP"), n = sc.get("N");
+  if (mp && n && *n != *mp * p)
+    return emitOpError() << "scores must hold MP * page_size = " << *mp * p
+                         << " tokens per head, got " << *n;
   return success();
 }
 
@@ -515,7 +612,7 @@ LogicalResult CertifyOp::verify() {
       failed(sc.check(getStats(), "stats",
                       {"B", "Hq", std::to_string(kStatsWidth)})) ||
       failed(sc.check(getSummaries(), "summaries",
-                      {"NP", "Hkv", std::to_string(kSummarySlots), "D"})) ||
+                      {"NP", "Hkv", "R", "D"})) ||
       failed(sc.check(getPageTable(), "page_table", {"B", "MP"})) ||
       failed(sc.check(getVbox(), "vbox",
                       {"B", "Hkv", std::to_string(kValueBoxRows), "D"})) ||
@@ -523,7 +620,8 @@ LogicalResult CertifyOp::verify() {
       failed(checkNonNegative(*this, "anchor", getAnchorAttr().getInt())) ||
       failed(checkNonNegative(*this, "window", getWindowAttr().getInt())) ||
       failed(checkNonNegative(*this, "base_units", getBaseUnitsAttr().getInt())) ||
-      failed(checkPageSize(*this, getPageSizeAttr().getInt())))
+      failed(checkPageSize(*this, getPageSizeAttr().getInt())) ||
+      failed(checkSummaryRows(*this, sc, std::nullopt)))
     return failure();
   if (getWindowMaxAttr().getInt() < getWindowAttr().getInt())
     return emitOpError() << "window_max (" << getWindowMaxAttr().getInt()

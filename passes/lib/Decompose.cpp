@@ -172,8 +172,16 @@ private:
       } else {
         Value tokens = arith::MulIOp::create(b, loc, maxPages, index(p));
         scores = alloc({dyn, runQHeads, dyn}, f32, {batch, tokens});
-        ScoreTokensOp::create(b, loc, q, k, op.getPageTable(), op.getLens(),
-                              scores, op.getScaleAttr());
+        // Sketch scores are upper bounds, so they also serve the
+        // certificate; exact logits are their own bounds.
+        if (policy.getSelector() == Selector::sketch)
+          ScoreSketchOp::create(b, loc, q, summaries, op.getPageTable(),
+                                op.getLens(), scores, pageSize,
+                                b.getI64IntegerAttr(policy.getSketchBits()),
+                                op.getScaleAttr());
+        else
+          ScoreTokensOp::create(b, loc, q, k, op.getPageTable(),
+                                op.getLens(), scores, op.getScaleAttr());
       }
     }
 

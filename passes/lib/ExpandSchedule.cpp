@@ -37,7 +37,8 @@ struct ModelTypes {
     abi::ModelDims dims{static_cast<int64_t>(model.getNumQHeads()),
                         static_cast<int64_t>(model.getNumKvHeads()),
                         static_cast<int64_t>(model.getHeadDim()),
-                        static_cast<int64_t>(model.getPageSize())};
+                        static_cast<int64_t>(model.getPageSize()),
+                        model.getCacheSketchBits()};
     auto element = [&](abi::Element e) -> Type {
       switch (e) {
       case abi::Element::KV:
@@ -153,7 +154,8 @@ struct ExpandSchedulePass
       AppendKVOp::create(body, loc, a[abi::AppendKNew], a[abi::AppendVNew],
                          a[abi::AppendK], a[abi::AppendV],
                          a[abi::AppendPageTable], a[abi::AppendPositions],
-                         a[abi::AppendSummaries]);
+                         a[abi::AppendSummaries],
+                         model.getCacheSketchBits());
       func::ReturnOp::create(body, loc);
     }
 

@@ -114,8 +114,20 @@ struct SpecializePass
     castTo(op.getKCacheMutable(), {dyn, *hkv, *p, *d});
     castTo(op.getVCacheMutable(), {dyn, *hkv, *p, *d});
     castTo(op.getOutMutable(), {dyn, *hq, *d});
-    if (!op.getSummariesMutable().empty())
-      castTo(op.getSummariesMutable()[0], {dyn, *hkv, kSummarySlots, *d});
+    if (!op.getSummariesMutable().empty()) {
+      // Rows: as given, or the summary slots and this layer's sketches.
+      int64_t rows =
+          cast<MemRefType>(op.getSummaries().getType()).getDimSize(2);
+      if (ShapedType::isDynamic(rows)) {
+        int64_t bits = 0;
+        for (int64_t g = 0; g < *hkv; ++g)
+          if (auto policy = dyn_cast<PolicyAttr>(op.getPolicyForHead(g));
+              policy && policy.getSelector() == Selector::sketch)
+            bits = policy.getSketchBits();
+        rows = ::condensate::abi::summaryRows(*p, bits);
+      }
+      castTo(op.getSummariesMutable()[0], {dyn, *hkv, rows, *d});
+    }
     if (!op.getStatsMutable().empty())
       castTo(op.getStatsMutable()[0], {dyn, *hq, kStatsWidth});
 

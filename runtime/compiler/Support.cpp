@@ -69,6 +69,36 @@ Status DiagnosticCollector::error(const std::string &fallback) const {
   return Status::error(messages.front());
 }
 
+namespace {
+// The runtime's selectors and the dialect's, case by case.
+::condensate::Selector selectorFromAttr(mc::Selector s) {
+  switch (s) {
+  case mc::Selector::exact:
+    return ::condensate::Selector::Exact;
+  case mc::Selector::block_minmax:
+    return ::condensate::Selector::BlockMinMax;
+  case mc::Selector::block_mean:
+    return ::condensate::Selector::BlockMean;
+  case mc::Selector::sketch:
+    return ::condensate::Selector::Sketch;
+  }
+  return ::condensate::Selector::BlockMinMax;
+}
+mc::Selector selectorToAttr(::condensate::Selector s) {
+  switch (s) {
+  case ::condensate::Selector::Exact:
+    return mc::Selector::exact;
+  case ::condensate::Selector::BlockMinMax:
+    return mc::Selector::block_minmax;
+  case ::condensate::Selector::BlockMean:
+    return mc::Selector::block_mean;
+  case ::condensate::Selector::Sketch:
+    return mc::Selector::sketch;
+  }
+  return mc::Selector::block_minmax;
+}
+} // namespace
+
 Result<Policy> policyFromAttr(Attribute attr) {
   if (isa<mc::DenseAttr>(attr))
     return Policy::makeDense();
@@ -80,14 +110,11 @@ Result<Policy> policyFromAttr(Attribute attr) {
   out.window = p.getWindow();
   out.windowMax = p.getWindowMax();
   out.topk = p.getTopk();
-  out.selector = p.getSelector() == mc::Selector::exact
-                     ? ::condensate::Selector::Exact
-                 : p.getSelector() == mc::Selector::block_mean
-                     ? ::condensate::Selector::BlockMean
-                     : ::condensate::Selector::BlockMinMax;
+  out.selector = selectorFromAttr(p.getSelector());
   out.pageSize = p.getPageSize();
   out.tau = p.getTauValue();
   out.maxExtra = p.getMaxExtra();
+  out.sketchBits = p.getSketchBits();
   return out;
 }
 
@@ -129,6 +156,7 @@ Result<ModelShape> shapeFromModel(mc::ModelOp model) {
     return Status::error("@" + model.getSymName().str() +
                          ": kv_type must be f32, f16 or bf16");
   shape.scale = model.getScaleOrDefault();
+  shape.sketchBits = model.getCacheSketchBits();
   return shape;
 }
 
@@ -136,15 +164,10 @@ Result<Attribute> policyToAttr(MLIRContext *ctx, const Policy &p) {
   if (p.dense)
     return Attribute(mc::DenseAttr::get(ctx));
   DiagnosticCollector diags(ctx);
-  mc::Selector selector = p.selector == ::condensate::Selector::Exact
-                              ? mc::Selector::exact
-                          : p.selector == ::condensate::Selector::BlockMean
-                              ? mc::Selector::block_mean
-                              : mc::Selector::block_minmax;
   auto attr = mc::PolicyAttr::getChecked(
       [&] { return emitError(UnknownLoc::get(ctx)); }, ctx, p.anchor,
-      p.window, p.windowMax, p.topk, selector, p.pageSize,
-      llvm::APFloat(p.tau), p.maxExtra);
+      p.window, p.windowMax, p.topk, selectorToAttr(p.selector), p.pageSize,
+      llvm::APFloat(p.tau), p.maxExtra, p.sketchBits);
   if (!attr)
     return diags.error("invalid policy " + p.toMLIR());
   return Attribute(attr);
@@ -193,6 +216,9 @@ Result<OwningOpRef<ModuleOp>> buildModelModule(MLIRContext *ctx,
   mc::ModelOp::create(b, loc, name, shape.numLayers, shape.qHeads,
                       shape.kvHeads, shape.headDim, shape.pageSize, kvType,
                       b.getF32FloatAttr(shape.effectiveScale()),
+                      shape.sketchBits != 0
+                          ? b.getI64IntegerAttr(shape.sketchBits)
+                          : IntegerAttr(),
                       *scheduleAttr);
   DiagnosticCollector diags(ctx);
   if (failed(verify(*module)))

@@ -36,6 +36,8 @@ const char *selectorName(Selector s) {
     return "block_minmax";
   case Selector::BlockMean:
     return "block_mean";
+  case Selector::Sketch:
+    return "sketch";
   }
   return "?";
 }
@@ -69,8 +71,10 @@ std::string Policy::toMLIR() const {
   os << "#condensate.policy<anchor = " << anchor << ", window = " << window;
   if (adaptive())
     os << ", window_max = " << windowMax;
-  os << ", topk = " << topk << ", selector = " << selectorName(selector)
-     << ", page_size = " << pageSize;
+  os << ", topk = " << topk << ", selector = " << selectorName(selector);
+  if (selector == Selector::Sketch)
+    os << ", bits = " << sketchBits;
+  os << ", page_size = " << pageSize;
   if (tau > 0.0)
     os << ", tau = " << (tau == abi::kStrictTau ? "strict" : formatDouble(tau));
   if (maxExtra > 0)
@@ -116,6 +120,12 @@ Status Policy::validate() const {
   if (maxExtra > 0 && tau == 0.0)
     return err("max_extra = " + std::to_string(maxExtra) +
                " needs a certified policy (tau > 0)");
+  if (selector == Selector::Sketch && !abi::validSketchBits(sketchBits))
+    return err("bits of a sketch must be 2, 4 or 8, got " +
+               std::to_string(sketchBits));
+  if (selector != Selector::Sketch && sketchBits != 0)
+    return err("bits = " + std::to_string(sketchBits) +
+               " needs selector sketch");
   return Status::success();
 }
 
@@ -125,7 +135,7 @@ bool Policy::operator==(const Policy &o) const {
   return anchor == o.anchor && window == o.window &&
          windowMax == o.windowMax && topk == o.topk &&
          selector == o.selector && pageSize == o.pageSize && tau == o.tau &&
-         maxExtra == o.maxExtra;
+         maxExtra == o.maxExtra && sketchBits == o.sketchBits;
 }
 
 const Policy &Schedule::policyFor(int64_t layer, int64_t kvHead) const {
@@ -206,7 +216,49 @@ Status Schedule::validate() const {
                              std::to_string(limits::kMaxHeads) + ")");
     CONDENSATE_RETURN_IF_ERROR(r.policy.validate().withContext(where));
   }
+  // One sketch width a model: the summaries of every layer have its rows.
+  int64_t bits = 0;
+  auto sameBits = [&](const Policy &p, const std::string &where) -> Status {
+    if (p.dense || p.selector != Selector::Sketch)
+      return Status::success();
+    if (bits != 0 && p.sketchBits != bits)
+      return Status::error(where + ": sketch policies of one schedule must "
+                                   "use the same bits, got " +
+                           std::to_string(bits) + " and " +
+                           std::to_string(p.sketchBits));
+    bits = p.sketchBits;
+    return Status::success();
+  };
+  CONDENSATE_RETURN_IF_ERROR(sameBits(defaultPolicy, "default"));
+  for (size_t i = 0; i < rules.size(); ++i)
+    CONDENSATE_RETURN_IF_ERROR(
+        sameBits(rules[i].policy, "rule " + std::to_string(i)));
   return Status::success();
+}
+
+int64_t Schedule::sketchBits() const {
+  auto bitsOf = [](const Policy &p) {
+    return !p.dense && p.selector == Selector::Sketch ? p.sketchBits : 0;
+  };
+  if (int64_t b = bitsOf(defaultPolicy))
+    return b;
+  for (const ScheduleRule &r : rules)
+    if (int64_t b = bitsOf(r.policy))
+      return b;
+  return 0;
+}
+
+Result<ModelShape> cacheShapeFor(const ModelShape &shape,
+                                 const Schedule &schedule) {
+  ModelShape out = shape;
+  int64_t want = schedule.sketchBits();
+  if (out.sketchBits == 0)
+    out.sketchBits = want;
+  else if (want != 0 && want != out.sketchBits)
+    return Status::error("the schedule's sketch policies use " +
+                         std::to_string(want) + " bits but the cache carries " +
+                         std::to_string(out.sketchBits) + "-bit sketches");
+  return out;
 }
 
 float ModelShape::effectiveScale() const {
@@ -236,6 +288,9 @@ Status ModelShape::validate() const {
   if (!isPowerOfTwo(pageSize) || pageSize > 1024)
     return Status::error("page_size must be a power of two in [1, 1024], got " +
                          std::to_string(pageSize));
+  if (sketchBits != 0 && !abi::validSketchBits(sketchBits))
+    return Status::error("sketch_bits must be 0, 2, 4 or 8, got " +
+                         std::to_string(sketchBits));
   return Status::success();
 }
 
@@ -246,8 +301,10 @@ std::string modelToMLIR(const std::string &name, const ModelShape &shape,
      << ", q_heads = " << shape.qHeads << ", kv_heads = " << shape.kvHeads
      << ", head_dim = " << shape.headDim << ", page_size = " << shape.pageSize
      << ", kv_type = " << kvTypeName(shape.kvType)
-     << ", scale = " << formatDouble(shape.effectiveScale())
-     << ", schedule = " << schedule.toMLIR() << "\n";
+     << ", scale = " << formatDouble(shape.effectiveScale());
+  if (shape.sketchBits != 0)
+    os << ", sketch_bits = " << shape.sketchBits;
+  os << ", schedule = " << schedule.toMLIR() << "\n";
   return os.str();
 }
 

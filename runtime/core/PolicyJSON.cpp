@@ -46,7 +46,7 @@ Result<Policy> policyFromJSON(const json &j, const std::string &where) {
     return Status::error(where + ": a policy must be an object or \"dense\"");
   static const std::set<std::string> known = {
       "anchor",    "window", "window_max", "topk", "selector",
-      "page_size", "tau",    "max_extra",  "dense"};
+      "page_size", "tau",    "max_extra",  "bits",    "dense"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key()))
       return Status::error(where + ": unknown policy field '" + it.key() +
@@ -82,10 +82,17 @@ Result<Policy> policyFromJSON(const json &j, const std::string &where) {
       p.selector = Selector::BlockMinMax;
     else if (name == "block_mean")
       p.selector = Selector::BlockMean;
+    else if (name == "sketch")
+      p.selector = Selector::Sketch;
     else
       return Status::error(where + ": unknown selector " + s.dump() +
-                           "; expected exact, block_minmax or block_mean");
+                           "; expected exact, block_minmax, block_mean or "
+                           "sketch");
   }
+  auto bits = getInt(j, "bits", p.selector == Selector::Sketch ? 4 : 0, where);
+  if (!bits.ok())
+    return bits.status();
+  p.sketchBits = *bits;
   if (j.contains("tau")) {
     const json &t = j["tau"];
     if (t.is_string() && t.get<std::string>() == "strict")
@@ -225,6 +232,8 @@ nlohmann::json policyToJSON(const Policy &p) {
                       {"selector", selectorName(p.selector)},
                       {"page_size", p.pageSize},
                       {"max_extra", p.maxExtra}};
+  if (p.selector == Selector::Sketch)
+    j["bits"] = p.sketchBits;
   if (p.tau == abi::kStrictTau)
     j["tau"] = "strict";
   else
@@ -274,7 +283,8 @@ std::string modelShapeToJSON(const ModelShape &shape) {
                       {"head_dim", shape.headDim},
                       {"page_size", shape.pageSize},
                       {"kv_type", kvTypeName(shape.kvType)},
-                      {"scale", shape.effectiveScale()}};
+                      {"scale", shape.effectiveScale()},
+                      {"sketch_bits", shape.sketchBits}};
   return j.dump();
 }
 
@@ -295,7 +305,7 @@ Result<ModelShape> shapeFromJSON(const nlohmann::json &m) {
     return Status::error("'model' must be an object");
   static const std::set<std::string> known = {
       "layers", "q_heads", "kv_heads", "head_dim", "page_size", "kv_type",
-      "scale"};
+      "scale",  "sketch_bits"};
   for (auto it = m.begin(); it != m.end(); ++it)
     if (!known.count(it.key()))
       return Status::error("model: unknown field '" + it.key() + "'");
@@ -308,7 +318,8 @@ Result<ModelShape> shapeFromJSON(const nlohmann::json &m) {
   auto kvHeads = getInt(m, "kv_heads", 0, "model");
   auto headDim = getInt(m, "head_dim", 0, "model");
   auto pageSize = getInt(m, "page_size", 16, "model");
-  for (auto *r : {&layers, &qHeads, &kvHeads, &headDim, &pageSize})
+  auto sketchBits = getInt(m, "sketch_bits", 0, "model");
+  for (auto *r : {&layers, &qHeads, &kvHeads, &headDim, &pageSize, &sketchBits})
     if (!r->ok())
       return r->status();
   s.numLayers = *layers;
@@ -316,6 +327,7 @@ Result<ModelShape> shapeFromJSON(const nlohmann::json &m) {
   s.kvHeads = *kvHeads;
   s.headDim = *headDim;
   s.pageSize = *pageSize;
+  s.sketchBits = *sketchBits;
   if (m.contains("kv_type")) {
     if (!m["kv_type"].is_string())
       return Status::error("model: 'kv_type' must be a string");

@@ -6,7 +6,10 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/Runtime/Reference.h"
 
+#include "condensate/ABI/AttentionABI.h"
+
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -64,16 +67,57 @@ void pageBounds(const Seq &s, int64_t g, int64_t lo, int64_t hi,
 
 } // namespace
 
-std::vector<float> summaries(const Inputs &in, int64_t numPages) {
+uint32_t sketchCode(double k, double lo, double hi, int64_t bits,
+                    double *quotient) {
+  double levels = double((int64_t(1) << bits) - 1);
+  double x = hi > lo ? (k - lo) / ((hi - lo) / levels) : 0.0;
+  if (quotient)
+    *quotient = x;
+  double r = std::floor(x + 0.5);
+  r = std::clamp(r, 0.0, levels);
+  return static_cast<uint32_t>(r);
+}
+
+double sketchBound(const float *q, const float *rows, int64_t d, int64_t off,
+                   int64_t bits, bool full, double scale) {
+  const float *lo = rows + abi::KMin * d, *hi = rows + abi::KMax * d;
+  double s = 0.0;
+  if (!full) {
+    for (int64_t c = 0; c < d; ++c)
+      s += std::max(double(q[c]) * lo[c], double(q[c]) * hi[c]);
+    return scale * s;
+  }
+  double levels = double((int64_t(1) << bits) - 1);
+  int64_t perWord = abi::codesPerWord(bits);
+  const float *words = rows + (abi::kSketchRow0 + off / perWord) * d;
+  int shift = int((off % perWord) * bits);
+  double gamma = double(d + 4) / 8388608.0;
+  for (int64_t c = 0; c < d; ++c) {
+    uint32_t w;
+    std::memcpy(&w, &words[c], 4);
+    double code = double((w >> shift) & uint32_t(levels));
+    double step = (double(hi[c]) - lo[c]) / levels;
+    double deq = lo[c] + code * step;
+    double alo = std::fabs(lo[c]), ahi = std::fabs(hi[c]);
+    double err = step * (0.5 + 1.0 / 1024.0) + (alo + ahi) / 1048576.0;
+    double aq = std::fabs(q[c]);
+    s += q[c] * deq + aq * err + gamma * aq * (std::max(alo, ahi) + err);
+  }
+  return scale * s;
+}
+
+std::vector<float> summaries(const Inputs &in, int64_t numPages,
+                             int64_t sketchBits) {
   int64_t d = in.headDim;
-  std::vector<float> out(numPages * in.kvHeads * 5 * d, 0.0f);
+  const int64_t R = abi::summaryRows(in.pageSize, sketchBits);
+  std::vector<float> out(numPages * in.kvHeads * R * d, 0.0f);
   for (int64_t b = 0; b < in.batch; ++b) {
     int64_t n = in.lens[b];
     for (int64_t j = 0; j * in.pageSize < n; ++j) {
       int64_t page = in.pageTable[b * in.maxPages + j];
       int64_t lo = j * in.pageSize, hi = std::min(n, lo + in.pageSize);
       for (int64_t g = 0; g < in.kvHeads; ++g) {
-        float *s = out.data() + (page * in.kvHeads + g) * 5 * d;
+        float *s = out.data() + (page * in.kvHeads + g) * R * d;
         for (int64_t c = 0; c < d; ++c) {
           float kmin = INFINITY, kmax = -INFINITY, ksum = 0.0f;
           float vmin = INFINITY, vmax = -INFINITY;
@@ -94,6 +138,20 @@ std::vector<float> summaries(const Inputs &in, int64_t numPages) {
           s[2 * d + c] = ksum;
           s[3 * d + c] = vmin;
           s[4 * d + c] = vmax;
+          if (sketchBits == 0 || hi - lo < in.pageSize)
+            continue;
+          int64_t perWord = abi::codesPerWord(sketchBits);
+          for (int64_t t = lo; t < hi; ++t) {
+            int64_t off = t - lo;
+            const float *k =
+                in.k + ((page * in.kvHeads + g) * in.pageSize + off) * d;
+            uint32_t code = sketchCode(k[c], kmin, kmax, sketchBits);
+            float *word = &s[(abi::kSketchRow0 + off / perWord) * d + c];
+            uint32_t w;
+            std::memcpy(&w, word, 4);
+            w |= code << ((off % perWord) * sketchBits);
+            std::memcpy(word, &w, 4);
+          }
         }
       }
     }
@@ -111,6 +169,19 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
   result.baseUnits.resize(in.batch * in.kvHeads);
   result.extraUnits.resize(in.batch * in.kvHeads);
   result.selectionMargin.assign(in.batch * in.kvHeads, kInf);
+
+  // The sketch selector reads codes from the kernels' summaries, or from
+  // float64 ones.
+  int64_t R = abi::summaryRows(in.pageSize, in.sketchBits);
+  std::vector<float> ownSummaries;
+  const float *sums = in.summaries;
+  if (!sums && in.sketchBits != 0) {
+    int64_t numPages = in.numPages;
+    for (int64_t i = 0; i < in.batch * in.maxPages; ++i)
+      numPages = std::max<int64_t>(numPages, in.pageTable[i] + 1);
+    ownSummaries = summaries(in, numPages, in.sketchBits);
+    sums = ownSummaries.data();
+  }
 
   for (int64_t b = 0; b < in.batch; ++b) {
     Seq s{in, b, in.lens[b]};
@@ -150,12 +221,21 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
           }
           for (int64_t u = 0; u < numUnits; ++u) {
             int64_t lo = u * unit, hi = std::min(n, lo + unit);
-            if (p.selector != Selector::Exact)
+            if (!p.tokenGranularity())
               pageBounds(s, g, lo, hi, mn, mx, sum);
             for (int64_t i = 0; i < group; ++i) {
               int64_t h = g * group + i;
               if (p.selector == Selector::Exact) {
                 rank[i][u] = bound[i][u] = s.logit(h, g, u);
+                continue;
+              }
+              if (p.selector == Selector::Sketch) {
+                int64_t j = u / in.pageSize;
+                int64_t page = in.pageTable[b * in.maxPages + j];
+                bool full = (j + 1) * in.pageSize <= n;
+                rank[i][u] = bound[i][u] = sketchBound(
+                    s.query(h), sums + (page * in.kvHeads + g) * R * d, d,
+                    u % in.pageSize, p.sketchBits, full, in.scale);
                 continue;
               }
               const float *q = s.query(h);

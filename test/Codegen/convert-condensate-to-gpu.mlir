@@ -318,3 +318,18 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
   return
 }
+
+// -----
+
+// Sketch scores: a lane group per token, like score_tokens, reading the
+// page's box and one word row instead of the key.
+// CHECK-LABEL: func.func @score_sketch(
+// CHECK: gpu.launch_func @condensate_kernels::@score_sketch_score_sketch
+// CHECK: gpu.func @score_sketch_score_sketch({{.*}}) kernel {
+// CHECK: arith.shrui
+// CHECK: arith.uitofp
+// CHECK-NOT: memref<?x2x16x64
+func.func @score_sketch(%q: memref<?x4x64xf32>, %s: memref<?x2x7x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  condensate.score_sketch q(%q : memref<?x4x64xf32>) summaries(%s : memref<?x2x7x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.125 : f32}
+  return
+}

@@ -385,3 +385,40 @@ func.func @merge_no_box(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f
   condensate.merge partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) fallback(%f : memref<?x2xi32>) dense(%pod, %pmld : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>)
   return
 }
+
+// -----
+
+// Sketch scores: per page the box terms (|lo|, |hi|, step), then per token
+// the codes shifted out of their word and dequantised by an fma; a page
+// still filling takes the box bound.
+// CHECK-LABEL: func.func @score_sketch
+// CHECK: math.absf
+// CHECK: scf.for
+// CHECK: arith.bitcast %{{.*}} : vector<8xf32> to vector<8xi32>
+// CHECK: arith.shrui
+// CHECK: arith.uitofp %{{.*}} : vector<8xi32> to vector<8xf32>
+// CHECK: math.fma
+// CHECK: arith.maximumf
+// CHECK-NOT: condensate.
+func.func @score_sketch(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  condensate.score_sketch q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x7x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// The row that fills a page (offset 15) writes its channel's sketch: 2 word
+// rows of 8 four-bit codes at rows 5 and 6.
+// CHECK-LABEL: func.func @append_sketch
+// CHECK: arith.cmpi eq, %{{.*}}, %c15
+// CHECK: scf.if
+// CHECK: math.floor
+// CHECK: arith.fptoui
+// CHECK: arith.shli
+// CHECK: arith.ori
+// CHECK: arith.bitcast %{{.*}} : i32 to f32
+// CHECK-NOT: condensate.
+func.func @append_sketch(%kn: memref<?x2x16xf32>, %vn: memref<?x2x16xf32>, %k: memref<?x2x16x16xf16>, %v: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %pos: memref<?xi32>, %s: memref<?x2x7x16xf32>) {
+  condensate.append_kv k(%kn : memref<?x2x16xf32>) v(%vn : memref<?x2x16xf32>) into(%k, %v : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) positions(%pos : memref<?xi32>) summaries(%s : memref<?x2x7x16xf32>) {sketch_bits = 4 : i64}
+  return
+}

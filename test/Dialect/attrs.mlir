@@ -35,12 +35,16 @@ func.func @policy_defaults() attributes {
 // CHECK-SAME: a = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = exact>,
 // CHECK-SAME: b = #condensate.policy<anchor = 1, window = 16, topk = 32>,
 // CHECK-SAME: c = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = block_mean>,
-// CHECK-SAME: d = #condensate.policy<anchor = 1, window = 16, topk = 32, page_size = 64>
+// CHECK-SAME: d = #condensate.policy<anchor = 1, window = 16, topk = 32, page_size = 64>,
+// CHECK-SAME: e = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = sketch, bits = 4>,
+// CHECK-SAME: f = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = sketch, bits = 2, page_size = 64, tau = 1.000000e-03, max_extra = 64>
 func.func @policy_selectors() attributes {
   a = #condensate.policy<window = 16, topk = 32, selector = exact>,
   b = #condensate.policy<window = 16, topk = 32, selector = block_minmax>,
   c = #condensate.policy<window = 16, topk = 32, selector = block_mean>,
-  d = #condensate.policy<window = 16, topk = 32, page_size = 64>} {
+  d = #condensate.policy<window = 16, topk = 32, page_size = 64>,
+  e = #condensate.policy<window = 16, topk = 32, selector = sketch>,
+  f = #condensate.policy<window = 16, topk = 32, selector = sketch, bits = 2, page_size = 64, tau = 1.0e-3, max_extra = 64>} {
   return
 }
 

@@ -17,8 +17,44 @@ func.func @f() attributes {p = #condensate.policy<window = 64, topk = 8, window 
 
 // -----
 
-// expected-error@+1 {{unknown selector 'top_k'; expected exact, block_minmax or block_mean}}
+// expected-error@+1 {{unknown selector 'top_k'; expected exact, block_minmax, block_mean or sketch}}
 func.func @f() attributes {p = #condensate.policy<window = 64, selector = top_k>} { return }
+
+// -----
+
+// expected-error@+1 {{policy bits of a sketch must be 2, 4 or 8, got 3}}
+func.func @f() attributes {p = #condensate.policy<window = 64, topk = 8, selector = sketch, bits = 3>} { return }
+
+// -----
+
+// expected-error@+1 {{policy bits = 4 needs selector = sketch}}
+func.func @f() attributes {p = #condensate.policy<window = 64, topk = 8, selector = exact, bits = 4>} { return }
+
+// -----
+
+// expected-error@+1 {{sketch policies of one schedule must use the same bits}}
+func.func @f() attributes {s = #condensate.schedule<layers = 2, default = #condensate.policy<window = 8, topk = 8, selector = sketch, bits = 4>, rules = [#condensate.rule<layers = [1], policy = #condensate.policy<window = 8, topk = 8, selector = sketch, bits = 8>>]>} { return }
+
+// -----
+
+// expected-error@+1 {{'condensate.model' op the schedule's sketch policies use 4 bits but the cache carries 2-bit sketches}}
+condensate.model @m layers = 1, q_heads = 2, kv_heads = 1, head_dim = 16, page_size = 16, kv_type = f32, sketch_bits = 2, schedule = #condensate.schedule<layers = 1, default = #condensate.policy<window = 8, topk = 8, selector = sketch, bits = 4>, rules = []>
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %s: memref<?x2x5x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  // expected-error@+1 {{'condensate.score_sketch' op operand 'summaries' dimension 2 must be 7, got 5}}
+  condensate.score_sketch q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%kn: memref<?x2x16xf32>, %vn: memref<?x2x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %pos: memref<?xi32>, %s: memref<?x2x5x16xf32>) {
+  // expected-error@+1 {{'condensate.append_kv' op operand 'summaries' must have 7 rows (page size 16, 4-bit sketches), got 5}}
+  condensate.append_kv k(%kn : memref<?x2x16xf32>) v(%vn : memref<?x2x16xf32>) into(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) positions(%pos : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) {sketch_bits = 4 : i64}
+  return
+}
 
 // -----
 
@@ -434,7 +470,7 @@ func.func @f(%q: memref<?x4x16xf32>, %k: memref<100x2x16x16xf32>, %pt: memref<?x
 // -----
 
 func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x4x16xf32>, %o: memref<?x4x16xf32>) {
-  // expected-error@+1 {{'condensate.decode_attention' op operand 'summaries' dimension 2 must be 5, got 4}}
+  // expected-error@+1 {{'condensate.decode_attention' op operand 'summaries' must have at least 5 rows, got 4}}
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x4x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.dense, scale = 0.25 : f32}
   return
 }
@@ -1240,7 +1276,7 @@ func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32
 // -----
 
 func.func @f(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x4x16xf32>, %pt: memref<?x?xi32>, %vb: memref<?x2x2x16xf32>) {
-  // expected-error@+1 {{'condensate.certify' op operand 'summaries' dimension 2 must be 5, got 4}}
+  // expected-error@+1 {{'condensate.certify' op operand 'summaries' must have at least 5 rows, got 4}}
   condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x4x16xf32>) pages(%pt : memref<?x?xi32>) vbox(%vb : memref<?x2x2x16xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
   return
 }

@@ -127,8 +127,8 @@ condensate.model @exact_model layers = 2, q_heads = 4, kv_heads = 2,
 // CHECK-LABEL: func.func @append
 // CHECK: condensate.append_kv k(%{{.*}} : memref<?x2x16xf32>) v(%{{.*}} : memref<?x2x16xf32>) into(%{{.*}}, %{{.*}} : memref<?x2x16x16xbf16>) pages(%{{.*}} : memref<?x?xi32>) positions(%{{.*}} : memref<?xi32>) summaries(%{{.*}} : memref<?x2x5x16xf32>)
 // CHECK: condensate.append_kv k(%{{.*}} : memref<?x2x16xf32>) v(%{{.*}} : memref<?x2x16xf32>) into(%{{.*}}, %{{.*}} : memref<?x2x16x16xbf16>) pages(%{{.*}} : memref<?x?xi32>) positions(%{{.*}} : memref<?xi32>){{$}}
-// GENERIC: "condensate.append_kv"({{.*}}) : (memref<?x2x16xf32>, memref<?x2x16xf32>, memref<?x2x16x16xbf16>, memref<?x2x16x16xbf16>, memref<?x?xi32>, memref<?xi32>, memref<?x2x5x16xf32>) -> ()
-// GENERIC: "condensate.append_kv"({{.*}}) : (memref<?x2x16xf32>, memref<?x2x16xf32>, memref<?x2x16x16xbf16>, memref<?x2x16x16xbf16>, memref<?x?xi32>, memref<?xi32>) -> ()
+// GENERIC: "condensate.append_kv"({{.*}}) <{sketch_bits = 0 : i64}> : (memref<?x2x16xf32>, memref<?x2x16xf32>, memref<?x2x16x16xbf16>, memref<?x2x16x16xbf16>, memref<?x?xi32>, memref<?xi32>, memref<?x2x5x16xf32>) -> ()
+// GENERIC: "condensate.append_kv"({{.*}}) <{sketch_bits = 0 : i64}> : (memref<?x2x16xf32>, memref<?x2x16xf32>, memref<?x2x16x16xbf16>, memref<?x2x16x16xbf16>, memref<?x?xi32>, memref<?xi32>) -> ()
 func.func @append(%kn: memref<?x2x16xf32>, %vn: memref<?x2x16xf32>,
                   %k: memref<?x2x16x16xbf16>, %v: memref<?x2x16x16xbf16>,
                   %pt: memref<?x?xi32>, %pos: memref<?xi32>,
@@ -160,6 +160,21 @@ func.func @score_pages(%q: memref<?x4x16xf32>, %s: memref<?x2x5x16xf32>,
       summaries(%s : memref<?x2x5x16xf32>) pages(%pt : memref<?x?xi32>)
       lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>)
       {page_size = 64 : i64, scale = 0.5 : f32}
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @score_sketch
+// CHECK: condensate.score_sketch q(%{{.*}} : memref<?x4x16xf32>) summaries(%{{.*}} : memref<?x2x7x16xf32>) pages(%{{.*}} : memref<?x8xi32>) lens(%{{.*}} : memref<?xi32>) scores(%{{.*}} : memref<?x4x128xf32>) {bits = 4 : i64, page_size = 16 : i64, scale = 2.500000e-01 : f32}
+// GENERIC: "condensate.score_sketch"({{.*}}) <{bits = 4 : i64, page_size = 16 : i64, scale = 2.500000e-01 : f32}> : (memref<?x4x16xf32>, memref<?x2x7x16xf32>, memref<?x8xi32>, memref<?xi32>, memref<?x4x128xf32>) -> ()
+func.func @score_sketch(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>,
+                        %pt: memref<?x8xi32>, %len: memref<?xi32>,
+                        %sc: memref<?x4x128xf32>) {
+  condensate.score_sketch q(%q : memref<?x4x16xf32>)
+      summaries(%s : memref<?x2x7x16xf32>) pages(%pt : memref<?x8xi32>)
+      lens(%len : memref<?xi32>) scores(%sc : memref<?x4x128xf32>)
+      {page_size = 16 : i64, bits = 4 : i64, scale = 0.25 : f32}
   return
 }
 

@@ -6,6 +6,12 @@
 //===----------------------------------------------------------------------===//
 #include "Numerics.h"
 
+#include "Sketch.h"
+
+#include "condensate/ABI/AttentionABI.h"
+
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::condensate;
 
@@ -245,7 +251,7 @@ AppendSlot mlir::condensate::appendSlot(Emitter &e, Value positions,
 void mlir::condensate::appendChannel(Emitter &e, const AppendSlot &slot,
                                      Value kNew, Value vNew, Value kCache,
                                      Value vCache, Value summaries, Value b,
-                                     Value g, Value c) {
+                                     Value g, Value c, int64_t sketchBits) {
   Type kvElt = cast<MemRefType>(kCache.getType()).getElementType();
   Value page = slot.page, off = slot.off;
   Value k = e.truncf(e.load(kNew, {b, g, c}), kvElt);
@@ -266,4 +272,32 @@ void mlir::condensate::appendChannel(Emitter &e, const AppendSlot &slot,
   update(KSum, k32, [&](Value a, Value x) { return e.fadd(a, x); });
   update(VMin, v32, [&](Value a, Value x) { return e.fmin(a, x); });
   update(VMax, v32, [&](Value a, Value x) { return e.fmax(a, x); });
+  if (sketchBits == 0)
+    return;
+  int64_t p = staticDim(kCache, 2);
+  int64_t perWord = ::condensate::abi::codesPerWord(sketchBits);
+  int64_t inWord = std::min(perWord, p);
+  int64_t rows = ::condensate::abi::sketchRows(p, sketchBits);
+  e.ifThen(e.eq(off, e.idx(p - 1)), [&](Emitter &e) {
+    // The page's final box, as just stored.
+    Value lo = e.load(summaries, {page, g, e.idx(KMin), c});
+    Value hi = e.load(summaries, {page, g, e.idx(KMax), c});
+    e.forEach(e.idx(0), e.idx(rows), [&](Emitter &e, Value w) {
+      Value word = e.forLoop(
+          e.idx(0), e.idx(inWord), e.idx(1), {e.i32(0)},
+          [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+            Value t = e.add(e.mul(w, e.idx(perWord)), j);
+            Value kt = e.toF32(e.load(kCache, {page, g, t, c}));
+            Value code = sketchCode(e, kt, lo, hi, sketchBits);
+            Value shift = e.toI32(e.mul(j, e.idx(sketchBits)));
+            Value placed = arith::ShLIOp::create(e.builder(), e.location(),
+                                                 code, shift);
+            return {e.bor(acc[0], placed)};
+          })[0];
+      Value asFloat = arith::BitcastOp::create(
+          e.builder(), e.location(), e.builder().getF32Type(), word);
+      e.store(asFloat, summaries,
+              {page, g, e.add(e.idx(::condensate::abi::kSketchRow0), w), c});
+    });
+  });
 }

@@ -165,10 +165,12 @@ AppendSlot appendSlot(Emitter &e, Value positions, Value pageTable, Value b,
 /// Stores channel c of kv head g of the new key and value rows of sequence
 /// b into the caches (in their element type) and folds it into the page's
 /// summaries (min, max and sum of keys, min and max of values) when there
-/// are any.
+/// are any. With `sketchBits`, the row that fills the page (offset P - 1:
+/// a page's positions are appended in order) also writes channel c of the
+/// page's key sketch (Sketch.h).
 void appendChannel(Emitter &e, const AppendSlot &slot, Value kNew, Value vNew,
                    Value kCache, Value vCache, Value summaries, Value b,
-                   Value g, Value c);
+                   Value g, Value c, int64_t sketchBits);
 
 } // namespace mlir::condensate
 

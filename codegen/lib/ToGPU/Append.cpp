@@ -27,6 +27,7 @@ void lowerAppendKV(AppendKVOp op, OpBuilder &b, const KernelBuilder &kb,
   if (op.getSummaries())
     operands.push_back(op.getSummaries());
   bool hasSummaries = static_cast<bool>(op.getSummaries());
+  int64_t sketchBits = op.getSketchBits();
   auto fn = kb.createKernel(
       name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
         Value bb = e.bid(gpu::Dimension::x);
@@ -36,7 +37,7 @@ void lowerAppendKV(AppendKVOp op, OpBuilder &b, const KernelBuilder &kb,
                   [&](Emitter &e, Value i, ValueRange) -> SmallVector<Value> {
                     Value g = e.divs(i, e.idx(d)), c = e.rems(i, e.idx(d));
                     appendChannel(e, slot, a[0], a[1], a[2], a[3], summaries,
-                                  bb, g, c);
+                                  bb, g, c, sketchBits);
                     return {};
                   });
       });

@@ -36,8 +36,9 @@ struct ConvertCondensateToGPUPass
     SmallVector<Operation *> stages;
     bool decomposed = true;
     module.walk([&](Operation *op) {
-      if (isa<ScorePagesOp, ScoreTokensOp, SelectTopKOp, SparseAttendOp,
-              DenseAttendOp, CertifyOp, MergeOp, AppendKVOp>(op))
+      if (isa<ScorePagesOp, ScoreTokensOp, ScoreSketchOp, SelectTopKOp,
+              SparseAttendOp, DenseAttendOp, CertifyOp, MergeOp, AppendKVOp>(
+              op))
         stages.push_back(op);
       if (auto d = dyn_cast<DecodeAttentionOp>(op)) {
         d.emitOpError() << "must be decomposed before lowering to GPU "

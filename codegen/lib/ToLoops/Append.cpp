@@ -25,7 +25,8 @@ void lowerAppendKV(AppendKVOp op, Emitter &e, PatternRewriter &rewriter) {
     e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
       e.forEach(e.idx(0), e.idx(d), [&](Emitter &e, Value c) {
         appendChannel(e, slot, op.getKNew(), op.getVNew(), op.getKCache(),
-                      op.getVCache(), op.getSummaries(), b, g, c);
+                      op.getVCache(), op.getSummaries(), b, g, c,
+                      op.getSketchBits());
       });
     });
   });

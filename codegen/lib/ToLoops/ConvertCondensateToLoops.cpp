@@ -46,7 +46,8 @@ struct ConvertCondensateToLoopsPass
             applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
     WalkResult left = getOperation().walk([](Operation *op) {
-      if (isa<ScorePagesOp, ScoreTokensOp, SelectTopKOp, SparseAttendOp,
+      if (isa<ScorePagesOp, ScoreTokensOp, ScoreSketchOp, SelectTopKOp,
+              SparseAttendOp,
               DenseAttendOp, CertifyOp, MergeOp, AppendKVOp>(op)) {
         op->emitOpError() << "could not be lowered to loops";
         return WalkResult::interrupt();

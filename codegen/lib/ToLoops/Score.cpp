@@ -7,6 +7,7 @@
 #include "Lowering.h"
 
 #include "../Common/Numerics.h"
+#include "../Common/Sketch.h"
 
 #include "mlir/IR/PatternMatch.h"
 
@@ -94,6 +95,77 @@ void lowerScoreTokens(ScoreTokensOp op, Emitter &e, PatternRewriter &rewriter) {
   });
 }
 
+/// Per page: the box terms once, then each token's dequantised sketch (a
+/// full page) or the page box bound (a page still filling).
+void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
+  int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
+  int64_t hkv = staticDim(op.getSummaries(), 1);
+  int64_t group = hq / hkv, p = op.getPageSize(), bits = op.getBits();
+  Value scale = e.f32(op.getScale().convertToDouble());
+  Value batch = e.dim(op.getQ(), 0), mp = e.dim(op.getPageTable(), 1);
+  Value sum = op.getSummaries(), scores = op.getScores();
+  e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
+    Value n = e.loadIndex(op.getLens(), {b});
+    Value pages = e.ceilDiv(n, e.idx(p));
+    e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
+      RowOps row{e, d};
+      Value g = e.divs(h, e.idx(group));
+      SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
+      e.forEach(e.idx(0), mp, [&](Emitter &e, Value j) {
+        Value t0 = e.mul(j, e.idx(p));
+        auto fill = [&](Emitter &e, Value s) {
+          e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
+            e.store(s, scores, {b, h, e.add(t0, o)});
+          });
+        };
+        e.ifElse(
+            e.lt(j, pages), {},
+            [&](Emitter &e) -> SmallVector<Value> {
+              RowOps row{e, d};
+              Value page = e.loadIndex(op.getPageTable(), {b, j});
+              auto lo = row.loadRow(sum, {page, g, e.idx(KMin)});
+              auto hi = row.loadRow(sum, {page, g, e.idx(KMax)});
+              Value full = e.le(e.add(t0, e.idx(p)), n);
+              e.ifElse(
+                  full, {},
+                  [&](Emitter &e) -> SmallVector<Value> {
+                    RowOps row{e, d};
+                    SketchRow sk = sketchRow(e, lo, hi, bits);
+                    Value slack = sketchSlack(e, row.target(), q, sk, d, 1);
+                    e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
+                      RowOps row{e, d};
+                      auto [wordRow, shift] = sketchSlot(e, o, bits);
+                      auto words = row.loadRow(sum, {page, g, wordRow});
+                      auto keys = sketchKeys(e, sk, words, shift, bits);
+                      Value est = rowDot(e, row.target(), q, keys, 1);
+                      e.store(e.fmul(e.fadd(est, slack), scale), scores,
+                              {b, h, e.add(t0, o)});
+                    });
+                    return {};
+                  },
+                  [&](Emitter &e) -> SmallVector<Value> {
+                    // Still filling: the box bounds every token; past n
+                    // there are none.
+                    Value box = e.fmul(
+                        rowBoxDot(e, row.target(), q, lo, hi, 1), scale);
+                    e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
+                      Value t = e.add(t0, o);
+                      e.store(e.select(e.lt(t, n), box, e.negInf()), scores,
+                              {b, h, t});
+                    });
+                    return {};
+                  });
+              return {};
+            },
+            [&](Emitter &e) -> SmallVector<Value> {
+              fill(e, e.negInf());
+              return {};
+            });
+      });
+    });
+  });
+}
+
 } // namespace
 
 void mlir::condensate::populateScoreToLoopsPatterns(
@@ -101,5 +173,7 @@ void mlir::condensate::populateScoreToLoopsPatterns(
   patterns.add<LoopPattern<ScorePagesOp, lowerScorePages>>(
       patterns.getContext());
   patterns.add<LoopPattern<ScoreTokensOp, lowerScoreTokens>>(
+      patterns.getContext());
+  patterns.add<LoopPattern<ScoreSketchOp, lowerScoreSketch>>(
       patterns.getContext());
 }

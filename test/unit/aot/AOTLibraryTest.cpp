@@ -162,7 +162,7 @@ TEST(AOTLibraryGPU, AppendAndAttendMatchTheReference) {
   auto kDev = deviceCopy(std::vector<float>(kHost.size(), 0.0f));
   auto vDev = deviceCopy(std::vector<float>(kHost.size(), 0.0f));
   auto sumDev = deviceCopy(std::vector<float>(
-      condensate::abi::summaryElements(numPages, H, D),
+      condensate::abi::summaryElements(numPages, modelDims(s)),
       std::numeric_limits<float>::quiet_NaN()));
   auto tableDev = deviceCopy(table);
   // One append call per position, both sequences while both are live.

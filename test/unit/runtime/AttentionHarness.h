@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -158,7 +159,7 @@ inline CacheCase buildCache(Executor &exec, const std::vector<int32_t> &lens,
   int bytes = kvTypeBytes(s.kvType);
   c.kRaw.assign(elems * bytes, 0xff); // poison: NaN patterns
   c.vRaw.assign(elems * bytes, 0xff);
-  c.summaries.assign(c.numPages * hkv * 5 * d,
+  c.summaries.assign(condensate::abi::summaryElements(c.numPages, modelDims(s)),
                      std::numeric_limits<float>::quiet_NaN());
   // What the appends should store, as floats, for the summary checks.
   std::vector<float> kWant(static_cast<size_t>(elems),
@@ -275,6 +276,9 @@ inline reference::Inputs referenceInputs(const ModelShape &s,
   in.pageTable = c.pageTable.data();
   in.lens = c.lens.data();
   in.windows = windows;
+  in.summaries = c.summaries.data();
+  in.numPages = c.numPages;
+  in.sketchBits = s.sketchBits;
   return in;
 }
 
@@ -289,15 +293,21 @@ inline bool expectSummariesMatch(const ModelShape &s, const CacheCase &c,
                                  int64_t pos) {
   reference::Inputs in = referenceInputs(s, c, kf, vf, nullptr);
   in.lens = lensNow.data();
-  std::vector<float> want = reference::summaries(in, c.numPages);
-  int64_t d = s.headDim;
+  std::vector<float> want =
+      reference::summaries(in, c.numPages, s.sketchBits);
+  const int64_t d = s.headDim,
+                R = condensate::abi::summaryRows(s.pageSize, s.sketchBits);
+  const int64_t perWord =
+      s.sketchBits ? condensate::abi::codesPerWord(s.sketchBits) : 1;
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t j = 0; j * s.pageSize < lensNow[b]; ++j) {
       int64_t page = c.pageTable[b * c.maxPages + j];
-      for (int64_t g = 0; g < s.kvHeads; ++g)
+      bool full = (j + 1) * s.pageSize <= lensNow[b];
+      for (int64_t g = 0; g < s.kvHeads; ++g) {
+        const int64_t base = (page * s.kvHeads + g) * R * d;
         for (int64_t e = 0; e < 5; ++e)
           for (int64_t ch = 0; ch < d; ++ch) {
-            int64_t at = ((page * s.kvHeads + g) * 5 + e) * d + ch;
+            int64_t at = base + e * d + ch;
             float got = c.summaries[at], ref = want[at];
             bool ok = e == 2 ? std::fabs(got - ref) <=
                                    1e-5f * (1.0f + std::fabs(ref)) * s.pageSize
@@ -311,6 +321,45 @@ inline bool expectSummariesMatch(const ModelShape &s, const CacheCase &c,
               return false;
             }
           }
+        if (!full || s.sketchBits == 0)
+          continue;
+        // Sketch codes: equal to the float64 rounding, except that a
+        // quotient within 2^-12 of a midpoint may round either way; and
+        // every dequantised key within the error e_c of Sketch.h.
+        const float *lo = &c.summaries[base + 0 * d];
+        const float *hi = &c.summaries[base + 1 * d];
+        double levels = double((1 << s.sketchBits) - 1);
+        for (int64_t off = 0; off < s.pageSize; ++off)
+          for (int64_t ch = 0; ch < d; ++ch) {
+            int64_t w = base + (5 + off / perWord) * d + ch;
+            uint32_t gotW, wantW;
+            std::memcpy(&gotW, &c.summaries[w], 4);
+            std::memcpy(&wantW, &want[w], 4);
+            int shift = int((off % perWord) * s.sketchBits);
+            uint32_t mask = uint32_t(levels);
+            int64_t got = (gotW >> shift) & mask, ref = (wantW >> shift) & mask;
+            int64_t t = j * s.pageSize + off;
+            float key = kf[((page * s.kvHeads + g) * s.pageSize + off) * d + ch];
+            double quotient = 0.0;
+            reference::sketchCode(key, lo[ch], hi[ch], s.sketchBits, &quotient);
+            double frac = quotient - std::floor(quotient);
+            bool nearMid = std::fabs(frac - 0.5) < 1.0 / 4096.0;
+            double step = (double(hi[ch]) - lo[ch]) / levels;
+            double deq = lo[ch] + double(got) * step;
+            double err = step * (0.5 + 1.0 / 1024.0) +
+                         (std::fabs(lo[ch]) + std::fabs(hi[ch])) / 1048576.0;
+            if ((got != ref && !(nearMid && std::abs(got - ref) == 1)) ||
+                std::fabs(double(key) - deq) > err) {
+              ADD_FAILURE() << "sketch code of position " << t
+                            << " (sequence " << b << ", head " << g
+                            << ", channel " << ch << ") is " << got
+                            << ", float64 " << ref << " (key " << key
+                            << ", box [" << lo[ch] << ", " << hi[ch]
+                            << "]) after appending position " << pos;
+              return false;
+            }
+          }
+      }
     }
   return true;
 }

@@ -58,13 +58,20 @@ TEST_P(CPUAttention, MatchesReferenceOnRandomCaches) {
         CheckReport r = checkLayer(exec, l, perLayer[l], cache, rng,
                                    mode == Values::Clustered ? 3e-5 : 1e-5);
         total.add(r);
-        if (mode == Values::Discrete) {
+        // Sketch bounds carry a float slack: they can near-tie.
+        bool sketch = std::any_of(
+            perLayer[l].begin(), perLayer[l].end(), [](const Policy &p) {
+              return !p.dense && p.selector == Selector::Sketch;
+            });
+        if (mode == Values::Discrete && !sketch) {
           EXPECT_EQ(r.nearTieSkips, 0) << "exact scores cannot near-tie";
         }
         // Skips come in whole GQA groups (one selection per kv head): allow
-        // one group plus a tenth of the heads checked.
+        // one group plus a tenth of the heads checked (a third for sketch
+        // bounds, whose quantised keys make many bounds nearly equal).
         EXPECT_LE(r.nearTieSkips,
-                  (r.heads + r.nearTieSkips) / 10 + shape.group());
+                  (r.heads + r.nearTieSkips) / (sketch ? 3 : 10) +
+                      shape.group());
       }
     }
   }

@@ -136,8 +136,10 @@ Cache fillCache(Executor &exec, const std::vector<int32_t> &lens,
   c.kRaw.assign(static_cast<size_t>(c.numPages * hkv * s.pageSize * d * bytes),
                 0xff);
   c.vRaw.assign(c.kRaw.size(), 0xff);
-  c.summaries.assign(static_cast<size_t>(c.numPages * hkv * 5 * d),
-                     std::numeric_limits<float>::quiet_NaN());
+  c.summaries.assign(
+      static_cast<size_t>(condensate::abi::summaryElements(c.numPages,
+                                                           modelDims(s))),
+      std::numeric_limits<float>::quiet_NaN());
   std::vector<int32_t> table, positions;
   std::vector<float> kNew, vNew;
   for (int64_t pos = 0; pos < longest; ++pos) {
@@ -256,6 +258,9 @@ Tally checkCall(Executor &exec, int64_t layer, const std::vector<Policy> &kv,
   in.v = cache.vf.data();
   in.pageTable = c.pageTable.data();
   in.lens = c.lens.data();
+  in.summaries = c.summaries.data();
+  in.numPages = c.numPages;
+  in.sketchBits = s.sketchBits;
   std::vector<reference::Decision> decisions(
       static_cast<size_t>(c.batch * s.kvHeads));
   for (int64_t b = 0; b < c.batch; ++b)
@@ -494,6 +499,121 @@ TEST(Certificate, HiddenLargeKey) {
   // The construction is adversarial for block_mean and not for min/max.
   EXPECT_GT(meanMisses, sequences / 2);
   EXPECT_EQ(minmaxMisses, 0);
+}
+
+//===----------------------------------------------------------------------===//
+// (a') Key sketches
+//===----------------------------------------------------------------------===//
+
+// Certified sketch policies (2, 4 and 8 bits; pages of 16 and of one
+// token) on keys built to stress the quantisation: Gaussian keys, keys
+// exactly on a code boundary (lo + (i + 1/2) step), one channel with a
+// range 10^4 times the others, all-equal keys (a zero step), and a large
+// key hidden among small ones. Every head must satisfy eps_true <= eps_hat
+// (and eps_hat <= tau when it certified); the hidden key must be found.
+TEST(Certificate, SketchBounds) {
+  const uint32_t seed = testSeed();
+  std::mt19937 rng(seed);
+  Tally total;
+  int64_t hiddenMisses = 0, hiddenCases = 0;
+  for (int64_t bits : {2, 4, 8})
+    for (int64_t page : {16, 1}) {
+      ModelShape shape = smolShape();
+      shape.pageSize = page;
+      const std::vector<Policy> base = {
+          certified(Selector::Sketch, 16, 64, 1e-2, 32, page),
+          certified(Selector::Sketch, 8, 16, 1e-4, 96, page)};
+      std::vector<Policy> policies = base;
+      for (Policy &p : policies)
+        p.sketchBits = bits;
+      auto program = compileLayers(shape, policies);
+      ASSERT_TRUE(program);
+      CPUExecutor exec(program);
+      const int64_t D = shape.headDim;
+      for (int kind = 0; kind < 5; ++kind) {
+        std::vector<int32_t> lens;
+        for (int i = 0; i < 3; ++i)
+          lens.push_back(
+              std::uniform_int_distribution<int32_t>(40, 700)(rng));
+        const int64_t B = static_cast<int64_t>(lens.size());
+        std::vector<float> q = groupQueries(shape, B, rng);
+        std::vector<int64_t> hidden(static_cast<size_t>(B));
+        for (int64_t b = 0; b < B; ++b)
+          hidden[static_cast<size_t>(b)] = std::uniform_int_distribution<int64_t>(
+              1, lens[static_cast<size_t>(b)] - 20)(rng);
+        const double levels = double((1 << bits) - 1);
+        Cache cache = fillCache(
+            exec, lens, rng, [&](int64_t b, int64_t pos, float *k, float *v) {
+              for (int64_t g = 0; g < shape.kvHeads; ++g) {
+                const float *qg =
+                    q.data() + (b * shape.qHeads + g * shape.group()) * D;
+                for (int64_t c = 0; c < D; ++c) {
+                  float x = gauss(rng);
+                  switch (kind) {
+                  case 1: // on a code boundary of the box [-1, 1]
+                    x = pos % page == 0 ? -1.0f
+                        : pos % page == 1
+                            ? 1.0f
+                            : float(-1.0 + 2.0 * (std::floor(levels *
+                                                             std::abs(x) /
+                                                             4.0) +
+                                                  0.5) /
+                                               levels);
+                    break;
+                  case 2: // one channel with a huge range
+                    x = c == 3 ? gauss(rng, 1e4f) : x;
+                    break;
+                  case 3: // all equal
+                    x = 0.5f;
+                    break;
+                  case 4: // a large key along q, hidden among small ones
+                    x = pos == hidden[static_cast<size_t>(b)]
+                            ? 4.0f * qg[c]
+                            : gauss(rng, 0.1f);
+                    break;
+                  default:
+                    break;
+                  }
+                  k[g * D + c] = x;
+                  v[g * D + c] = gauss(rng);
+                }
+              }
+            });
+        for (size_t l = 0; l < policies.size(); ++l) {
+          std::vector<Policy> kv(static_cast<size_t>(shape.kvHeads),
+                                 policies[l]);
+          std::string label = "sketch kind " + std::to_string(kind) +
+                              ", page " + std::to_string(page) + ", " +
+                              policies[l].toMLIR();
+          total.add(checkCall(exec, static_cast<int64_t>(l), kv, cache, q,
+                              label, seed));
+          if (kind != 4 || l != 0)
+            continue;
+          reference::Inputs in = referenceInputs(shape, cache.c, cache.kf,
+                                                 cache.vf, nullptr);
+          in.q = q.data();
+          in.sketchBits = bits;
+          reference::Output r = reference::attend(in, kv);
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t g = 0; g < shape.kvHeads; ++g) {
+              const int64_t n = lens[static_cast<size_t>(b)];
+              const int64_t t = hidden[static_cast<size_t>(b)];
+              if (t < 1 || t >= n - 16)
+                continue;
+              const auto &units =
+                  r.baseUnits[static_cast<size_t>(b * shape.kvHeads + g)];
+              ++hiddenCases;
+              hiddenMisses +=
+                  std::find(units.begin(), units.end(), t) == units.end();
+            }
+        }
+      }
+    }
+  EXPECT_EQ(total.failures, 0);
+  EXPECT_GT(total.passes + total.extras, 0);
+  EXPECT_GT(hiddenCases, 0);
+  EXPECT_EQ(hiddenMisses, 0) << "sketch selection lost a hidden key";
+  report("key sketches", total);
 }
 
 //===----------------------------------------------------------------------===//

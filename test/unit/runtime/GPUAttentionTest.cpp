@@ -94,7 +94,7 @@ public:
     CONDENSATE_RETURN_IF_ERROR(m[4].upload(a.lens, a.batch * 4));
     CONDENSATE_RETURN_IF_ERROR(m[5].upload(a.windows, a.batch * 4));
     CONDENSATE_RETURN_IF_ERROR(m[6].upload(
-        a.summaries, a.numPages * s.kvHeads * 5 * s.headDim * 4));
+        a.summaries, condensate::abi::summaryElements(a.numPages, modelDims(s)) * 4));
     // Poisoned outputs on the device too.
     CONDENSATE_RETURN_IF_ERROR(m[7].upload(a.out, qBytes));
     CONDENSATE_RETURN_IF_ERROR(m[8].upload(a.stats, stats));

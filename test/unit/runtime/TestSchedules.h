@@ -73,6 +73,17 @@ inline Schedule testSchedule(const Config &c, std::vector<std::vector<Policy>> &
   loosePage.tau = 0.5;
   loosePage.maxExtra = 2;
   kinds.push_back(loosePage);
+  // Key sketches: 2, 4 or 8 bits by configuration (one width a schedule).
+  const int64_t bits = int64_t(2) << ((c.headDim / 64 + c.pageSize / 16 +
+                                       c.kvHeads) % 3);
+  Policy sketch = policy(1, 8, 2 * P + 5, Selector::Sketch, P);
+  sketch.sketchBits = bits;
+  kinds.push_back(sketch);
+  Policy certSketch = policy(1, 8, P, Selector::Sketch, P);
+  certSketch.sketchBits = bits;
+  certSketch.tau = 1e-3;
+  certSketch.maxExtra = 24;
+  kinds.push_back(certSketch);
 
   Schedule s;
   s.numLayers = static_cast<int64_t>(kinds.size()) + 1;

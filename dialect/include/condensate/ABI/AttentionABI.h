@@ -26,6 +26,34 @@ constexpr int64_t kSummarySlots = 5;
 /// What each summary slot holds, over the page's positions written so far.
 enum SummarySlot : int64_t { KMin = 0, KMax = 1, KSum = 2, VMin = 3, VMax = 4 };
 
+/// Key sketches (selector `sketch`). When a model's schedule uses them, each
+/// page's summary rows are followed by sketchRows() rows of 32-bit words
+/// (stored in the f32 buffer, read through a bitcast). Once a page is full
+/// the append writes, for every channel c, the key of each token t of the
+/// page quantised to `bits` bits against the page's own key box:
+///   step_c = (KMax_c - KMin_c) * (1 / (2^bits - 1))
+///   code   = round((k_tc - KMin_c) * ((2^bits - 1) / (KMax_c - KMin_c)))
+///            clamped to [0, 2^bits - 1] (0 when KMax_c == KMin_c)
+/// at bits [(t % codesPerWord) * bits, +bits) of word row
+/// kSummarySlots + t / codesPerWord, column c. A page that is not full has
+/// no sketch yet; its tokens are bounded by the page box.
+constexpr int64_t kSketchRow0 = kSummarySlots;
+/// Whether `bits` is a sketch width the compiler generates.
+constexpr bool validSketchBits(int64_t bits) {
+  return bits == 2 || bits == 4 || bits == 8;
+}
+/// Codes in one 32-bit word.
+constexpr int64_t codesPerWord(int64_t bits) { return 32 / bits; }
+/// Word rows of a page's sketch (0 without sketches).
+constexpr int64_t sketchRows(int64_t pageSize, int64_t bits) {
+  return bits == 0 ? 0
+                   : (pageSize + codesPerWord(bits) - 1) / codesPerWord(bits);
+}
+/// Rows of the summaries of one page and key/value head.
+constexpr int64_t summaryRows(int64_t pageSize, int64_t sketchBits) {
+  return kSummarySlots + sketchRows(pageSize, sketchBits);
+}
+
 /// Entries per (sequence, query head) of the stats output.
 constexpr int64_t kStatsWidth = 5;
 /// What each stats entry holds. Both bounds are 0 for dense attention and
@@ -58,7 +86,7 @@ constexpr float kWorkspaceFailed = -1.0f;
 ///   pageTable  [B, MP] i32
 ///   lens       [B] i32: context length including the query's own position
 ///   windows    [B] i32: per-sequence window of adaptive layers
-///   summaries  [NP, Hkv, kSummarySlots, D] f32
+///   summaries  [NP, Hkv, summaryRows(P, sketchBits), D] f32
 ///   stats      [B, Hq, kStatsWidth] f32
 enum AttendArg : int {
   AttendQ = 0,
@@ -97,6 +125,8 @@ constexpr int64_t kDynamic = std::numeric_limits<int64_t>::min();
 /// The model dimensions a signature is specialised for.
 struct ModelDims {
   int64_t qHeads = 0, kvHeads = 0, headDim = 0, pageSize = 0;
+  /// Bits of the key sketches in the summaries; 0 without sketches.
+  int64_t sketchBits = 0;
 };
 /// The per-call dimensions (kDynamic in a signature).
 struct CallDims {
@@ -114,7 +144,8 @@ inline std::vector<Shape> attendShapes(const ModelDims &m, const CallDims &c) {
           {c.batch, c.maxPages},
           {c.batch},
           {c.batch},
-          {c.numPages, m.kvHeads, kSummarySlots, m.headDim},
+          {c.numPages, m.kvHeads, summaryRows(m.pageSize, m.sketchBits),
+           m.headDim},
           {c.batch, m.qHeads, m.headDim},
           {c.batch, m.qHeads, kStatsWidth}};
 }
@@ -128,7 +159,8 @@ inline std::vector<Shape> appendShapes(const ModelDims &m, const CallDims &c) {
           kv,
           {c.batch, c.maxPages},
           {c.batch},
-          {c.numPages, m.kvHeads, kSummarySlots, m.headDim}};
+          {c.numPages, m.kvHeads, summaryRows(m.pageSize, m.sketchBits),
+           m.headDim}};
 }
 
 /// Element types of the decode-attention arguments, indexed by AttendArg.
@@ -161,9 +193,15 @@ inline Element appendElement(int arg) {
 }
 
 /// f32 elements of a summaries buffer of `numPages` pages.
-inline int64_t summaryElements(int64_t numPages, int64_t kvHeads,
-                               int64_t headDim) {
-  return numPages * kvHeads * kSummarySlots * headDim;
+inline int64_t summaryElements(int64_t numPages, const ModelDims &m) {
+  return numPages * m.kvHeads * summaryRows(m.pageSize, m.sketchBits) *
+         m.headDim;
+}
+
+/// Bytes dense attention reads for one sequence of `n` tokens and one
+/// key/value head: its K and V rows (`kvBytes` bytes an element).
+inline int64_t denseBytes(int64_t n, int64_t headDim, int64_t kvBytes) {
+  return 2 * n * headDim * kvBytes;
 }
 
 } // namespace condensate::abi

@@ -20,7 +20,8 @@ def Condensate_Selector : I32EnumAttr<"Selector",
     "how the top-k part of a condensate set is chosen", [
       I32EnumAttrCase<"exact", 0>,
       I32EnumAttrCase<"block_minmax", 1>,
-      I32EnumAttrCase<"block_mean", 2>
+      I32EnumAttrCase<"block_mean", 2>,
+      I32EnumAttrCase<"sketch", 3>
     ]> {
   let cppNamespace = "::mlir::condensate";
   let genSpecializedAttr = 0;
@@ -76,7 +77,12 @@ def Condensate_PolicyAttr : Condensate_Attr<"Policy", "policy"> {
     - `exact`: the `topk` tokens with the largest q.k (reads every key);
     - `block_minmax`: the ceil(topk / page_size) pages with the largest upper
       bound s * sum_c max(q_c min_c, q_c max_c) from per-page key bounds;
-    - `block_mean`: pages ranked by q . mean(K_page) (a heuristic).
+    - `block_mean`: pages ranked by q . mean(K_page) (a heuristic);
+    - `sketch`: the `topk` tokens with the largest upper bound on q.k from
+      the page's key sketch (`bits` = 2, 4 or 8 bits a key channel, see
+      AttentionABI.h): the dequantised sketch's dot product plus
+      sum_c |q_c| (step_c / 2 + rounding); tokens of a page not yet full
+      are bounded by the page box. Reads the sketches, not the keys.
     With grouped-query attention one selection serves the whole group: a
     unit's score is the maximum of its per-head scores over the group.
 
@@ -100,7 +106,8 @@ def Condensate_PolicyAttr : Condensate_Attr<"Policy", "policy"> {
     ```
 
     Omitted fields take their defaults: anchor = 1, window_max = window,
-    topk = 0, selector = block_minmax, page_size = 16, tau = 0, max_extra = 0.
+    topk = 0, selector = block_minmax, page_size = 16, tau = 0, max_extra = 0,
+    bits = 4 with selector = sketch (and no bits otherwise).
   }];
   let parameters = (ins
     "int64_t":$anchor,
@@ -110,14 +117,16 @@ def Condensate_PolicyAttr : Condensate_Attr<"Policy", "policy"> {
     "::mlir::condensate::Selector":$selector,
     "int64_t":$pageSize,
     "::llvm::APFloat":$tau,
-    "int64_t":$maxExtra
+    "int64_t":$maxExtra,
+    "int64_t":$sketchBits
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// True when the window is chosen per sequence at run time.
     bool isAdaptive() const { return getWindowMax() > getWindow(); }
-    /// The unit the selection ranks: tokens for `exact`, pages otherwise.
+    /// The unit the selection ranks: tokens for `exact` and `sketch`, pages
+    /// otherwise.
     ::mlir::condensate::Granularity getGranularity() const;
     /// Number of units kept by top-k (pages round the budget up).
     int64_t getTopUnits() const;
@@ -217,6 +226,9 @@ def Condensate_ScheduleAttr : Condensate_Attr<"Schedule", "schedule"> {
     ::llvm::SmallVector<::mlir::Attribute> resolve(int64_t numKVHeads) const;
     /// Layers whose every head is dense.
     ::llvm::SmallVector<int64_t> getPillarLayers(int64_t numKVHeads) const;
+    /// Bits of the key sketches of its sketch policies (the verifier checks
+    /// they agree); 0 when none uses sketches.
+    int64_t getSketchBits() const;
   }];
 }
 

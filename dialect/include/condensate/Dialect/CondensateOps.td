@@ -41,7 +41,9 @@ def Condensate_ModelOp : Condensate_Op<"model", [Symbol]> {
   let description = [{
     Declares the attention configuration of a whole decoder: layer count,
     query and key/value heads, head dimension, KV-cache page size and storage
-    type, softmax scale (default 1/sqrt(head_dim)) and the layer schedule.
+    type, softmax scale (default 1/sqrt(head_dim)), the bits of the key
+    sketches the cache's summaries carry (`sketch_bits`, default: those of
+    the schedule's sketch policies, or none) and the layer schedule.
     `condensate-expand-schedule` turns it into one function per distinct
     layer policy and an entry of the module's `condensate.layer_tables`.
 
@@ -63,17 +65,20 @@ def Condensate_ModelOp : Condensate_Op<"model", [Symbol]> {
     I64Attr:$page_size,
     TypeAttr:$kv_type,
     OptionalAttr<F32Attr>:$scale,
+    OptionalAttr<I64Attr>:$sketch_bits,
     Condensate_ScheduleAttr:$schedule
   );
   let assemblyFormat = [{
     $sym_name `layers` `=` $num_layers `,` `q_heads` `=` $num_q_heads `,`
     `kv_heads` `=` $num_kv_heads `,` `head_dim` `=` $head_dim `,` `page_size` `=` $page_size
-    `,` `kv_type` `=` $kv_type `,` (`scale` `=` $scale^ `,`)? `schedule` `=`
-    $schedule attr-dict
+    `,` `kv_type` `=` $kv_type `,` (`scale` `=` $scale^ `,`)?
+    (`sketch_bits` `=` $sketch_bits^ `,`)? `schedule` `=` $schedule attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     float getScaleOrDefault();
+    /// Bits of the key sketches in the cache's summaries (0: none).
+    int64_t getCacheSketchBits();
   }];
 }
 
@@ -160,7 +165,10 @@ def Condensate_AppendKVOp : Condensate_Op<"append_kv",
     the cache type) at position positions[b] of sequence b, and updates that
     page's summaries: key min/max/sum and value min/max per channel, taken
     over the values as stored (after conversion). The first token of a page
-    resets its summaries. O(Hkv * D) work per sequence.
+    resets its summaries. O(Hkv * D) work per sequence. With `sketch_bits`
+    (2, 4 or 8) the summaries carry key sketches (AttentionABI.h): the token
+    that fills a page also quantises the page's keys against its final key
+    box, O(P * Hkv * D) work once per page.
 
     ```mlir
     condensate.append_kv k(%kn : memref<?x3x64xf32>) v(%vn : memref<?x3x64xf32>)
@@ -175,7 +183,8 @@ def Condensate_AppendKVOp : Condensate_Op<"append_kv",
     Condensate_KVBuffer:$v_cache,
     Condensate_I32Buffer:$page_table,
     Condensate_I32Buffer:$positions,
-    Optional<Condensate_F32Buffer>:$summaries
+    Optional<Condensate_F32Buffer>:$summaries,
+    DefaultValuedAttr<I64Attr, "0">:$sketch_bits
   );
   let assemblyFormat = [{
     `k` `(` $k_new `:` type($k_new) `)` `v` `(` $v_new `:` type($v_new) `)`
@@ -252,6 +261,47 @@ def Condensate_ScoreTokensOp : Condensate_Op<"score_tokens"> {
   );
   let assemblyFormat = [{
     `q` `(` $q `:` type($q) `)` `k` `(` $k_cache `:` type($k_cache) `)`
+    `pages` `(` $page_table `:` type($page_table) `)`
+    `lens` `(` $lens `:` type($lens) `)`
+    `scores` `(` $scores `:` type($scores) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Condensate_ScoreSketchOp : Condensate_Op<"score_sketch"> {
+  let summary = "Upper bounds on every cached token's logit from key sketches";
+  let description = [{
+    scores[b, h, t] for t < lens[b] is an upper bound on scale * q[b, h] .
+    k[t], from the summaries alone: for a full page, the dot product of q
+    with the dequantised sketch KMin_c + code_tc * step_c plus the slack
+    sum_c |q_c| e_c + gamma * sum_c |q_c| (max(|KMin_c|, |KMax_c|) + e_c),
+    where e_c = step_c (1/2 + 2^-10) + (|KMin_c| + |KMax_c|) 2^-20 bounds
+    the quantisation and rounding error of a channel and gamma = (D + 4)
+    2^-23 the float rounding of the sums; for a page not yet full (no
+    sketch), the page box bound of block_minmax. -inf past lens[b]. The
+    `sketch` selector's scoring: it reads the page's box rows and
+    sketchRows(P, bits) rows of words, never the keys.
+
+    ```mlir
+    condensate.score_sketch q(%q : memref<?x9x64xf32>)
+        summaries(%s : memref<?x3x7x64xf32>) pages(%pt : memref<?x?xi32>)
+        lens(%len : memref<?xi32>) scores(%sc : memref<?x9x?xf32>)
+        {page_size = 16 : i64, bits = 4 : i64, scale = 0.125 : f32}
+    ```
+  }];
+  let arguments = (ins
+    Condensate_F32Buffer:$q,
+    Condensate_F32Buffer:$summaries,
+    Condensate_I32Buffer:$page_table,
+    Condensate_I32Buffer:$lens,
+    Condensate_F32Buffer:$scores,
+    I64Attr:$page_size,
+    I64Attr:$bits,
+    F32Attr:$scale
+  );
+  let assemblyFormat = [{
+    `q` `(` $q `:` type($q) `)`
+    `summaries` `(` $summaries `:` type($summaries) `)`
     `pages` `(` $page_table `:` type($page_table) `)`
     `lens` `(` $lens `:` type($lens) `)`
     `scores` `(` $scores `:` type($scores) `)` attr-dict

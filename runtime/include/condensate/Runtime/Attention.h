@@ -33,8 +33,8 @@ enum AttentionStat : int64_t {
 /// k/vCache [NP, Hkv, P, D] of the model's KV type; pageTable [B, MP] i32;
 /// lens [B] i32 (context length including the query's own, already
 /// appended position); windows [B] i32 (per-sequence window of adaptive
-/// layers; may be null otherwise); summaries [NP, Hkv, abi::kSummarySlots,
-/// D] f32; stats [B, Hq, abi::kStatsWidth] f32.
+/// layers; may be null otherwise); summaries [NP, Hkv,
+/// abi::summaryRows(P, sketchBits), D] f32; stats [B, Hq, abi::kStatsWidth] f32.
 struct AttentionArgs {
   int64_t batch = 0;
   int64_t maxPages = 0;
@@ -78,7 +78,8 @@ struct AppendArgs {
 
 /// The ABI's model dimensions of `shape`.
 inline abi::ModelDims modelDims(const ModelShape &shape) {
-  return {shape.qHeads, shape.kvHeads, shape.headDim, shape.pageSize};
+  return {shape.qHeads, shape.kvHeads, shape.headDim, shape.pageSize,
+          shape.sketchBits};
 }
 
 /// Argument shapes of one call (abi::attendShapes / abi::appendShapes).

@@ -19,7 +19,7 @@
 
 namespace condensate {
 
-enum class Selector { Exact, BlockMinMax, BlockMean };
+enum class Selector { Exact, BlockMinMax, BlockMean, Sketch };
 enum class KVType { F32, F16, BF16 };
 
 const char *selectorName(Selector s);
@@ -38,6 +38,8 @@ struct Policy {
   int64_t pageSize = 16;
   double tau = 0.0;
   int64_t maxExtra = 0;
+  /// Bits of the key sketch (selector Sketch only: 2, 4 or 8; 0 otherwise).
+  int64_t sketchBits = 0;
 
   static Policy makeDense() {
     Policy p;
@@ -46,7 +48,10 @@ struct Policy {
   }
   bool adaptive() const { return !dense && windowMax > window; }
   bool certified() const { return !dense && tau > 0.0; }
-  bool tokenGranularity() const { return selector == Selector::Exact; }
+  /// `exact` and `sketch` rank tokens; the block selectors rank pages.
+  bool tokenGranularity() const {
+    return selector == Selector::Exact || selector == Selector::Sketch;
+  }
   int64_t unitTokens() const { return tokenGranularity() ? 1 : pageSize; }
   int64_t topUnits() const { return (topk + unitTokens() - 1) / unitTokens(); }
   /// Largest number of positions the condensate set can hold.
@@ -82,6 +87,9 @@ struct Schedule {
   static Schedule uniform(int64_t numLayers, const Policy &policy);
   std::string toMLIR() const;
   Status validate() const;
+  /// Bits of the key sketches the summaries carry: those of the sketch
+  /// policies (validate() checks they agree), 0 when none uses them.
+  int64_t sketchBits() const;
 };
 
 /// A model's attention shape and KV-cache layout.
@@ -93,11 +101,19 @@ struct ModelShape {
   int64_t pageSize = 16;
   KVType kvType = KVType::F32;
   float scale = 0.0f; ///< 0 means 1/sqrt(headDim)
+  /// Bits of the key sketches the summaries carry (0: none). Programs that
+  /// share a cache must agree; cacheShapeFor() fills it from a schedule.
+  int64_t sketchBits = 0;
 
   float effectiveScale() const;
   int64_t group() const { return qHeads / kvHeads; }
   Status validate() const;
 };
+
+/// `shape` with the sketch bits `schedule` needs when it has none; an error
+/// when the schedule's sketch policies need other bits than it has.
+Result<ModelShape> cacheShapeFor(const ModelShape &shape,
+                                 const Schedule &schedule);
 
 /// The `condensate.model` op text for `shape` and `schedule`.
 std::string modelToMLIR(const std::string &name, const ModelShape &shape,
@@ -116,8 +132,8 @@ Result<Schedule> parseScheduleJSON(const std::string &text,
 std::string scheduleToJSON(const Schedule &schedule);
 
 /// {"layers", "q_heads", "kv_heads", "head_dim", "page_size", "kv_type",
-/// "scale"}: the JSON form of a model shape (scale written as the effective
-/// scale).
+/// "scale", "sketch_bits"}: the JSON form of a model shape (scale written as
+/// the effective scale).
 std::string modelShapeToJSON(const ModelShape &shape);
 /// Reads a model shape object; page_size defaults to 16, kv_type to f32,
 /// scale to 1/sqrt(head_dim). Unknown fields are errors.

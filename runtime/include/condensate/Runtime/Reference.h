@@ -32,6 +32,12 @@ struct Inputs {
   const int32_t *pageTable = nullptr;
   const int32_t *lens = nullptr;
   const int32_t *windows = nullptr;
+  /// The summaries as the kernels hold them ([NP, Hkv, summaryRows(P,
+  /// sketchBits), D]); the `sketch` selector reads its codes from here. When
+  /// null it uses summaries(*this, ...) instead.
+  const float *summaries = nullptr;
+  int64_t numPages = 0;
+  int64_t sketchBits = 0;
 };
 
 /// Decisions a certified kernel took for one (sequence, kv head), used to
@@ -78,10 +84,25 @@ Output attend(const Inputs &in,
               const std::vector<Policy> &kvHeadPolicies,
               const std::vector<Decision> *decisions = nullptr);
 
-/// Page summaries as append_kv maintains them: [NP, Hkv, 5, D] with key
-/// min, max, sum and value min, max over the positions < lens of every page
-/// referenced by the page table.
-std::vector<float> summaries(const Inputs &in, int64_t numPages);
+/// Page summaries as append_kv maintains them: [NP, Hkv, summaryRows(P,
+/// sketchBits), D] with key min, max, sum and value min, max over the
+/// positions < lens of every page referenced by the page table, and for
+/// every full page the key sketch of AttentionABI.h with codes rounded in
+/// float64 (entries of other pages are 0).
+std::vector<float> summaries(const Inputs &in, int64_t numPages,
+                             int64_t sketchBits = 0);
+
+/// The float64 sketch code of `k` against the box [lo, hi] with `bits`
+/// bits; `quotient` receives (k - lo) / step (for near-midpoint checks).
+uint32_t sketchCode(double k, double lo, double hi, int64_t bits,
+                    double *quotient = nullptr);
+
+/// The per-token upper bound on the scaled logit that the `sketch` selector
+/// ranks by, in float64, from summaries rows `rows` of one page (key box
+/// and words) for query q: the dequantised dot product plus the slack of
+/// codegen's Sketch.h (full page), or the page box bound (`full` false).
+double sketchBound(const float *q, const float *rows, int64_t headDim,
+                   int64_t off, int64_t bits, bool full, double scale);
 
 } // namespace condensate::reference
 
