@@ -79,12 +79,16 @@ uint32_t sketchCode(double k, double lo, double hi, int64_t bits,
 }
 
 double sketchBound(const float *q, const float *rows, int64_t d, int64_t off,
-                   int64_t bits, bool full, double scale) {
+                   int64_t bits, bool full, double scale, double *magnitude) {
   const float *lo = rows + abi::KMin * d, *hi = rows + abi::KMax * d;
-  double s = 0.0;
+  double s = 0.0, mag = 0.0;
   if (!full) {
-    for (int64_t c = 0; c < d; ++c)
+    for (int64_t c = 0; c < d; ++c) {
       s += std::max(double(q[c]) * lo[c], double(q[c]) * hi[c]);
+      mag += std::fabs(q[c]) * std::max(std::fabs(lo[c]), std::fabs(hi[c]));
+    }
+    if (magnitude)
+      *magnitude = scale * mag;
     return scale * s;
   }
   double levels = double((int64_t(1) << bits) - 1);
@@ -102,7 +106,10 @@ double sketchBound(const float *q, const float *rows, int64_t d, int64_t off,
     double err = step * (0.5 + 1.0 / 1024.0) + (alo + ahi) / 1048576.0;
     double aq = std::fabs(q[c]);
     s += q[c] * deq + aq * err + gamma * aq * (std::max(alo, ahi) + err);
+    mag += aq * (std::max(alo, ahi) + err);
   }
+  if (magnitude)
+    *magnitude = scale * mag;
   return scale * s;
 }
 
@@ -215,6 +222,8 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
           // Ranking scores and certificate bounds per head.
           std::vector<std::vector<double>> rank(group);
           std::vector<double> mn, mx, sum;
+          // The magnitude of the terms of each unit's score (sketches).
+          std::vector<double> termSize(numUnits, 0.0);
           for (int64_t i = 0; i < group; ++i) {
             rank[i].assign(numUnits, -kInf);
             bound[i].assign(numUnits, -kInf);
@@ -233,9 +242,11 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
                 int64_t j = u / in.pageSize;
                 int64_t page = in.pageTable[b * in.maxPages + j];
                 bool full = (j + 1) * in.pageSize <= n;
+                double mag = 0.0;
                 rank[i][u] = bound[i][u] = sketchBound(
                     s.query(h), sums + (page * in.kvHeads + g) * R * d, d,
-                    u % in.pageSize, p.sketchBits, full, in.scale);
+                    u % in.pageSize, p.sketchBits, full, in.scale, &mag);
+                termSize[u] = std::max(termSize[u], mag);
                 continue;
               }
               const float *q = s.query(h);
@@ -268,7 +279,9 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
                                         std::min<int64_t>(k, order.size()));
           if (static_cast<int64_t>(order.size()) > k && k > 0) {
             double a = key[order[k - 1]], c = key[order[k]];
-            double mag = std::max({std::fabs(a), std::fabs(c), 1e-30});
+            double mag = std::max({std::fabs(a), std::fabs(c), 1e-30,
+                                   termSize[order[k - 1]],
+                                   termSize[order[k]]});
             result.selectionMargin[b * in.kvHeads + g] = (a - c) / mag;
           }
           std::vector<int64_t> extras;

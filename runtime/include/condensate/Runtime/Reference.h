@@ -72,7 +72,9 @@ struct Output {
   std::vector<std::vector<int64_t>> baseUnits; ///< [B * Hkv], increasing
   std::vector<std::vector<int64_t>> extraUnits; ///< [B * Hkv], ranked
   /// The gap between the scores of the last base unit and the first unit
-  /// left out, relative to their magnitude, per (b, g); +inf without one.
+  /// left out, relative to their magnitude (for sketch bounds, at least the
+  /// magnitude of the terms summed, see sketchBound), per (b, g); +inf
+  /// without one.
   /// A kernel computing scores in float32 may legally disagree on near-ties.
   std::vector<double> selectionMargin;
 };
@@ -101,8 +103,12 @@ uint32_t sketchCode(double k, double lo, double hi, int64_t bits,
 /// ranks by, in float64, from summaries rows `rows` of one page (key box
 /// and words) for query q: the dequantised dot product plus the slack of
 /// codegen's Sketch.h (full page), or the page box bound (`full` false).
+/// `magnitude`, when given, receives scale * sum_c |q_c| (max(|lo_c|,
+/// |hi_c|) + e_c): the size of the terms whose float32 rounding a kernel's
+/// bound carries.
 double sketchBound(const float *q, const float *rows, int64_t headDim,
-                   int64_t off, int64_t bits, bool full, double scale);
+                   int64_t off, int64_t bits, bool full, double scale,
+                   double *magnitude = nullptr);
 
 } // namespace condensate::reference
 
