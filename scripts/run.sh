@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up (scripts/setup.sh) and runs condensate's main job: the
-# reference decoder on SmolLM2-135M-Instruct (GGUF) with the source paper's
-# layer-adaptive schedule (examples/paper.mlir), compiled in-process to CPU
+# reference decoder on SmolLM2-135M-Instruct (GGUF) with the certified
+# key-sketch policy (examples/certified.mlir), compiled in-process to CPU
 # kernels, compared against dense decoding of the same prompt.
 # Extra arguments go to condensate-decode (e.g. --device gpu, --json).
 set -euo pipefail
@@ -16,5 +16,5 @@ prompt="$B/main-job-prompt.txt"
 } > "$prompt"
 exec "$B/tools/condensate-decode/condensate-decode" \
   --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
-  --chat --prompt-file "$prompt" --policy @examples/paper.mlir \
+  --chat --prompt-file "$prompt" --policy @examples/certified.mlir \
   --max-new-tokens 64 --compare dense "$@"

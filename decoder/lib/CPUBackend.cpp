@@ -219,6 +219,7 @@ public:
     if (a.numLayers != b.numLayers || a.qHeads != b.qHeads ||
         a.kvHeads != b.kvHeads || a.headDim != b.headDim ||
         a.pageSize != b.pageSize || a.kvType != b.kvType ||
+        a.sketchBits != b.sketchBits ||
         a.effectiveScale() != b.effectiveScale())
       return Status::error("setProgram: the program was compiled for another "
                            "model shape");

@@ -151,7 +151,13 @@ Decoder::create(std::shared_ptr<const ModelWeights> weights,
   shape.pageSize = pageSize;
   shape.kvType = options.kvType;
   // The sparse and the dense programs share the cache: one summary layout.
-  shape.sketchBits = schedule.sketchBits();
+  shape.sketchBits = options.sketchBits;
+  {
+    Result<ModelShape> cache = cacheShapeFor(shape, schedule);
+    if (!cache)
+      return cache.status();
+    shape = *cache;
+  }
   CONDENSATE_RETURN_IF_ERROR(shape.validate().withContext("model shape"));
 
   const int64_t maxTokens =
@@ -206,6 +212,14 @@ Decoder::compile(const Schedule &schedule) const {
         "the schedule is for " + std::to_string(schedule.numLayers) +
         " layers but the model has " + std::to_string(impl_->cfg.numLayers));
   CONDENSATE_RETURN_IF_ERROR(impl_->checkPageSize(schedule));
+  if (int64_t bits = schedule.sketchBits();
+      bits != 0 && bits != impl_->shape.sketchBits)
+    return Status::error(
+        "the schedule's sketch policies use " + std::to_string(bits) +
+        " bits but the decoder's cache carries " +
+        (impl_->shape.sketchBits
+             ? std::to_string(impl_->shape.sketchBits) + "-bit sketches"
+             : std::string("none (set DecoderOptions::sketchBits)")));
   return impl_->backend->compile(schedule);
 }
 

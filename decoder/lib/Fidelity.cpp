@@ -108,16 +108,16 @@ double TeacherForcedStats::klMax() const {
 }
 
 AttentionStatsAccumulator::AttentionStatsAccumulator(const Schedule &schedule,
-                                                     int64_t numLayers,
-                                                     int64_t qHeads,
-                                                     int64_t kvHeads)
-    : tau_(size_t(numLayers * qHeads), 0.0), numLayers_(numLayers),
-      qHeads_(qHeads) {
-  const int64_t group = qHeads / kvHeads;
-  for (int64_t l = 0; l < numLayers; ++l)
-    for (int64_t h = 0; h < qHeads; ++h) {
+                                                     const ModelShape &shape)
+    : tau_(size_t(shape.numLayers * shape.qHeads), 0.0),
+      policy_(size_t(shape.numLayers * shape.qHeads)), shape_(shape),
+      numLayers_(shape.numLayers), qHeads_(shape.qHeads) {
+  const int64_t group = shape.group();
+  for (int64_t l = 0; l < numLayers_; ++l)
+    for (int64_t h = 0; h < qHeads_; ++h) {
       const Policy &p = schedule.policyFor(l, h / group);
-      tau_[size_t(l * qHeads + h)] = p.certified() ? p.tau : 0.0;
+      tau_[size_t(l * qHeads_ + h)] = p.certified() ? p.tau : 0.0;
+      policy_[size_t(l * qHeads_ + h)] = p;
     }
 }
 
@@ -130,6 +130,11 @@ void AttentionStatsAccumulator::add(const float *stats, const int32_t *lens,
             stats + ((l * batch + b) * qHeads_ + h) * kAttentionStatsWidth;
         ++count_;
         keysRead_ += double(s[1]) / double(lens[b]);
+        bytesRead_ +=
+            bytesRead(policy_[size_t(l * qHeads_ + h)], shape_, lens[b], s);
+        denseBytes_ += double(abi::denseBytes(lens[b], shape_.headDim,
+                                              kvTypeBytes(shape_.kvType))) /
+                       double(shape_.group());
         const double tau = tau_[size_t(l * qHeads_ + h)];
         if (tau <= 0.0)
           continue;
@@ -155,7 +160,8 @@ void AttentionStatsAccumulator::add(const float *stats, const int32_t *lens,
 AttentionSummary AttentionStatsAccumulator::summary() const {
   AttentionSummary s;
   s.headSteps = count_;
-  s.keysRead = count_ ? keysRead_ / double(count_) : 0.0;
+  s.positionsAttended = count_ ? keysRead_ / double(count_) : 0.0;
+  s.bytesRead = denseBytes_ > 0.0 ? bytesRead_ / denseBytes_ : 0.0;
   s.certified = certified_;
   s.epsComputed = epsComputed_;
   s.epsMean = epsComputed_ ? epsSum_ / double(epsComputed_) : 0.0;

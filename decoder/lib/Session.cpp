@@ -196,8 +196,7 @@ Result<SessionReport> Session::generate(const std::vector<int32_t> &prompt,
   bopts.stop = &stop;
 
   // Greedy decoding under the policy, streamed.
-  AttentionStatsAccumulator policyStats(m.schedule, cfg.numLayers, cfg.qHeads,
-                                        cfg.kvHeads);
+  AttentionStatsAccumulator policyStats(m.schedule, m.policy.decoder->shape());
   {
     BatchOptions go = bopts;
     go.stats = {&policyStats};
@@ -231,8 +230,7 @@ Result<SessionReport> Session::generate(const std::vector<int32_t> &prompt,
   // Dense greedy decoding, and the policy teacher-forced on the dense
   // tokens in lockstep (each step's logits compared at once, none stored).
   DenseComparison c;
-  AttentionStatsAccumulator forcedStats(m.schedule, cfg.numLayers, cfg.qHeads,
-                                        cfg.kvHeads);
+  AttentionStatsAccumulator forcedStats(m.schedule, m.policy.decoder->shape());
   Batch dense(*m.dense.decoder, m.dense.program, bopts);
   BatchOptions fo = bopts;
   fo.stats = {&forcedStats};
@@ -296,8 +294,7 @@ Result<ScoreReport> Session::score(const std::vector<int32_t> &prompt,
   // The first token's NLL comes from the prefill, each later one from the
   // step that fed its predecessor.
   s.nll.push_back(nll(m.policy.first.data(), V, continuation[0]));
-  AttentionStatsAccumulator stats(m.schedule, cfg.numLayers, cfg.qHeads,
-                                  cfg.kvHeads);
+  AttentionStatsAccumulator stats(m.schedule, m.policy.decoder->shape());
   BatchOptions o;
   o.stats = {&stats};
   Batch batch(*m.policy.decoder, m.policy.program, o);

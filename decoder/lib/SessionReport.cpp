@@ -22,7 +22,8 @@ using nlohmann::json;
 json attentionJSON(const AttentionSummary &s) {
   json j;
   j["head_steps"] = s.headSteps;
-  j["keys_read"] = s.keysRead;
+  j["positions_attended"] = s.positionsAttended;
+  j["bytes_read"] = s.bytesRead;
   j["certified_head_steps"] = s.certified;
   if (s.certified) {
     j["eps_hat_computed"] = s.epsComputed;
@@ -190,10 +191,10 @@ std::string reportText(const SessionReport &r) {
        << "), " << r.decode.steps << " decode steps in "
        << number(r.decode.seconds, "%.3f") << " s = " << number(rate, "%.1f")
        << " tok/s\n";
-  os << "keys read: " << percent(r.attention.keysRead)
-     << (gpu ? "" : " (mean over layers, heads and steps of attended / "
-                    "context)")
-     << "\n";
+  os << "bytes read: " << percent(r.attention.bytesRead)
+     << " of dense K+V (summaries, sketches, K/V attended, fallbacks); "
+        "positions attended: "
+     << percent(r.attention.positionsAttended) << "\n";
   os << "certificate: " << certificateLine(r.attention) << "\n";
   if (r.prefillProfile && r.decodeProfile) {
     os << profileText("prefill", "token", *r.prefillProfile);
@@ -229,7 +230,9 @@ std::string reportText(const SessionReport &r) {
      << " steps): top-1 agreement " << tf.agree() << "/" << tf.steps() << " ("
      << percent(tf.agreement()) << "), KL(dense||policy) mean "
      << number(tf.klMean()) << ", max " << number(tf.klMax()) << " nats\n";
-  os << "  keys read: " << percent(c.teacherForcedAttention.keysRead) << "\n";
+  os << "  bytes read: " << percent(c.teacherForcedAttention.bytesRead)
+     << " of dense K+V; positions attended: "
+     << percent(c.teacherForcedAttention.positionsAttended) << "\n";
   os << "  certificate: " << certificateLine(c.teacherForcedAttention) << "\n";
   return os.str();
 }

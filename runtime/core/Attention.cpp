@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/Runtime/Attention.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace condensate {
@@ -22,6 +24,52 @@ Status checkSizes(const char *what, int64_t batch, int64_t maxPages,
 }
 
 } // namespace
+
+double bytesRead(const Policy &p, const ModelShape &s, int64_t n,
+                 const float *stats) {
+  const double d = double(s.headDim), kvBytes = kvTypeBytes(s.kvType);
+  const double row = d * kvBytes, summaryRow = d * 4.0;
+  const double dense = 2.0 * double(n) * row;
+  double bytes = 0.0;
+  if (p.dense) {
+    bytes = dense;
+  } else {
+    const double pages = double((n + s.pageSize - 1) / s.pageSize);
+    const double fullPages = double(n / s.pageSize);
+    // Scoring.
+    if (p.topk > 0 || p.certified()) {
+      switch (p.selector) {
+      case Selector::Exact:
+        bytes += double(n) * row;
+        break;
+      case Selector::BlockMinMax:
+        bytes += pages * 2 * summaryRow;
+        break;
+      case Selector::BlockMean:
+        // The certificate scores min/max bounds as well.
+        bytes += pages * (p.certified() ? 3 : 1) * summaryRow;
+        break;
+      case Selector::Sketch:
+        bytes += pages * 2 * summaryRow +
+                 fullPages *
+                     double(abi::sketchRows(s.pageSize, p.sketchBits)) *
+                     summaryRow;
+        break;
+      }
+    }
+    const bool fallback = p.certified() && stats[abi::StatFallback] != 0.0f;
+    if (fallback) {
+      // The sparse pass ran before the decision, then the dense one.
+      bytes += 2.0 * double(std::min<int64_t>(p.budget(), n)) * row + dense;
+    } else {
+      bytes += 2.0 * double(stats[abi::StatAttended]) * row;
+      // A certificate that passed walked the value box of the omitted pages.
+      if (p.certified())
+        bytes += pages * 2 * summaryRow;
+    }
+  }
+  return bytes / double(s.group());
+}
 
 Status checkAttentionArgs(const ModelShape &s, const AttentionArgs &a,
                           bool adaptive, bool hostTables) {
@@ -75,6 +123,19 @@ Status checkAppendArgs(const ModelShape &s, const AppendArgs &a,
                            std::to_string(page) + " outside [0, " +
                            std::to_string(a.numPages) + ")");
   }
+  // A NaN or infinite key or value would poison its page's summaries,
+  // sketch and every bound built on them.
+  const int64_t row = s.kvHeads * s.headDim;
+  for (auto [name, data] : {std::pair<const char *, const float *>{"k_new",
+                                                                   a.kNew},
+                            {"v_new", a.vNew}})
+    for (int64_t i = 0; i < a.batch * row; ++i)
+      if (!std::isfinite(data[i]))
+        return Status::error(
+            std::string("append: ") + name + "[" + std::to_string(i / row) +
+            ", " + std::to_string(i % row / s.headDim) + ", " +
+            std::to_string(i % s.headDim) + "] is " +
+            (std::isnan(data[i]) ? "NaN" : "infinite"));
   return Status::success();
 }
 

@@ -12,9 +12,12 @@
 // RUN: condensate-opt --condensate-to-cpu %S/../../examples/quest.mlir | FileCheck %s --check-prefix=QUEST
 // RUN: condensate-opt --condensate-to-cpu %S/../../examples/quest.mlir | FileCheck %s --check-prefix=ONLY
 // RUN: condensate-opt --condensate-to-cpu %S/../../examples/quest.mlir | FileCheck %s --check-prefix=QUEST-N
-// RUN: condensate-opt --condensate-to-cpu %S/../../examples/certified.mlir | FileCheck %s --check-prefix=CERT
+// RUN: condensate-opt --condensate-to-cpu %S/Inputs/certified_minmax.mlir | FileCheck %s --check-prefix=CERT
+// RUN: condensate-opt --condensate-to-cpu %S/Inputs/certified_minmax.mlir | FileCheck %s --check-prefix=ONLY
+// RUN: condensate-opt --condensate-to-cpu %S/Inputs/certified_minmax.mlir | FileCheck %s --check-prefix=CERT-N
+// RUN: condensate-opt --condensate-to-cpu %S/../../examples/certified.mlir | FileCheck %s --check-prefix=SKETCH
 // RUN: condensate-opt --condensate-to-cpu %S/../../examples/certified.mlir | FileCheck %s --check-prefix=ONLY
-// RUN: condensate-opt --condensate-to-cpu %S/../../examples/certified.mlir | FileCheck %s --check-prefix=CERT-N
+// RUN: condensate-opt --condensate-to-cpu %S/../../examples/certified.mlir | FileCheck %s --check-prefix=SKETCH-N
 // The pipeline also takes a bare (unspecialised) decode attention.
 // RUN: condensate-opt --condensate-to-cpu %s | FileCheck %s --check-prefix=BARE
 // RUN: condensate-opt --condensate-to-cpu %s | FileCheck %s --check-prefix=ONLY
@@ -68,6 +71,18 @@
 // CERT-DAG: llvm.fpext %{{.*}} : f32 to f64
 // CERT-N-COUNT-8: llvm.func
 // CERT-N-NOT: llvm.func
+
+// The certified sketch example: one layer function for all 30 layers; the
+// append writes 4-bit sketches (two word rows after the 5 summary rows).
+// SKETCH: module attributes {condensate.layer_tables = {certified = {adaptive = array<i64>, append = @certified_append, layers = [@certified_layer0, @certified_layer0,
+// SKETCH-DAG: llvm.func @certified_layer0(
+// SKETCH-DAG: llvm.func @_mlir_ciface_certified_layer0(
+// SKETCH-DAG: llvm.func @certified_append(
+// SKETCH-DAG: llvm.func @_mlir_ciface_certified_append(
+// SKETCH-DAG: llvm.intr.floor
+// SKETCH-DAG: llvm.lshr
+// SKETCH-N-COUNT-6: llvm.func
+// SKETCH-N-NOT: llvm.func
 
 // BARE-NOT: condensate.layer_tables
 // BARE: llvm.func @bare(

@@ -1,7 +1,7 @@
 // Every scratch buffer of a lowered CPU layer is tested after its malloc:
 // on null the function frees the buffers it holds, writes
 // kWorkspaceFailed (-1) to stats[0, 0, StatFallback] and returns.
-// RUN: condensate-opt %S/../../examples/certified.mlir --condensate-expand-schedule --condensate-specialize --condensate-decompose --convert-condensate-to-loops | FileCheck %s
+// RUN: condensate-opt %S/Inputs/certified_minmax.mlir --condensate-expand-schedule --condensate-specialize --condensate-decompose --convert-condensate-to-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @certified_layer0
 // CHECK-SAME: %[[STATS:arg8]]: memref<?x9x5xf32>

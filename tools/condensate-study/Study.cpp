@@ -98,9 +98,30 @@ Status runStudy(const StudyOptions &o) {
   StudyResults results;
   results.policies = policiesR.take();
   results.contexts = contexts;
+  // One decoder runs every policy: its cache carries the sketches of the
+  // sketch policies (which must agree on their bits).
+  int64_t sketchBits = 0;
+  for (const PolicyDef &d : results.policies)
+    if (int64_t b = d.schedule.sketchBits()) {
+      if (sketchBits && b != sketchBits)
+        return Status::error("study policies use " + std::to_string(sketchBits) +
+                             "- and " + std::to_string(b) +
+                             "-bit sketches; one decoder holds one width");
+      sketchBits = b;
+    }
+  // The decoder's attention shape (the CPU decoder's default page of 16 and
+  // f32 cache), for the bytes-read statistics.
+  ModelShape studyShape;
+  studyShape.numLayers = cfg.numLayers;
+  studyShape.qHeads = cfg.qHeads;
+  studyShape.kvHeads = cfg.kvHeads;
+  studyShape.headDim = cfg.headDim;
+  studyShape.pageSize = 16;
+  studyShape.kvType = KVType::F32;
+  studyShape.sketchBits = sketchBits;
   auto makeAcc = [&](const PolicyDef &d) {
     auto a = std::make_unique<Acc>();
-    a->attention.emplace(d.schedule, cfg.numLayers, cfg.qHeads, cfg.kvHeads);
+    a->attention.emplace(d.schedule, studyShape);
     return a;
   };
   for (const PolicyDef &d : results.policies) {
@@ -174,6 +195,8 @@ Status runStudy(const StudyOptions &o) {
       dopts.threads = o.threads;
       dopts.maxTokens = need;
       dopts.prefillChunk = 1024; // ~10% faster prefill than 256 at 4K
+      dopts.pageSize = studyShape.pageSize;
+      dopts.sketchBits = sketchBits;
       Result<std::unique_ptr<Decoder>> dec =
           Decoder::create(*weights, denseSchedule, dopts);
       if (!dec)

@@ -102,7 +102,8 @@ json accJSON(const Acc &a, const Acc *denseAcc, int64_t naturalTokens) {
     }
   }
   const AttentionSummary s = a.attention->summary();
-  j["keys_read"] = s.keysRead;
+  j["positions_attended"] = s.positionsAttended;
+  j["bytes_read"] = s.bytesRead;
   j["head_steps"] = s.headSteps;
   if (s.certified) {
     j["certified_head_steps"] = s.certified;
@@ -221,7 +222,7 @@ Status writeResults(const StudyOptions &o, const StudyResults &r, bool final,
          "identical_logits,kl_mean,kl_p99,kl_max,natural_runs,surv16,"
          "surv32,surv64,surv128,surv256,qa_identical_answers,ppl,"
          "ppl_change,passkey_acc,multikey_acc,vartrack_acc,copy_acc,"
-         "keys_read,cert_pass_rate,cert_fallback_rate,eps_true_mean,"
+         "positions_attended,bytes_read,cert_pass_rate,cert_fallback_rate,eps_true_mean,"
          "eps_true_max,eps_true_above_ulp,seconds\n";
   scsv << "policy,context,tokens,surviving_fraction,runs\n";
   for (size_t pi = 0; pi < r.policies.size(); ++pi) {
@@ -261,7 +262,8 @@ Status writeResults(const StudyOptions &o, const StudyResults &r, bool final,
           << csvNum(j, "ppl") << "," << csvNum(j, "ppl_change") << ","
           << accOf("passkey") << "," << accOf("multikey") << ","
           << accOf("vartrack") << "," << accOf("copy") << ","
-          << csvNum(j, "keys_read") << "," << csvNum(j, "cert_pass_rate")
+          << csvNum(j, "positions_attended") << ","
+          << csvNum(j, "bytes_read") << "," << csvNum(j, "cert_pass_rate")
           << "," << csvNum(j, "cert_fallback_rate") << ","
           << csvNum(j, "eps_true_mean") << "," << csvNum(j, "eps_true_max")
           << "," << csvNum(j, "eps_true_above_float32_ulp") << ","

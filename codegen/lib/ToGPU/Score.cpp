@@ -100,115 +100,125 @@ void lowerScorePages(ScorePagesOp op, OpBuilder &b, const KernelBuilder &kb,
          threads, operands);
 }
 
-void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
-                      StringRef name) {
-  Location loc = op.getLoc();
-  int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
-  int64_t hkv = staticDim(op.getKCache(), 1), G = hq / hkv;
-  int64_t p = staticDim(op.getKCache(), 2);
-  Type kElt = elementType(op.getKCache());
-  RowSplit rs = RowSplit::of(d, kElt);
-  int64_t L = rs.lanes, E = rs.elems;
-  int64_t perBlock = std::max<int64_t>(1, 256 / L);
-  int64_t threads = perBlock * L;
-  int64_t align = std::min<int64_t>(16, E * elementBytes(kElt));
-  SmallVector<Value> operands{op.getQ(), op.getKCache(), op.getPageTable(),
-                              op.getLens(), op.getScores()};
-  auto fn = kb.createKernel(
-      name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
-        Value q = a[0], k = a[1], pt = a[2], lens = a[3], scores = a[4];
-        LanePlace at = e.lanePlace(rs);
-        Value gid = at.group, li = at.lane, col = at.col;
-        Value g = e.bid(gpu::Dimension::y), bb = e.bid(gpu::Dimension::z);
-        Value t = e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(perBlock)), gid);
-        Value nt = e.dim(scores, 2);
-        Value n = e.loadIndex(lens, {bb});
-        Value scale = e.f32(op.getScale().convertToDouble());
-        SmallVector<Value> qs;
-        for (int64_t i = 0; i < G; ++i)
-          qs.push_back(e.vecLoad(q,
-                                 {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), col},
-                                 E, std::min<int64_t>(16, E * 4)));
-        Value inRange = e.lt(t, nt);
-        Value inside = e.band(inRange, e.lt(t, n));
-        Value tt = e.select(inside, t, e.idx(0));
-        Value page = e.loadIndex(pt, {bb, e.divs(tt, e.idx(p))});
-        Value off = e.rems(tt, e.idx(p));
-        Value kr = e.toF32(e.vecLoad(k, {page, g, off, col}, E, align));
-        for (int64_t i = 0; i < G; ++i) {
-          Value s = rowDot(e, nvvmTarget(), qs[i], kr, L);
-          s = e.select(inside, e.fmul(s, scale), e.negInf());
-          e.ifThen(e.band(inRange, e.eq(li, e.idx(0))), [&](Emitter &e) {
-            e.store(s, scores, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), t});
-          });
-        }
-      });
-  Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
-  Value nt = memref::DimOp::create(b, loc, op.getScores(), 2);
+/// The lane-group-per-token layout of score_tokens and score_sketch: grid
+/// (token blocks, Hkv, B), `perBlock` lane groups of `lanes` lanes a block;
+/// group `gid` of block x scores token t = x * perBlock + gid for the G
+/// query heads of key/value head g, whose query slices it holds.
+struct TokenLanes {
+  Value t, inRange, inside, tt, lane, col, g, bb, scale;
+  SmallVector<Value> qs;
+
+  static TokenLanes of(GPUEmitter &e, const RowSplit &rs, int64_t perBlock,
+                       int64_t G, Value q, Value lens, Value scores,
+                       double scaleValue) {
+    TokenLanes tl;
+    LanePlace at = e.lanePlace(rs);
+    tl.lane = at.lane;
+    tl.col = at.col;
+    tl.g = e.bid(gpu::Dimension::y);
+    tl.bb = e.bid(gpu::Dimension::z);
+    tl.t = e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(perBlock)), at.group);
+    Value n = e.loadIndex(lens, {tl.bb});
+    tl.scale = e.f32(scaleValue);
+    for (int64_t i = 0; i < G; ++i)
+      tl.qs.push_back(e.vecLoad(
+          q, {tl.bb, e.add(e.mul(tl.g, e.idx(G)), e.idx(i)), tl.col},
+          rs.elems, std::min<int64_t>(16, rs.elems * 4)));
+    // No branch around the group shuffles: out-of-range groups compute on
+    // token 0 and do not store.
+    tl.inRange = e.lt(tl.t, e.dim(scores, 2));
+    tl.inside = e.band(tl.inRange, e.lt(tl.t, n));
+    tl.tt = e.select(tl.inside, tl.t, e.idx(0));
+    return tl;
+  }
+  /// Stores query head i's scaled score s (-inf past the context).
+  void store(Emitter &e, Value scores, int64_t G, int64_t i, Value s) const {
+    Value v = e.select(inside, e.fmul(s, scale), e.negInf());
+    e.ifThen(e.band(inRange, e.eq(lane, e.idx(0))), [&](Emitter &e) {
+      e.store(v, scores, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), t});
+    });
+  }
+};
+
+/// Launches a token-layout kernel over every token slot of `scores`.
+void launchTokens(OpBuilder &b, Location loc, gpu::GPUFuncOp fn, Value q,
+                  Value scores, int64_t hkv, int64_t perBlock, int64_t threads,
+                  ValueRange operands) {
+  Value batch = memref::DimOp::create(b, loc, q, 0);
+  Value nt = memref::DimOp::create(b, loc, scores, 2);
   Value blocks = arith::CeilDivSIOp::create(
       b, loc, nt, arith::ConstantIndexOp::create(b, loc, perBlock));
   launch(b, loc, fn, blocks, arith::ConstantIndexOp::create(b, loc, hkv), batch,
          threads, operands);
 }
 
+void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
+                      StringRef name) {
+  int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
+  int64_t hkv = staticDim(op.getKCache(), 1), G = hq / hkv;
+  int64_t p = staticDim(op.getKCache(), 2);
+  Type kElt = elementType(op.getKCache());
+  RowSplit rs = RowSplit::of(d, kElt);
+  int64_t perBlock = std::max<int64_t>(1, 256 / rs.lanes);
+  int64_t threads = perBlock * rs.lanes;
+  int64_t align = std::min<int64_t>(16, rs.elems * elementBytes(kElt));
+  SmallVector<Value> operands{op.getQ(), op.getKCache(), op.getPageTable(),
+                              op.getLens(), op.getScores()};
+  auto fn = kb.createKernel(
+      name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
+        Value k = a[1], pt = a[2];
+        TokenLanes tl = TokenLanes::of(e, rs, perBlock, G, a[0], a[3], a[4],
+                                       op.getScale().convertToDouble());
+        Value page = e.loadIndex(pt, {tl.bb, e.divs(tl.tt, e.idx(p))});
+        Value off = e.rems(tl.tt, e.idx(p));
+        Value kr =
+            e.toF32(e.vecLoad(k, {page, tl.g, off, tl.col}, rs.elems, align));
+        for (int64_t i = 0; i < G; ++i)
+          tl.store(e, a[4], G, i, rowDot(e, nvvmTarget(), tl.qs[i], kr,
+                                         rs.lanes));
+      });
+  launchTokens(b, op.getLoc(), fn, op.getQ(), op.getScores(), hkv, perBlock,
+               threads, operands);
+}
+
 void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                       StringRef name) {
-  Location loc = op.getLoc();
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getSummaries(), 1), G = hq / hkv;
   int64_t p = op.getPageSize(), bits = op.getBits();
   RowSplit rs = RowSplit::of(d, b.getF32Type());
-  int64_t L = rs.lanes, E = rs.elems;
-  int64_t perBlock = std::max<int64_t>(1, 256 / L);
-  int64_t threads = perBlock * L;
-  int64_t align = std::min<int64_t>(16, E * 4);
+  int64_t perBlock = std::max<int64_t>(1, 256 / rs.lanes);
+  int64_t threads = perBlock * rs.lanes;
+  int64_t align = std::min<int64_t>(16, rs.elems * 4);
   SmallVector<Value> operands{op.getQ(), op.getSummaries(), op.getPageTable(),
                               op.getLens(), op.getScores()};
   auto fn = kb.createKernel(
       name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
-        Value q = a[0], sum = a[1], pt = a[2], lens = a[3], scores = a[4];
-        LanePlace at = e.lanePlace(rs);
-        Value gid = at.group, li = at.lane, col = at.col;
-        Value g = e.bid(gpu::Dimension::y), bb = e.bid(gpu::Dimension::z);
-        Value t = e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(perBlock)), gid);
-        Value nt = e.dim(scores, 2);
-        Value n = e.loadIndex(lens, {bb});
-        Value scale = e.f32(op.getScale().convertToDouble());
-        SmallVector<Value> qs;
-        for (int64_t i = 0; i < G; ++i)
-          qs.push_back(e.vecLoad(
-              q, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), col}, E, align));
-        // No branch around the group shuffles: every lane group computes
-        // both bounds and selects.
-        Value inRange = e.lt(t, nt);
-        Value inside = e.band(inRange, e.lt(t, n));
-        Value tt = e.select(inside, t, e.idx(0));
-        Value j = e.divs(tt, e.idx(p)), off = e.rems(tt, e.idx(p));
-        Value page = e.loadIndex(pt, {bb, j});
+        Value sum = a[1], pt = a[2];
+        TokenLanes tl = TokenLanes::of(e, rs, perBlock, G, a[0], a[3], a[4],
+                                       op.getScale().convertToDouble());
+        // Both bounds are computed and one is selected (no branch around
+        // the shuffles): the sketch for a full page, the box otherwise.
+        Value j = e.divs(tl.tt, e.idx(p)), off = e.rems(tl.tt, e.idx(p));
+        Value page = e.loadIndex(pt, {tl.bb, j});
+        Value n = e.loadIndex(a[3], {tl.bb});
         Value full = e.le(e.mul(e.add(j, e.idx(1)), e.idx(p)), n);
-        Value lo = e.vecLoad(sum, {page, g, e.idx(KMin), col}, E, align);
-        Value hi = e.vecLoad(sum, {page, g, e.idx(KMax), col}, E, align);
+        auto row = [&](Value r) {
+          return e.vecLoad(sum, {page, tl.g, r, tl.col}, rs.elems, align);
+        };
+        Value lo = row(e.idx(KMin)), hi = row(e.idx(KMax));
         auto [wordRow, shift] = sketchSlot(e, off, bits);
-        Value words = e.vecLoad(sum, {page, g, wordRow, col}, E, align);
         SketchRow sk = sketchRow(e, lo, hi, bits);
-        SmallVector<Value> keys = sketchKeys(e, sk, words, shift, bits);
+        SmallVector<Value> keys = sketchKeys(e, sk, row(wordRow), shift, bits);
         for (int64_t i = 0; i < G; ++i) {
-          Value est = rowDot(e, nvvmTarget(), qs[i], keys, L);
-          Value slack = sketchSlack(e, nvvmTarget(), qs[i], sk, d, L);
-          Value box = rowBoxDot(e, nvvmTarget(), qs[i], lo, hi, L);
-          Value s = e.select(full, e.fadd(est, slack), box);
-          s = e.select(inside, e.fmul(s, scale), e.negInf());
-          e.ifThen(e.band(inRange, e.eq(li, e.idx(0))), [&](Emitter &e) {
-            e.store(s, scores, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), t});
-          });
+          Value est = rowDot(e, nvvmTarget(), tl.qs[i], keys, rs.lanes);
+          Value slack = sketchSlack(e, nvvmTarget(), tl.qs[i], sk, d, rs.lanes);
+          Value box = rowBoxDot(e, nvvmTarget(), tl.qs[i], lo, hi, rs.lanes);
+          tl.store(e, a[4], G, i, e.select(full, e.fadd(est, slack), box));
         }
       });
-  Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
-  Value nt = memref::DimOp::create(b, loc, op.getScores(), 2);
-  Value blocks = arith::CeilDivSIOp::create(
-      b, loc, nt, arith::ConstantIndexOp::create(b, loc, perBlock));
-  launch(b, loc, fn, blocks, arith::ConstantIndexOp::create(b, loc, hkv), batch,
-         threads, operands);
+  launchTokens(b, op.getLoc(), fn, op.getQ(), op.getScores(), hkv, perBlock,
+               threads, operands);
 }
 
 } // namespace

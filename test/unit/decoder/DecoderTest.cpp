@@ -781,7 +781,7 @@ TEST_F(DecoderRealModel, CertifiedSparsePolicyReportsStatistics) {
   ASSERT_TRUE(dense->teacherForce(a, ids.data() + k, T - k, ld).ok());
   ASSERT_TRUE(sparse->teacherForce(b, ids.data() + k, T - k, ls, &stats).ok());
   const ModelShape &shape = sparse->shape();
-  AttentionStatsAccumulator acc(policy, layers(), shape.qHeads, shape.kvHeads);
+  AttentionStatsAccumulator acc(policy, shape);
   const int64_t per = layers() * shape.qHeads * kAttentionStatsWidth;
   double kl = 0;
   int agree = 0;
@@ -794,9 +794,9 @@ TEST_F(DecoderRealModel, CertifiedSparsePolicyReportsStatistics) {
   AttentionSummary s = acc.summary();
   std::printf("[ certified ] T=%lld keys read %.3f, eps mean %.3g max %.3g, "
               "pass %.3f, fallback %.3f, max KL %.3g, top-1 %d/%lld\n",
-              (long long)T, s.keysRead, s.epsMean, s.epsMax, s.passRate(),
+              (long long)T, s.positionsAttended, s.epsMean, s.epsMax, s.passRate(),
               s.fallbackRate(), kl, agree, (long long)(T - k));
-  EXPECT_LT(s.keysRead, 0.9);
+  EXPECT_LT(s.positionsAttended, 0.9);
   EXPECT_EQ(s.headSteps, (T - k) * layers() * shape.qHeads);
   EXPECT_EQ(s.certified, (T - k) * (layers() - 10) * shape.qHeads);
   EXPECT_EQ(s.epsComputed, s.certified - s.fallbacks);
@@ -908,7 +908,7 @@ TEST(DecoderCLI, JsonCompareDense) {
   EXPECT_GT(j["decode"]["tokens_per_second"].get<double>(), 0.0);
   EXPECT_EQ(j["compare"]["teacher_forced"]["steps"], 7);
   EXPECT_TRUE(j["compare"].contains("first_divergence"));
-  EXPECT_LE(j["attention"]["keys_read"].get<double>(), 1.0);
+  EXPECT_LE(j["attention"]["positions_attended"].get<double>(), 1.0);
 }
 
 } // namespace

@@ -145,7 +145,7 @@ TEST_F(SessionRealModel, GreedyMatchesADecoderLoop) {
   EXPECT_EQ(streamed, expected);
   EXPECT_FALSE(r->stopped);
   EXPECT_EQ(r->decode.steps, 7);
-  EXPECT_LT(r->attention.keysRead, 1.0);
+  EXPECT_LT(r->attention.positionsAttended, 1.0);
   EXPECT_EQ(r->text, tokenizer_->decode(expected, false));
 }
 

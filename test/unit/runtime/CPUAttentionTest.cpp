@@ -127,9 +127,40 @@ TEST(CPUAttentionLong, Context8192AndTies) {
   CacheCase cache = buildCache(exec, {8192, 4097}, rng, Values::Discrete, 5);
   for (int64_t l = 0; l < schedule.numLayers; ++l) {
     CheckReport r = checkLayer(exec, l, perLayer[l], cache, rng);
-    EXPECT_EQ(r.nearTieSkips, 0);
+    // Exact ties hold on every target except between sketch bounds (float
+    // sums of quantised keys), which count as near-ties.
+    bool sketch = perLayer[l][0].selector == Selector::Sketch &&
+                  !perLayer[l][0].dense;
+    if (!sketch)
+      EXPECT_EQ(r.nearTieSkips, 0);
   }
 }
+
+/// Host buffers of one decode-attention call of one sequence.
+struct OneCall {
+  std::vector<float> q, out, stats, sum, kv;
+  std::vector<int32_t> pt, lens;
+  AttentionArgs args;
+
+  OneCall(const ModelShape &s, int64_t maxPages, int64_t numPages,
+          int32_t len)
+      : q(s.qHeads * s.headDim, 0.5f), out(q.size()),
+        stats(s.qHeads * kAttentionStatsWidth, 0.0f),
+        sum(condensate::abi::summaryElements(numPages, modelDims(s)), 0.0f),
+        kv(numPages * s.kvHeads * s.pageSize * s.headDim, 0.25f),
+        pt(maxPages, 0), lens{len} {
+    args.batch = 1;
+    args.maxPages = maxPages;
+    args.numPages = numPages;
+    args.q = q.data();
+    args.kCache = args.vCache = kv.data();
+    args.pageTable = pt.data();
+    args.lens = lens.data();
+    args.summaries = sum.data();
+    args.out = out.data();
+    args.stats = stats.data();
+  }
+};
 
 TEST(CPUAttentionAPI, RejectsBadArguments) {
   ModelShape shape{2, 4, 2, 64, 16, KVType::F32, 0.0f};
@@ -142,28 +173,42 @@ TEST(CPUAttentionAPI, RejectsBadArguments) {
   EXPECT_NE(st.message().find("layer 5 out of range"), std::string::npos);
   st = (*program)->attend(0, a);
   EXPECT_FALSE(st.ok());
-  std::vector<float> q(4 * 64), out(4 * 64), stats(4 * kAttentionStatsWidth),
-      sum(5 * 2 * 5 * 64);
-  std::vector<float> kv(5 * 2 * 16 * 64);
-  std::vector<int32_t> pt = {0, 7}, lens = {20};
-  a.batch = 1;
-  a.maxPages = 2;
-  a.numPages = 5;
-  a.q = q.data();
-  a.kCache = a.vCache = kv.data();
-  a.pageTable = pt.data();
-  a.lens = lens.data();
-  a.summaries = sum.data();
-  a.out = out.data();
-  a.stats = stats.data();
-  st = (*program)->attend(0, a);
+  OneCall call((*program)->shape(), 2, 5, 20);
+  call.pt = {0, 7};
+  st = (*program)->attend(0, call.args);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("page_table[0, 1] = 7"), std::string::npos)
       << st.message();
-  lens[0] = 33;
-  st = (*program)->attend(0, a);
+  call.lens[0] = 33;
+  st = (*program)->attend(0, call.args);
   EXPECT_NE(st.message().find("lens[0] = 33"), std::string::npos)
       << st.message();
+}
+
+// A NaN or infinite key or value would poison its page's summaries and
+// sketch: the append refuses it, naming the element.
+TEST(CPUAttentionAPI, AppendRejectsNonFiniteKeysAndValues) {
+  ModelShape shape{1, 4, 2, 64, 16, KVType::F16, 0.0f};
+  Policy p = policy(1, 16, 16, Selector::Sketch, 16);
+  p.sketchBits = 4;
+  auto program = CPUProgram::compile(shape, Schedule::uniform(1, p));
+  ASSERT_TRUE(program.ok()) << program.message();
+  const ModelShape &s = (*program)->shape();
+  EXPECT_EQ(s.sketchBits, 4);
+  OneCall call(s, 1, 1, 1);
+  std::vector<float> kn(2 * 64, 1.0f), vn(kn.size(), 1.0f);
+  std::vector<int32_t> pos = {0};
+  AppendArgs a{1, 1, 1, kn.data(), vn.data(), call.kv.data(), call.kv.data(),
+               call.pt.data(), pos.data(), call.sum.data()};
+  EXPECT_TRUE((*program)->append(a).ok());
+  kn[64 + 5] = std::numeric_limits<float>::quiet_NaN();
+  Status st = (*program)->append(a);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(st.message(), "append: k_new[0, 1, 5] is NaN");
+  kn[64 + 5] = 1.0f;
+  vn[3] = -std::numeric_limits<float>::infinity();
+  st = (*program)->append(a);
+  EXPECT_EQ(st.message(), "append: v_new[0, 0, 3] is infinite");
 }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -187,21 +232,8 @@ TEST(CPUAttentionAPI, ScratchAllocationFailureIsAnError) {
   auto program = CPUProgram::compile(shape, Schedule::uniform(1, p));
   ASSERT_TRUE(program.ok()) << program.message();
   const int64_t maxPages = int64_t(1) << 24;
-  std::vector<float> q(32 * 64, 0.5f), out(32 * 64),
-      stats(32 * kAttentionStatsWidth, 0.0f), sum(8 * 5 * 64, 0.0f),
-      kv(8 * 16 * 64, 0.25f);
-  std::vector<int32_t> pt(maxPages, 0), lens = {16};
-  AttentionArgs a;
-  a.batch = 1;
-  a.maxPages = maxPages;
-  a.numPages = 1;
-  a.q = q.data();
-  a.kCache = a.vCache = kv.data();
-  a.pageTable = pt.data();
-  a.lens = lens.data();
-  a.summaries = sum.data();
-  a.out = out.data();
-  a.stats = stats.data();
+  OneCall call((*program)->shape(), maxPages, 1, 16);
+  const AttentionArgs &a = call.args;
   // The cap: what the process maps now plus 1 GiB.
   long pages = 0;
   std::ifstream("/proc/self/statm") >> pages;

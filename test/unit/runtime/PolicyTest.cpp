@@ -240,3 +240,45 @@ TEST(Policy, DeepMLIRIsRefusedBeforeParsing) {
 }
 
 } // namespace
+
+// Bytes read per query head's share of a call, against the definitions:
+// dense reads K and V of every position; exact top-k reads every key to
+// score and K, V of what it attends; a sketch reads the box rows of every
+// page and the word rows of every full page; a fallback pays the sparse
+// pass and the dense one.
+TEST(Policy, BytesReadFollowsWhatEachStageReads) {
+  ModelShape s{1, 8, 2, 64, 16, KVType::F16, 0.0f}; // group 4, 2-byte KV
+  const int64_t n = 1000, D = 64, G = 4;
+  const double row = D * 2.0, summaryRow = D * 4.0;
+  float stats[kAttentionStatsWidth] = {0, 300, 0, 0, 0};
+  EXPECT_DOUBLE_EQ(bytesRead(Policy::makeDense(), s, n, stats),
+                   double(condensate::abi::denseBytes(n, D, 2)) / G);
+  Policy exact;
+  exact.window = exact.windowMax = 64;
+  exact.topk = 235;
+  exact.selector = Selector::Exact;
+  EXPECT_DOUBLE_EQ(bytesRead(exact, s, n, stats),
+                   (n * row + 2 * 300 * row) / G);
+  Policy sketch = exact;
+  sketch.selector = Selector::Sketch;
+  sketch.sketchBits = 4; // 2 word rows a page of 16
+  s.sketchBits = 4;
+  const double pages = 63, full = 62; // 1000 = 62 * 16 + 8
+  EXPECT_DOUBLE_EQ(bytesRead(sketch, s, n, stats),
+                   (pages * 2 * summaryRow + full * 2 * summaryRow +
+                    2 * 300 * row) /
+                       G);
+  sketch.tau = 1e-2;
+  sketch.maxExtra = 100;
+  // Certified without fallback: the value box of the omitted pages too.
+  EXPECT_DOUBLE_EQ(bytesRead(sketch, s, n, stats),
+                   (pages * 2 * summaryRow + full * 2 * summaryRow +
+                    2 * 300 * row + pages * 2 * summaryRow) /
+                       G);
+  stats[condensate::abi::StatFallback] = 1;
+  stats[condensate::abi::StatAttended] = float(n);
+  EXPECT_DOUBLE_EQ(bytesRead(sketch, s, n, stats),
+                   (pages * 2 * summaryRow + full * 2 * summaryRow +
+                    2 * double(sketch.budget()) * row + 2 * n * row) /
+                       G);
+}

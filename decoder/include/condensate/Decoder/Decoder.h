@@ -45,6 +45,11 @@ struct DecoderOptions {
   /// the CPU, 64 on the GPU). A non-zero value that differs from the
   /// schedule's is an error; use withPageSize() to re-page a schedule.
   int64_t pageSize = 0;
+  /// Bits of the key sketches the cache's summaries carry; 0 takes the
+  /// schedule's. Programs compiled later for other schedules must use the
+  /// same (a decoder meant to run sketch policies of several schedules
+  /// sets it).
+  int64_t sketchBits = 0;
   /// KV pool capacity in tokens, over all sequences; 0 means the model's
   /// context length (4096 if unknown).
   int64_t maxTokens = 0;

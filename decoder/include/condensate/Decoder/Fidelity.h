@@ -72,7 +72,12 @@ private:
 /// Aggregate of decode-step attention statistics.
 struct AttentionSummary {
   int64_t headSteps = 0;    ///< (layer, sequence, query head, step) entries
-  double keysRead = 0.0;    ///< mean of attended / context length
+  /// Mean of attended positions / context length. Positions, not savings:
+  /// exact top-k attends few positions and reads every key.
+  double positionsAttended = 0.0;
+  /// Bytes of the cache read (bytesRead()) over the bytes dense attention
+  /// reads (K and V of every position), summed over all entries.
+  double bytesRead = 0.0;
   int64_t certified = 0;    ///< entries under a certified policy (tau > 0)
   /// Certified entries that did not fall back and have a finite eps_hat
   /// (a fallback attends densely and reports eps_hat = 0).
@@ -94,8 +99,9 @@ struct AttentionSummary {
 /// Accumulates Decoder::stats() of decode steps under one schedule.
 class AttentionStatsAccumulator {
 public:
-  AttentionStatsAccumulator(const Schedule &schedule, int64_t numLayers,
-                            int64_t qHeads, int64_t kvHeads);
+  /// `shape`: the decoder's (its layers, heads, page size, KV type and
+  /// sketch bits).
+  AttentionStatsAccumulator(const Schedule &schedule, const ModelShape &shape);
   /// stats [numLayers, batch, qHeads, kAttentionStatsWidth]; lens [batch]
   /// the context length of each sequence at that step.
   void add(const float *stats, const int32_t *lens, int64_t batch);
@@ -103,7 +109,10 @@ public:
 
 private:
   std::vector<double> tau_; ///< per (layer, query head); 0 if uncertified
+  std::vector<Policy> policy_; ///< per (layer, query head)
+  ModelShape shape_;
   int64_t numLayers_, qHeads_;
+  double bytesRead_ = 0.0, denseBytes_ = 0.0;
   int64_t count_ = 0, certified_ = 0, epsComputed_ = 0, passed_ = 0,
           fallbacks_ = 0;
   double keysRead_ = 0.0, epsSum_ = 0.0, epsMax_ = 0.0, extraSum_ = 0.0;

@@ -92,13 +92,25 @@ inline std::vector<abi::Shape> shapesOf(const ModelShape &s,
   return abi::appendShapes(modelDims(s), {a.batch, a.maxPages, a.numPages});
 }
 
+/// Bytes of the cache one query head's share of a decode-attention call
+/// read, for a sequence of `n` tokens under `policy`, from that head's stats
+/// row (stats [kStatsWidth]): what the generated stages read for its
+/// key/value group (page summaries and sketches scored, K rows scored
+/// exactly, K and V rows attended, the value box of a certificate that
+/// passed, the sparse and the dense pass of a fallback) divided by the
+/// group's query heads. abi::denseBytes(n, D, kv bytes) / group is what
+/// dense attention reads for the same share.
+double bytesRead(const Policy &policy, const ModelShape &shape, int64_t n,
+                 const float *stats);
+
 /// Checks an attention call's scalar arguments and host-visible buffers:
 /// sizes, required pointers, and (when `hostTables`, i.e. lens and the page
 /// table are host memory) every length and referenced page. `adaptive`
 /// says whether the layer needs `windows`.
 Status checkAttentionArgs(const ModelShape &shape, const AttentionArgs &a,
                           bool adaptive, bool hostTables);
-/// The same for an append.
+/// The same for an append; with `hostTables` (host buffers: the CPU
+/// program) also that every new key and value is finite.
 Status checkAppendArgs(const ModelShape &shape, const AppendArgs &a,
                        bool hostTables);
 
