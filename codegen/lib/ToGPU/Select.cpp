@@ -305,7 +305,13 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
             e.store(e.select(few, e.i32(0), thr), state, {e.idx(3)});
           });
           e.barrier();
-          for (int64_t j = base; j < slots; ++j) {
+          // One argmax pass per extra slot, as a loop (uniform bounds: the
+          // barriers inside are reached by every thread), not unrolled: a
+          // certificate may rank hundreds of extras.
+          e.forLoop(e.idx(base), e.idx(slots), e.idx(1), {},
+                    [&](Emitter &ej, Value j,
+                        ValueRange) -> SmallVector<Value> {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ej);
             Value prevKey = e.load(state, {e.idx(3)});
             Value prevIdx = e.toIndex(e.load(state, {e.idx(4)}));
             auto best = forUnits(
@@ -368,12 +374,13 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                   });
               Value found = e.ne(fin[0], e.i32(0));
               e.store(e.select(found, fin[1], e.i32(-1)), indices,
-                      {bb, g, e.idx(j)});
+                      {bb, g, j});
               e.store(e.select(found, fin[0], e.i32(0)), state, {e.idx(3)});
               e.store(e.select(found, fin[1], e.toI32(nu)), state, {e.idx(4)});
             });
             e.barrier();
-          }
+            return {};
+          });
         }
       });
   launchPerGroup(b, loc, fn, op.getScores(), hkv, threads, operands);
