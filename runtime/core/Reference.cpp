@@ -95,7 +95,7 @@ double sketchBound(const float *q, const float *rows, int64_t d, int64_t off,
   int64_t perWord = abi::codesPerWord(bits);
   const float *words = rows + (abi::kSketchRow0 + off / perWord) * d;
   int shift = int((off % perWord) * bits);
-  double gamma = double(d + 4) / 8388608.0;
+  double gamma = abi::sketchGamma(d);
   for (int64_t c = 0; c < d; ++c) {
     uint32_t w;
     std::memcpy(&w, &words[c], 4);
@@ -103,7 +103,7 @@ double sketchBound(const float *q, const float *rows, int64_t d, int64_t off,
     double step = (double(hi[c]) - lo[c]) / levels;
     double deq = lo[c] + code * step;
     double alo = std::fabs(lo[c]), ahi = std::fabs(hi[c]);
-    double err = step * (0.5 + 1.0 / 1024.0) + (alo + ahi) / 1048576.0;
+    double err = abi::sketchChannelError(lo[c], hi[c], step);
     double aq = std::fabs(q[c]);
     s += q[c] * deq + aq * err + gamma * aq * (std::max(alo, ahi) + err);
     mag += aq * (std::max(alo, ahi) + err);

@@ -71,7 +71,7 @@ SketchRow mlir::condensate::sketchRow(Emitter &e, ArrayRef<Value> lo,
 Value mlir::condensate::sketchSlack(Emitter &e, const TargetInfo &target,
                                     ArrayRef<Value> q, const SketchRow &row,
                                     int64_t headDim, int64_t lanes) {
-  double gamma = double(headDim + 4) / 8388608.0;
+  double gamma = abi::sketchGamma(headDim);
   Value acc;
   for (size_t c = 0; c < q.size(); ++c) {
     Value aq = fabs(e, q[c]);

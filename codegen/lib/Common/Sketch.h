@@ -29,12 +29,12 @@
 #include "Emitter.h"
 #include "TargetInfo.h"
 
+#include "condensate/ABI/AttentionABI.h"
+
 namespace mlir::condensate {
 
-/// Relative slack of the quantisation step in e_c.
-constexpr double kSketchStepSlack = 0.5 + 1.0 / 1024.0;
-/// Slack relative to |lo| + |hi| in e_c.
-constexpr double kSketchMagnitudeSlack = 1.0 / 1048576.0;
+using ::condensate::abi::kSketchMagnitudeSlack;
+using ::condensate::abi::kSketchStepSlack;
 
 /// One channel's code (i32 in [0, 2^bits - 1]) of the stored key `k` (f32)
 /// against the page box [lo, hi] (f32 scalars); 0 when hi == lo or for

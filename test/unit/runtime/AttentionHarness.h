@@ -305,7 +305,7 @@ inline bool expectSummariesMatch(const ModelShape &s, const CacheCase &c,
       bool full = (j + 1) * s.pageSize <= lensNow[b];
       for (int64_t g = 0; g < s.kvHeads; ++g) {
         const int64_t base = (page * s.kvHeads + g) * R * d;
-        for (int64_t e = 0; e < 5; ++e)
+        for (int64_t e = 0; e < condensate::abi::kSummarySlots; ++e)
           for (int64_t ch = 0; ch < d; ++ch) {
             int64_t at = base + e * d + ch;
             float got = c.summaries[at], ref = want[at];
@@ -331,7 +331,8 @@ inline bool expectSummariesMatch(const ModelShape &s, const CacheCase &c,
         double levels = double((1 << s.sketchBits) - 1);
         for (int64_t off = 0; off < s.pageSize; ++off)
           for (int64_t ch = 0; ch < d; ++ch) {
-            int64_t w = base + (5 + off / perWord) * d + ch;
+            int64_t w =
+                base + (condensate::abi::kSketchRow0 + off / perWord) * d + ch;
             uint32_t gotW, wantW;
             std::memcpy(&gotW, &c.summaries[w], 4);
             std::memcpy(&wantW, &want[w], 4);
@@ -346,8 +347,7 @@ inline bool expectSummariesMatch(const ModelShape &s, const CacheCase &c,
             bool nearMid = std::fabs(frac - 0.5) < 1.0 / 4096.0;
             double step = (double(hi[ch]) - lo[ch]) / levels;
             double deq = lo[ch] + double(got) * step;
-            double err = step * (0.5 + 1.0 / 1024.0) +
-                         (std::fabs(lo[ch]) + std::fabs(hi[ch])) / 1048576.0;
+            double err = condensate::abi::sketchChannelError(lo[ch], hi[ch], step);
             if ((got != ref && !(nearMid && std::abs(got - ref) == 1)) ||
                 std::fabs(double(key) - deq) > err) {
               ADD_FAILURE() << "sketch code of position " << t

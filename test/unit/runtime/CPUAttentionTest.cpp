@@ -60,10 +60,7 @@ TEST_P(CPUAttention, MatchesReferenceOnRandomCaches) {
                                    mode == Values::Clustered ? 3e-5 : 1e-5);
         total.add(r);
         // Sketch bounds carry a float slack: they can near-tie.
-        bool sketch = std::any_of(
-            perLayer[l].begin(), perLayer[l].end(), [](const Policy &p) {
-              return !p.dense && p.selector == Selector::Sketch;
-            });
+        bool sketch = usesSketch(perLayer[l]);
         if (mode == Values::Discrete && !sketch) {
           EXPECT_EQ(r.nearTieSkips, 0) << "exact scores cannot near-tie";
         }
@@ -129,10 +126,9 @@ TEST(CPUAttentionLong, Context8192AndTies) {
     CheckReport r = checkLayer(exec, l, perLayer[l], cache, rng);
     // Exact ties hold on every target except between sketch bounds (float
     // sums of quantised keys), which count as near-ties.
-    bool sketch = perLayer[l][0].selector == Selector::Sketch &&
-                  !perLayer[l][0].dense;
-    if (!sketch)
+    if (!usesSketch(perLayer[l])) {
       EXPECT_EQ(r.nearTieSkips, 0);
+    }
   }
 }
 

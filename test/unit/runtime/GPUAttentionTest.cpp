@@ -151,10 +151,7 @@ TEST_P(GPUAttention, MatchesReferenceOnRandomCaches) {
         CheckReport r = checkLayer(**exec, l, perLayer[l], cache, rng, 1e-4);
         total.add(r);
         // Sketch bounds carry a float slack: they can near-tie.
-        bool sketch = std::any_of(
-            perLayer[l].begin(), perLayer[l].end(), [](const Policy &p) {
-              return !p.dense && p.selector == Selector::Sketch;
-            });
+        bool sketch = usesSketch(perLayer[l]);
         if (mode == Values::Discrete && !sketch) {
           EXPECT_EQ(r.nearTieSkips, 0);
         }

@@ -41,6 +41,15 @@ inline Policy policy(int64_t anchor, int64_t window, int64_t topk, Selector sel,
   return p;
 }
 
+/// Whether any of a layer's key/value-head policies ranks by key sketches
+/// (their float64 ties are near-ties on every target).
+inline bool usesSketch(const std::vector<Policy> &kv) {
+  for (const Policy &p : kv)
+    if (!p.dense && p.selector == Selector::Sketch)
+      return true;
+  return false;
+}
+
 /// One layer per policy kind, plus a layer with per-head overrides.
 inline Schedule testSchedule(const Config &c, std::vector<std::vector<Policy>> &perLayer) {
   int64_t P = c.pageSize;

@@ -49,6 +49,22 @@ constexpr int64_t sketchRows(int64_t pageSize, int64_t bits) {
   return bits == 0 ? 0
                    : (pageSize + codesPerWord(bits) - 1) / codesPerWord(bits);
 }
+/// The sketch bound's error terms (derivation: codegen/lib/Common/Sketch.h).
+/// A channel's dequantised key is within
+///   e_c = step_c * kSketchStepSlack + (|lo_c| + |hi_c|) * kSketchMagnitudeSlack
+/// of the stored key, and the float32 sums of a row of `headDim` channels
+/// are off by at most sketchGamma(headDim) times the sum of their terms.
+constexpr double kSketchStepSlack = 0.5 + 1.0 / 1024.0;
+constexpr double kSketchMagnitudeSlack = 1.0 / 1048576.0;
+constexpr double sketchGamma(int64_t headDim) {
+  return double(headDim + 4) / 8388608.0;
+}
+/// e_c of one channel with box [lo, hi] and step `step` (float64).
+inline double sketchChannelError(double lo, double hi, double step) {
+  return step * kSketchStepSlack +
+         ((lo < 0 ? -lo : lo) + (hi < 0 ? -hi : hi)) * kSketchMagnitudeSlack;
+}
+
 /// Rows of the summaries of one page and key/value head.
 constexpr int64_t summaryRows(int64_t pageSize, int64_t sketchBits) {
   return kSummarySlots + sketchRows(pageSize, sketchBits);
