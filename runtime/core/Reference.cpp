@@ -38,11 +38,19 @@ struct Seq {
   const float *query(int64_t h) const {
     return in.q + (b * in.qHeads + h) * in.headDim;
   }
-  double logit(int64_t h, int64_t g, int64_t t) const {
+  /// scale * q.k; `magnitude`, when given, gets scale * sum_c |q_c k_c|,
+  /// the size of the terms whose float32 sum the kernels compute.
+  double logit(int64_t h, int64_t g, int64_t t,
+               double *magnitude = nullptr) const {
     const float *q = query(h), *k = key(g, t);
-    double s = 0.0;
-    for (int64_t c = 0; c < in.headDim; ++c)
-      s += static_cast<double>(q[c]) * static_cast<double>(k[c]);
+    double s = 0.0, a = 0.0;
+    for (int64_t c = 0; c < in.headDim; ++c) {
+      double x = static_cast<double>(q[c]) * static_cast<double>(k[c]);
+      s += x;
+      a += std::fabs(x);
+    }
+    if (magnitude)
+      *magnitude = std::fabs(in.scale) * a;
     return in.scale * s;
   }
 };
@@ -235,7 +243,9 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
             for (int64_t i = 0; i < group; ++i) {
               int64_t h = g * group + i;
               if (p.selector == Selector::Exact) {
-                rank[i][u] = bound[i][u] = s.logit(h, g, u);
+                double mag = 0.0;
+                rank[i][u] = bound[i][u] = s.logit(h, g, u, &mag);
+                termSize[u] = std::max(termSize[u], mag);
                 continue;
               }
               if (p.selector == Selector::Sketch) {

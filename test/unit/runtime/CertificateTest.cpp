@@ -302,7 +302,10 @@ Tally checkCall(Executor &exec, int64_t layer, const std::vector<Policy> &kv,
                         << st0[2] << ", fallback " << fallback
                         << "; deciding alone the reference takes extra "
                         << oh.extra << ", fallback " << oh.fallback
-                        << ", eps_hat " << oh.epsHat << "]";
+                        << ", eps_hat " << oh.epsHat << "; selection margin "
+                        << ref.selectionMargin[static_cast<size_t>(
+                               b * s.kvHeads + g)]
+                        << "]";
       };
       if (!(hat >= 0.0f) || !std::isfinite(hat)) {
         fail("eps_hat is not a finite non-negative number");
@@ -323,8 +326,10 @@ Tally checkCall(Executor &exec, int64_t layer, const std::vector<Policy> &kv,
       } else {
         const double margin =
             ref.selectionMargin[static_cast<size_t>(b * s.kvHeads + g)];
-        if (p.selector != Selector::Exact && margin < 1e-5) {
-          // The kernel may have picked another near-tied page: hold the
+        if (margin < 1e-5) {
+          // The kernel may have picked another near-tied unit (exact
+          // logits too: float32 and float64 order two tokens whose logits
+          // agree to the rounding of their terms differently): hold the
           // reference to its own bound, the kernel to tau (above).
           ++t.nearTies;
           if (!(hr.epsTrue <= hr.epsHat * (1 + 1e-12) + 1e-300))
