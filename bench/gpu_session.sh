@@ -27,6 +27,14 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
     aot) # the AOT library, loaded with the runtime alone
         CONDENSATE_AOT_PREFIX=.carry/run/aot/aot step aot 60 \
           $BIN/AOTLibraryTest --gtest_brief=1 ;;
+    cexample) # examples/c: plain C, the runtime alone, an AOT library
+        step cexample 60 $BIN/condensate-c-example .carry/run/aot/c-example ;;
+    python) # the Python package's tests (GPU ones included) over the
+        # carried libraries; the ops' overhead lands in $OUT
+        CONDENSATE_LIBRARY_DIR=$PWD/.carry/run/lib PYTHONPATH=$PWD/python/src \
+          CONDENSATE_AOT_PREFIX=$PWD/.carry/run/aot/c-example \
+          CONDENSATE_BENCH_OUT=$OUT step python 400 \
+          python3 -m pytest -q -rs -p no:cacheprovider python/tests ;;
     attention) step attention 240 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='-GPUAttentionLarge.*' ;;
     certificate) step certificate 120 $BIN/GPUAttentionTest --gtest_brief=1 \

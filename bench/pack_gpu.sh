@@ -7,12 +7,16 @@ cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
 cmake --build "$B" --target GPUAttentionTest GPUCompilerTest \
   CondensateCudaDriverTest condensate-translate CondensateRuntime \
-  CondensateCompiler condensate-decode GPUDecoderTest AOTLibraryTest
+  CondensateCompiler condensate-decode GPUDecoderTest AOTLibraryTest \
+  condensate-c-example
 rm -rf .carry/stage && mkdir -p .carry/stage/bin .carry/stage/lib .carry/stage/aot
 cp "$B"/runtime/libCondensateRuntime.so "$B"/runtime/libCondensateCompiler.so \
    .carry/stage/lib/
 cp "$B"/test/unit/aot/AOTLibraryTest .carry/stage/bin/
-cp "$B"/test/unit/aot/aot.ptx "$B"/test/unit/aot/aot.json .carry/stage/aot/
+cp "$B"/test/unit/aot/aot.ptx "$B"/test/unit/aot/aot.json \
+   "$B"/test/unit/aot/c-example.ptx "$B"/test/unit/aot/c-example.json \
+   .carry/stage/aot/
+cp "$B"/test/unit/aot/condensate-c-example .carry/stage/bin/
 cp "$B"/test/unit/runtime/GPUAttentionTest "$B"/test/unit/runtime/GPUCompilerTest \
    "$B"/test/unit/cuda/CondensateCudaDriverTest \
    "$B"/tools/condensate-translate/condensate-translate .carry/stage/bin/

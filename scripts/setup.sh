@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-pkgs=(cmake ninja-build g++ python3 python3-pip llvm-22-dev libmlir-22-dev
+pkgs=(cmake ninja-build g++ python3 python3-pip python3-venv llvm-22-dev libmlir-22-dev
       mlir-22-tools llvm-22-tools nlohmann-json3-dev libgtest-dev
       libopenblas-dev libzstd-dev zlib1g-dev libffi-dev libedit-dev
       libxml2-dev unzip clang-14 libclang-rt-14-dev)

@@ -7,12 +7,17 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/Compiler/condensate_compiler_c.h"
 
+#include "condensate/Compiler/CPUProgram.h"
 #include "condensate/Compiler/Compiler.h"
 
 #include "../gpu/CAPIHandle.h"
 
 using namespace condensate;
 using condensate::capi::fail;
+
+struct condensate_cpu_program {
+  std::shared_ptr<const CPUProgram> program;
+};
 
 extern "C" {
 
@@ -46,5 +51,81 @@ int condensate_gpu_compile(const char *model_mlir, const char *chip,
   return 0;
 }
 
+int condensate_model_text(const char *shape_json, const char *schedule,
+                          char **model_mlir, char *error, size_t error_size) {
+  if (!shape_json || !schedule || !model_mlir)
+    return fail(Status::error("condensate_model_text: null argument"), error,
+                error_size);
+  auto shape = parseModelShapeJSON(shape_json);
+  if (!shape.ok())
+    return fail(Status::error("model shape: " + shape.message()), error,
+                error_size);
+  auto sched = parseSchedule(schedule, shape->numLayers, "<schedule>");
+  if (!sched.ok())
+    return fail(sched.status(), error, error_size);
+  auto full = cacheShapeFor(*shape, *sched);
+  if (!full.ok())
+    return fail(full.status(), error, error_size);
+  return capi::copyOut(modelToMLIR("model", *full, *sched), model_mlir, error,
+                       error_size);
+}
+
+int condensate_cpu_compile(const char *model_mlir,
+                           condensate_cpu_program **program, double *seconds,
+                           char *error, size_t error_size) {
+  if (!model_mlir || !program)
+    return fail(Status::error("condensate_cpu_compile: null argument"), error,
+                error_size);
+  auto compiled = CPUProgram::compileMLIR(model_mlir, "<model>");
+  if (!compiled.ok())
+    return fail(compiled.status(), error, error_size);
+  if (seconds)
+    *seconds = (*compiled)->info().seconds;
+  *program = new condensate_cpu_program{compiled.take()};
+  return 0;
+}
+
+void condensate_cpu_free(condensate_cpu_program *program) { delete program; }
+
+int condensate_cpu_describe(condensate_cpu_program *p, char **json,
+                            char *error, size_t error_size) {
+  if (!p)
+    return fail(Status::error("condensate_cpu_describe: null program"), error,
+                error_size);
+  return capi::copyOut(
+      describeModelJSON(p->program->shape(), p->program->schedule()), json,
+      error, error_size);
+}
+
+int condensate_cpu_attend(condensate_cpu_program *p, int64_t layer,
+                          int64_t batch, int64_t max_pages, int64_t num_pages,
+                          const void *q, const void *k, const void *v,
+                          const void *pt, const void *lens,
+                          const void *windows, const void *summaries,
+                          void *out, void *stats, char *error,
+                          size_t error_size) {
+  if (!p)
+    return fail(Status::error("condensate_cpu_attend: null program"), error,
+                error_size);
+  Status st = p->program->attend(
+      layer, capi::attentionArgs(batch, max_pages, num_pages, q, k, v, pt,
+                                 lens, windows, summaries, out, stats));
+  return st.ok() ? 0 : fail(st, error, error_size);
+}
+
+int condensate_cpu_append(condensate_cpu_program *p, int64_t batch,
+                          int64_t max_pages, int64_t num_pages,
+                          const void *k_new, const void *v_new, void *k_cache,
+                          void *v_cache, const void *page_table,
+                          const void *positions, void *summaries, char *error,
+                          size_t error_size) {
+  if (!p)
+    return fail(Status::error("condensate_cpu_append: null program"), error,
+                error_size);
+  Status st = p->program->append(
+      capi::appendArgs(batch, max_pages, num_pages, k_new, v_new, k_cache,
+                       v_cache, page_table, positions, summaries));
+  return st.ok() ? 0 : fail(st, error, error_size);
+}
 
 } // extern "C"

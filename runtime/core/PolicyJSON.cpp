@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/Runtime/Policy.h"
 
+#include "condensate/ABI/AttentionABI.h"
 #include "condensate/ABI/Limits.h"
 
 #include "condensate/Support/CheckedJSON.h"
@@ -285,6 +286,27 @@ std::string modelShapeToJSON(const ModelShape &shape) {
                       {"kv_type", kvTypeName(shape.kvType)},
                       {"scale", shape.effectiveScale()},
                       {"sketch_bits", shape.sketchBits}};
+  return j.dump();
+}
+
+std::string describeModelJSON(const ModelShape &shape,
+                              const Schedule &schedule) {
+  nlohmann::json adaptive = nlohmann::json::array();
+  for (int64_t l = 0; l < schedule.numLayers; ++l) {
+    bool any = false;
+    for (int64_t g = 0; g < shape.kvHeads; ++g)
+      any |= schedule.policyFor(l, g).adaptive();
+    adaptive.push_back(any);
+  }
+  nlohmann::json stats = nlohmann::json::array();
+  for (const char *name : abi::kStatsNames)
+    stats.push_back(name);
+  nlohmann::json j = {
+      {"model", nlohmann::json::parse(modelShapeToJSON(shape))},
+      {"schedule", nlohmann::json::parse(scheduleToJSON(schedule))},
+      {"summary_rows", abi::summaryRows(shape.pageSize, shape.sketchBits)},
+      {"adaptive", adaptive},
+      {"stats", stats}};
   return j.dump();
 }
 

@@ -12,6 +12,8 @@
 #include <cstring>
 
 using namespace condensate;
+using condensate::capi::appendArgs;
+using condensate::capi::attentionArgs;
 using condensate::capi::fail;
 
 
@@ -19,27 +21,6 @@ namespace {
 
 cuda::Stream streamOf(void *stream) {
   return cuda::Stream::borrow(static_cast<cuda::StreamHandle>(stream), 0);
-}
-
-AttentionArgs attentionArgs(int64_t batch, int64_t maxPages, int64_t numPages,
-                            const void *q, const void *k, const void *v,
-                            const void *pt, const void *lens,
-                            const void *windows, const void *summaries,
-                            void *out, void *stats) {
-  AttentionArgs a;
-  a.batch = batch;
-  a.maxPages = maxPages;
-  a.numPages = numPages;
-  a.q = static_cast<const float *>(q);
-  a.kCache = k;
-  a.vCache = v;
-  a.pageTable = static_cast<const int32_t *>(pt);
-  a.lens = static_cast<const int32_t *>(lens);
-  a.windows = static_cast<const int32_t *>(windows);
-  a.summaries = static_cast<const float *>(summaries);
-  a.out = static_cast<float *>(out);
-  a.stats = static_cast<float *>(stats);
-  return a;
 }
 
 } // namespace
@@ -68,6 +49,9 @@ void condensate_gpu_free(condensate_gpu_program *program) { delete program; }
 int condensate_gpu_reserve(condensate_gpu_program *p, int64_t max_batch,
                            int64_t max_pages, int64_t num_pages, char *error,
                            size_t error_size) {
+  if (!p)
+    return fail(Status::error("condensate_gpu_reserve: null program"), error,
+                error_size);
   Status st = p->program->reserve(max_batch, max_pages, num_pages);
   return st.ok() ? 0 : fail(st, error, error_size);
 }
@@ -79,6 +63,9 @@ int condensate_gpu_attend(condensate_gpu_program *p, int64_t layer,
                           const void *windows, const void *summaries,
                           void *out, void *stats, void *stream, char *error,
                           size_t error_size) {
+  if (!p)
+    return fail(Status::error("condensate_gpu_attend: null program"), error,
+                error_size);
   cuda::Stream s = streamOf(stream);
   Status st = p->program->attend(
       layer,
@@ -124,23 +111,32 @@ int condensate_gpu_append(condensate_gpu_program *p, int64_t batch,
                           void *v_cache, const void *page_table,
                           const void *positions, void *summaries, void *stream,
                           char *error, size_t error_size) {
+  if (!p)
+    return fail(Status::error("condensate_gpu_append: null program"), error,
+                error_size);
   cuda::Stream s = streamOf(stream);
-  AppendArgs a;
-  a.batch = batch;
-  a.maxPages = max_pages;
-  a.numPages = num_pages;
-  a.kNew = static_cast<const float *>(k_new);
-  a.vNew = static_cast<const float *>(v_new);
-  a.kCache = k_cache;
-  a.vCache = v_cache;
-  a.pageTable = static_cast<const int32_t *>(page_table);
-  a.positions = static_cast<const int32_t *>(positions);
-  a.summaries = static_cast<float *>(summaries);
-  Status st = p->program->append(a, s);
+  Status st = p->program->append(
+      appendArgs(batch, max_pages, num_pages, k_new, v_new, k_cache, v_cache,
+                 page_table, positions, summaries),
+      s);
   return st.ok() ? 0 : fail(st, error, error_size);
 }
 
+int condensate_gpu_describe(condensate_gpu_program *p, char **json,
+                            char *error, size_t error_size) {
+  if (!p)
+    return fail(Status::error("condensate_gpu_describe: null program"), error,
+                error_size);
+  const GPULibrary &lib = p->program->library();
+  return capi::copyOut(describeModelJSON(lib.shape, lib.schedule), json, error,
+                       error_size);
+}
+
+void condensate_free(void *buffer) { std::free(buffer); }
+
 int condensate_gpu_launch_count(condensate_gpu_program *p, int64_t layer) {
+  if (!p)
+    return -1;
   const LaunchPlan &plan = p->program->library().plan;
   if (layer < 0 || layer >= static_cast<int64_t>(plan.layers.size()))
     return -1;

@@ -40,8 +40,11 @@ Value mlir::condensate::sketchCode(Emitter &e, Value k, Value lo, Value hi,
   Value range = e.fsub(hi, lo);
   Value positive = e.fcmp(arith::CmpFPredicate::OGT, range, e.f32(0.0));
   Value inv = e.fdiv(e.f32(L), e.select(positive, range, e.f32(1.0)));
-  Value x = e.fmul(e.fsub(k, lo), inv);
-  Value r = math::FloorOp::create(b, loc, e.fadd(x, e.f32(0.5)));
+  // One explicit fused multiply-add: NVPTX would contract a separate
+  // multiply and add into one, the CPU would not, and a code at a rounding
+  // boundary would differ between the two caches.
+  Value r = math::FloorOp::create(
+      b, loc, e.fma(e.fsub(k, lo), inv, e.f32(0.5)));
   // Ordered compares: NaN lands on 0.
   r = e.select(e.fcmp(arith::CmpFPredicate::OGT, r, e.f32(0.0)), r,
                e.f32(0.0));

@@ -89,6 +89,11 @@ enum StatsEntry : int64_t {
   /// per-channel box [Vmin, Vmax] of the omitted values.
   StatOutputBound = 4,
 };
+/// The stats columns' names, in StatsEntry order (the Python package's
+/// field names).
+constexpr const char *kStatsNames[] = {"eps_hat", "attended", "extra",
+                                       "fallback", "output_bound"};
+static_assert(sizeof(kStatsNames) / sizeof(kStatsNames[0]) == kStatsWidth);
 
 /// Written by a CPU decode-attention function to stats[0][0][StatFallback]
 /// when it could not allocate its scratch memory; it returns at once (other

@@ -1,8 +1,9 @@
 /*===- condensate_compiler_c.h - C API of the condensate compiler ---------===*
  *
- * The one C entry point that needs the compiler library
- * (libCondensateCompiler): compile a model in-process and load it as a
- * program of the runtime's C API (condensate/Runtime/condensate_c.h).
+ * The C entry points that need the compiler library (libCondensateCompiler):
+ * compile a model in-process and load it as a program of the runtime's C
+ * API (condensate/Runtime/condensate_c.h), build a model's op text from a
+ * shape and a schedule, and run a model's attention on the CPU.
  *
  *===----------------------------------------------------------------------===*/
 #ifndef CONDENSATE_COMPILER_CONDENSATE_COMPILER_C_H
@@ -22,6 +23,47 @@ int condensate_gpu_compile(const char *model_mlir, const char *chip,
                            const char *cache_dir,
                            condensate_gpu_program **program, double *seconds,
                            int *source, char *error, size_t error_size);
+
+/* The condensate.model op text for a model shape and a schedule:
+ * `shape_json` as condensate::parseModelShapeJSON reads it ({"layers",
+ * "q_heads", "kv_heads", "head_dim", "page_size", "kv_type", "scale",
+ * "sketch_bits"}), `schedule` as JSON, MLIR attribute text or a
+ * condensate.model op. The sketch width comes from the schedule when the
+ * shape has none. `*model_mlir` is released with condensate_free. */
+int condensate_model_text(const char *shape_json, const char *schedule,
+                          char **model_mlir, char *error, size_t error_size);
+
+/* CPU programs: the model's attention compiled in-process for this CPU
+ * (JIT, cached in memory by the model text). Buffers are host memory with
+ * the layouts of condensate/ABI/AttentionABI.h; every call checks its
+ * arguments (sizes, lengths, page-table entries, finite appended keys)
+ * before it runs. */
+typedef struct condensate_cpu_program condensate_cpu_program;
+
+int condensate_cpu_compile(const char *model_mlir,
+                           condensate_cpu_program **program, double *seconds,
+                           char *error, size_t error_size);
+
+void condensate_cpu_free(condensate_cpu_program *program);
+
+/* As condensate_gpu_describe. */
+int condensate_cpu_describe(condensate_cpu_program *program, char **json,
+                            char *error, size_t error_size);
+
+int condensate_cpu_attend(condensate_cpu_program *program, int64_t layer,
+                          int64_t batch, int64_t max_pages, int64_t num_pages,
+                          const void *q, const void *k_cache,
+                          const void *v_cache, const void *page_table,
+                          const void *lens, const void *windows,
+                          const void *summaries, void *out, void *stats,
+                          char *error, size_t error_size);
+
+int condensate_cpu_append(condensate_cpu_program *program, int64_t batch,
+                          int64_t max_pages, int64_t num_pages,
+                          const void *k_new, const void *v_new, void *k_cache,
+                          void *v_cache, const void *page_table,
+                          const void *positions, void *summaries, char *error,
+                          size_t error_size);
 
 #ifdef __cplusplus
 }

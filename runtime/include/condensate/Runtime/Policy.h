@@ -138,6 +138,12 @@ std::string modelShapeToJSON(const ModelShape &shape);
 /// Reads a model shape object; page_size defaults to 16, kv_type to f32,
 /// scale to 1/sqrt(head_dim). Unknown fields are errors.
 Result<ModelShape> parseModelShapeJSON(const std::string &text);
+/// {"model": shape, "schedule": schedule, "summary_rows": R, "adaptive":
+/// [per layer: whether it takes per-sequence windows], "stats": [column
+/// names]}: what a caller of a compiled program needs to size its buffers
+/// (the C APIs' describe functions).
+std::string describeModelJSON(const ModelShape &shape,
+                              const Schedule &schedule);
 /// "f32", "f16", "bf16".
 Result<KVType> parseKVType(const std::string &name);
 

@@ -62,6 +62,16 @@ int condensate_gpu_append(condensate_gpu_program *program, int64_t batch,
                           const void *positions, void *summaries, void *stream,
                           char *error, size_t error_size);
 
+/* A JSON description of the program (condensate::describeModelJSON: model
+ * shape, schedule, summary rows, which layers take per-sequence windows,
+ * stats columns) in `*json`, a NUL-terminated buffer the caller releases
+ * with condensate_free. */
+int condensate_gpu_describe(condensate_gpu_program *program, char **json,
+                            char *error, size_t error_size);
+
+/* Releases a buffer a condensate_* function returned. */
+void condensate_free(void *buffer);
+
 /* Number of kernel launches one attend of `layer` makes. */
 int condensate_gpu_launch_count(condensate_gpu_program *program,
                                 int64_t layer);

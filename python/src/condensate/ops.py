@@ -1,0 +1,162 @@
+"""torch.ops.condensate: decode attention and KV append as torch.library
+custom ops.
+
+Both write into caller-provided tensors (out, stats; the caches and
+summaries), allocate nothing per call, run on the caller's current CUDA
+stream with no host synchronisation (a GPU plan's workspace is reserved
+outside capture), and so capture in a CUDA graph. Their fake (meta)
+implementations check shapes and dtypes only, so torch.compile traces
+through them. Arguments are checked here before any pointer reaches C;
+lengths and page-table entries are checked by the runtime on the CPU
+(device tables are not read back, that would synchronise).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Optional
+
+import torch
+
+from ._native import CondensateError
+from .plan import Plan, lookup
+
+
+def _fail(what: str, msg: str):
+    raise CondensateError(f"{what}: {msg}")
+
+
+def _expect(what: str, name: str, t: torch.Tensor, dtype: torch.dtype,
+            shape: tuple, device: torch.device, check_layout: bool = True):
+    if not isinstance(t, torch.Tensor):
+        _fail(what, f"{name} must be a tensor, got {type(t).__name__}")
+    if t.dtype != dtype:
+        _fail(what, f"{name} must be {dtype}, got {t.dtype}")
+    if t.dim() != len(shape):
+        _fail(what, f"{name} must have {len(shape)} dimensions "
+                    f"{_fmt(shape)}, got shape {tuple(t.shape)}")
+    for i, (got, want) in enumerate(zip(t.shape, shape)):
+        if want is not None and got != want:
+            _fail(what, f"{name} must be {_fmt(shape)}, got {tuple(t.shape)} "
+                        f"(dimension {i} is {got}, expected {want})")
+    if t.device.type != device.type or (
+            device.type == "cuda" and t.device.index not in (None, device.index or 0)):
+        _fail(what, f"{name} is on {t.device}, the plan runs on {device}")
+    if check_layout and not t.is_contiguous():
+        _fail(what, f"{name} must be contiguous (strides {t.stride()})")
+
+
+def _fmt(shape) -> str:
+    return "[" + ", ".join("?" if s is None else str(s) for s in shape) + "]"
+
+
+def _check_attend(p: Plan, layer, q, k_cache, v_cache, page_table, lens,
+                  summaries, windows, out, stats):
+    what = f"condensate.decode_attention (layer {layer})"
+    if not isinstance(layer, int) or not 0 <= layer < p.num_layers:
+        _fail(what, f"layer must be in [0, {p.num_layers}), got {layer!r}")
+    dev = p.device
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        _fail(what, "q must be a [batch, q_heads, head_dim] tensor")
+    if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4:
+        _fail(what, "k_cache must be a [pages, kv_heads, page_size, head_dim] tensor")
+    if not isinstance(page_table, torch.Tensor) or page_table.dim() != 2:
+        _fail(what, "page_table must be a [batch, max_pages] tensor")
+    B, NP, MP = q.shape[0], k_cache.shape[0], page_table.shape[1]
+    H, G, P, D = p.q_heads, p.kv_heads, p.page_size, p.head_dim
+    _expect(what, "q", q, torch.float32, (B, H, D), dev)
+    _expect(what, "k_cache", k_cache, p.kv_dtype, (NP, G, P, D), dev)
+    _expect(what, "v_cache", v_cache, p.kv_dtype, (NP, G, P, D), dev)
+    _expect(what, "page_table", page_table, torch.int32, (B, MP), dev)
+    _expect(what, "lens", lens, torch.int32, (B,), dev)
+    _expect(what, "summaries", summaries, torch.float32, (NP, G, p.summary_rows, D), dev)
+    if windows is not None:
+        _expect(what, "windows", windows, torch.int32, (B,), dev)
+    elif p.adaptive[layer]:
+        _fail(what, "this layer's policy has an adaptive window: pass windows [batch] int32")
+    _expect(what, "out", out, torch.float32, (B, H, D), dev)
+    _expect(what, "stats", stats, torch.float32, (B, H, len(p.stats_fields)), dev)
+    if B == 0 or NP == 0 or MP == 0:
+        _fail(what, f"empty call (batch {B}, pages {NP}, max_pages {MP})")
+    return B, MP, NP
+
+
+def _check_append(p: Plan, k_new, v_new, k_cache, v_cache, page_table,
+                  positions, summaries):
+    what = "condensate.append_kv"
+    dev = p.device
+    if not isinstance(k_new, torch.Tensor) or k_new.dim() != 3:
+        _fail(what, "k_new must be a [batch, kv_heads, head_dim] tensor")
+    if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4:
+        _fail(what, "k_cache must be a [pages, kv_heads, page_size, head_dim] tensor")
+    if not isinstance(page_table, torch.Tensor) or page_table.dim() != 2:
+        _fail(what, "page_table must be a [batch, max_pages] tensor")
+    B, NP, MP = k_new.shape[0], k_cache.shape[0], page_table.shape[1]
+    G, P, D = p.kv_heads, p.page_size, p.head_dim
+    _expect(what, "k_new", k_new, torch.float32, (B, G, D), dev)
+    _expect(what, "v_new", v_new, torch.float32, (B, G, D), dev)
+    _expect(what, "k_cache", k_cache, p.kv_dtype, (NP, G, P, D), dev)
+    _expect(what, "v_cache", v_cache, p.kv_dtype, (NP, G, P, D), dev)
+    _expect(what, "page_table", page_table, torch.int32, (B, MP), dev)
+    _expect(what, "positions", positions, torch.int32, (B,), dev)
+    _expect(what, "summaries", summaries, torch.float32, (NP, G, p.summary_rows, D), dev)
+    if B == 0 or NP == 0 or MP == 0:
+        _fail(what, f"empty call (batch {B}, pages {NP}, max_pages {MP})")
+    return B, MP, NP
+
+
+def _ptr(t: Optional[torch.Tensor]):
+    return ctypes.c_void_p(0 if t is None else t.data_ptr())
+
+
+def _stream(p: Plan):
+    if p.kind != "gpu":
+        return None
+    return ctypes.c_void_p(torch.cuda.current_stream(p.device).cuda_stream)
+
+
+@torch.library.custom_op("condensate::decode_attention",
+                         mutates_args=("out", "stats"))
+def decode_attention(plan: int, layer: int, q: torch.Tensor,
+                     k_cache: torch.Tensor, v_cache: torch.Tensor,
+                     page_table: torch.Tensor, lens: torch.Tensor,
+                     summaries: torch.Tensor, windows: Optional[torch.Tensor],
+                     out: torch.Tensor, stats: torch.Tensor) -> None:
+    """Decode attention of `layer` of plan `plan` into out and stats."""
+    p = lookup(plan)
+    B, MP, NP = _check_attend(p, layer, q, k_cache, v_cache, page_table, lens,
+                              summaries, windows, out, stats)
+    ptrs = [_ptr(t) for t in (q, k_cache, v_cache, page_table, lens, windows,
+                              summaries, out, stats)]
+    p._attend(layer, B, MP, NP, ptrs, _stream(p))
+
+
+@decode_attention.register_fake
+def _decode_attention_fake(plan, layer, q, k_cache, v_cache, page_table, lens,
+                           summaries, windows, out, stats) -> None:
+    # Under dynamic shapes the ints may arrive as SymInts: specialise them
+    # (a plan and a layer are compile-time facts of the traced function).
+    _check_attend(lookup(int(plan)), int(layer), q, k_cache, v_cache,
+                  page_table, lens, summaries, windows, out, stats)
+
+
+@torch.library.custom_op("condensate::append_kv",
+                         mutates_args=("k_cache", "v_cache", "summaries"))
+def append_kv(plan: int, k_new: torch.Tensor, v_new: torch.Tensor,
+              k_cache: torch.Tensor, v_cache: torch.Tensor,
+              page_table: torch.Tensor, positions: torch.Tensor,
+              summaries: torch.Tensor) -> None:
+    """Writes one token per sequence into the cache and its summaries."""
+    p = lookup(plan)
+    B, MP, NP = _check_append(p, k_new, v_new, k_cache, v_cache, page_table,
+                              positions, summaries)
+    ptrs = [_ptr(t) for t in (k_new, v_new, k_cache, v_cache, page_table,
+                              positions, summaries)]
+    p._append(B, MP, NP, ptrs, _stream(p))
+
+
+@append_kv.register_fake
+def _append_kv_fake(plan, k_new, v_new, k_cache, v_cache, page_table,
+                    positions, summaries) -> None:
+    _check_append(lookup(int(plan)), k_new, v_new, k_cache, v_cache,
+                  page_table, positions, summaries)

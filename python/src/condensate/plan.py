@@ -1,0 +1,326 @@
+"""plan/run: compile (or load) once for a model shape and schedule, launch
+many times.
+
+A Plan owns one compiled program: the CPU JIT's, the GPU JIT's (memory and
+disk cache) or an AOT library's. Its run() and append() go through the
+torch.ops.condensate ops (condensate/ops.py), so they trace under
+torch.compile and capture in a CUDA graph; the ops look the plan up by its
+integer id.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence, Union
+
+import torch
+
+from . import _native
+from ._native import CondensateError
+
+_KV_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+_plans: dict[int, "Plan"] = {}
+_plans_lock = threading.Lock()
+_next_id = 1
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A model's attention shape and KV-cache layout (the runtime's
+    ModelShape): layers, query and key/value heads, head dim, page size, KV
+    element type ("f32", "f16", "bf16"), softmax scale (None: 1/sqrt(head
+    dim)) and sketch bits (0: taken from the schedule)."""
+
+    layers: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    page_size: int = 16
+    kv_type: str = "f32"
+    scale: Optional[float] = None
+    sketch_bits: int = 0
+
+    def to_json(self) -> str:
+        d = {
+            "layers": self.layers,
+            "q_heads": self.q_heads,
+            "kv_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "page_size": self.page_size,
+            "kv_type": self.kv_type,
+            "sketch_bits": self.sketch_bits,
+        }
+        if self.scale is not None:
+            d["scale"] = self.scale
+        return json.dumps(d)
+
+
+ShapeLike = Union[ModelShape, dict]
+ScheduleLike = Union[str, dict]
+
+
+def _shape_json(shape: ShapeLike) -> str:
+    if isinstance(shape, ModelShape):
+        return shape.to_json()
+    if isinstance(shape, dict):
+        return json.dumps(shape)
+    raise TypeError(
+        f"shape must be a condensate.ModelShape or a dict, got {type(shape).__name__}")
+
+
+def _schedule_text(schedule: ScheduleLike) -> str:
+    if isinstance(schedule, dict):
+        return json.dumps(schedule)
+    if isinstance(schedule, str):
+        return "#condensate.dense" if schedule.strip() == "dense" else schedule
+    raise TypeError(
+        "schedule must be MLIR text, JSON text or a dict, got "
+        f"{type(schedule).__name__}")
+
+
+def model_text(shape: ShapeLike, schedule: ScheduleLike) -> str:
+    """The condensate.model op for `shape` under `schedule`."""
+    lib = _native.compiler()
+    return _native.take_string(lib.condensate_model_text,
+                               _shape_json(shape).encode(),
+                               _schedule_text(schedule).encode())
+
+
+class Plan:
+    """A compiled program: `run` is decode attention of one layer, `append`
+    writes one token per sequence into the paged cache and its summaries."""
+
+    def __init__(self, kind: str, handle: int, device: torch.device,
+                 description: dict, seconds: float = 0.0, source: str = ""):
+        global _next_id
+        self.kind = kind  # "cpu" or "gpu"
+        self._handle = ctypes.c_void_p(handle)
+        self.device = device
+        self.description = description
+        self.compile_seconds = seconds
+        self.source = source
+        m = description["model"]
+        self.num_layers = int(m["layers"])
+        self.q_heads = int(m["q_heads"])
+        self.kv_heads = int(m["kv_heads"])
+        self.head_dim = int(m["head_dim"])
+        self.page_size = int(m["page_size"])
+        self.kv_type = m["kv_type"]
+        self.kv_dtype = _KV_DTYPES[self.kv_type]
+        self.scale = float(m["scale"])
+        self.sketch_bits = int(m["sketch_bits"])
+        self.summary_rows = int(description["summary_rows"])
+        self.adaptive = [bool(a) for a in description["adaptive"]]
+        self.stats_fields = list(description["stats"])
+        self._err = _native.ErrorBuffer()
+        self._call_lock = threading.Lock()
+        self._reserved = (0, 0, 0)
+        with _plans_lock:
+            self.id = _next_id
+            _next_id += 1
+            _plans[self.id] = self
+
+    # -- buffers ----------------------------------------------------------
+
+    def empty_cache(self, num_pages: int, device=None):
+        """(k_cache, v_cache, summaries) for a pool of `num_pages` pages,
+        zeroed, on the plan's device (or `device`)."""
+        if not isinstance(num_pages, int) or num_pages <= 0:
+            raise ValueError(f"num_pages must be a positive int, got {num_pages!r}")
+        dev = self.device if device is None else torch.device(device)
+        kv = (num_pages, self.kv_heads, self.page_size, self.head_dim)
+        k = torch.zeros(kv, dtype=self.kv_dtype, device=dev)
+        v = torch.zeros(kv, dtype=self.kv_dtype, device=dev)
+        s = torch.zeros((num_pages, self.kv_heads, self.summary_rows, self.head_dim),
+                        dtype=torch.float32, device=dev)
+        return k, v, s
+
+    def empty_stats(self, batch: int, device=None) -> torch.Tensor:
+        dev = self.device if device is None else torch.device(device)
+        return torch.empty((batch, self.q_heads, len(self.stats_fields)),
+                           dtype=torch.float32, device=dev)
+
+    # -- launching --------------------------------------------------------
+
+    def run(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+            page_table: torch.Tensor, lens: torch.Tensor, summaries: torch.Tensor,
+            *, layer: int = 0, windows: Optional[torch.Tensor] = None,
+            out: Optional[torch.Tensor] = None,
+            stats: Optional[torch.Tensor] = None):
+        """Decode attention of `layer`: returns (out [B, Hq, D] f32, stats
+        [B, Hq, 5] f32: eps_hat, attended, extra, fallback, output_bound).
+        Pass `out` and `stats` to allocate nothing (graphs, engines)."""
+        if out is None:
+            out = torch.empty_like(q)
+        if stats is None:
+            stats = self.empty_stats(q.shape[0] if q.dim() == 3 else 0, q.device)
+        torch.ops.condensate.decode_attention(
+            self.id, layer, q, k_cache, v_cache, page_table, lens, summaries,
+            windows, out, stats)
+        return out, stats
+
+    def append(self, k_new: torch.Tensor, v_new: torch.Tensor,
+               k_cache: torch.Tensor, v_cache: torch.Tensor,
+               page_table: torch.Tensor, positions: torch.Tensor,
+               summaries: torch.Tensor) -> None:
+        """Writes k_new/v_new [B, Hkv, D] f32 at positions[b] of sequence b
+        and updates the page summaries (and key sketches)."""
+        torch.ops.condensate.append_kv(self.id, k_new, v_new, k_cache, v_cache,
+                                       page_table, positions, summaries)
+
+    def reserve(self, max_batch: int, max_pages: int, num_pages: int) -> None:
+        """GPU: sizes the scratch workspace for calls up to these sizes, so
+        later calls allocate nothing (required before CUDA-graph capture).
+        A no-op on the CPU."""
+        if self.kind != "gpu":
+            return
+        want = (max(max_batch, self._reserved[0]), max(max_pages, self._reserved[1]),
+                max(num_pages, self._reserved[2]))
+        if want == self._reserved:
+            return
+        lib = _native.runtime()
+        self._err.check(lib.condensate_gpu_reserve(self._handle, *want, self._err.buf,
+                                                   _native._ERR), "reserve")
+        self._reserved = want
+
+    def launch_count(self, layer: int) -> int:
+        """GPU kernel launches one attention call of `layer` makes."""
+        if self.kind != "gpu":
+            raise CondensateError("launch_count: a CPU plan launches no kernels")
+        return _native.runtime().condensate_gpu_launch_count(self._handle, layer)
+
+    # The ops call these after checking their arguments (ops.py).
+    def _attend(self, layer, batch, max_pages, num_pages, ptrs, stream):
+        with self._call_lock:
+            if self.kind == "cpu":
+                rc = _native.compiler().condensate_cpu_attend(
+                    self._handle, layer, batch, max_pages, num_pages, *ptrs,
+                    self._err.buf, _native._ERR)
+            else:
+                if not torch.cuda.is_current_stream_capturing():
+                    self.reserve(batch, max_pages, num_pages)
+                rc = _native.runtime().condensate_gpu_attend(
+                    self._handle, layer, batch, max_pages, num_pages, *ptrs,
+                    stream, self._err.buf, _native._ERR)
+            self._err.check(rc, f"decode_attention (layer {layer})")
+
+    def _append(self, batch, max_pages, num_pages, ptrs, stream):
+        with self._call_lock:
+            if self.kind == "cpu":
+                rc = _native.compiler().condensate_cpu_append(
+                    self._handle, batch, max_pages, num_pages, *ptrs,
+                    self._err.buf, _native._ERR)
+            else:
+                if not torch.cuda.is_current_stream_capturing():
+                    self.reserve(batch, max_pages, num_pages)
+                rc = _native.runtime().condensate_gpu_append(
+                    self._handle, batch, max_pages, num_pages, *ptrs, stream,
+                    self._err.buf, _native._ERR)
+            self._err.check(rc, "append_kv")
+
+    def close(self) -> None:
+        """Releases the program (the plan must not be used afterwards)."""
+        with _plans_lock:
+            _plans.pop(self.id, None)
+        if self._handle:
+            if self.kind == "cpu":
+                _native.compiler().condensate_cpu_free(self._handle)
+            else:
+                _native.runtime().condensate_gpu_free(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return (f"condensate.Plan({self.kind}, layers={self.num_layers}, "
+                f"q/kv/d={self.q_heads}/{self.kv_heads}/{self.head_dim}, "
+                f"page_size={self.page_size}, kv={self.kv_type}, "
+                f"sketch_bits={self.sketch_bits})")
+
+
+def lookup(plan_id: int) -> Plan:
+    with _plans_lock:
+        p = _plans.get(plan_id)
+    if p is None:
+        raise CondensateError(f"no condensate plan with id {plan_id} (closed or never made)")
+    return p
+
+
+def _describe(fn, handle) -> dict:
+    return json.loads(_native.take_string(fn, handle))
+
+
+def plan(shape: ShapeLike, schedule: ScheduleLike = "dense", *, device="cpu",
+         chip: str = "sm_90", cache_dir: Optional[str] = None,
+         reserve: Optional[Sequence[int]] = None) -> Plan:
+    """Compiles (or takes from the memory/disk cache) the attention of
+    `shape` under `schedule` (MLIR attribute text, JSON text, a dict, or
+    "dense") for `device` ("cpu" or a CUDA device). `reserve` = (max_batch,
+    max_pages, num_pages) sizes a GPU plan's workspace up front."""
+    dev = torch.device(device)
+    text = model_text(shape, schedule)
+    lib = _native.compiler()
+    handle = ctypes.c_void_p()
+    seconds = ctypes.c_double()
+    err = _native.ErrorBuffer()
+    if dev.type == "cpu":
+        err.check(lib.condensate_cpu_compile(text.encode(), ctypes.byref(handle),
+                                             ctypes.byref(seconds), err.buf,
+                                             _native._ERR), "plan (cpu)")
+        desc = _describe(lib.condensate_cpu_describe, handle)
+        return Plan("cpu", handle.value, dev, desc, seconds.value, "compiled")
+    if dev.type != "cuda":
+        raise CondensateError(f"plan: device must be cpu or cuda, got {dev}")
+    if dev.index not in (None, 0):
+        raise CondensateError("plan: condensate's GPU runtime uses device 0")
+    torch.cuda.init()
+    source = ctypes.c_int()
+    cache = None if cache_dir is None else cache_dir.encode()
+    err.check(lib.condensate_gpu_compile(text.encode(), chip.encode(), cache,
+                                         ctypes.byref(handle), ctypes.byref(seconds),
+                                         ctypes.byref(source), err.buf,
+                                         _native._ERR), "plan (gpu)")
+    desc = _describe(_native.runtime().condensate_gpu_describe, handle)
+    p = Plan("gpu", handle.value, torch.device("cuda", 0), desc, seconds.value,
+             ["compiled", "memory cache", "disk cache"][source.value])
+    if reserve is not None:
+        p.reserve(*reserve)
+    return p
+
+
+def load(library: Union[str, os.PathLike], *, reserve: Optional[Sequence[int]] = None) -> Plan:
+    """Loads an AOT library written by condensate-translate (`library` is
+    its prefix, or its .json manifest or .ptx) with the runtime alone: no
+    compiler, no JIT."""
+    path = os.fspath(library)
+    if path.endswith(".json"):
+        prefix = path[:-5]
+    elif path.endswith(".ptx"):
+        prefix = path[:-4]
+    else:
+        prefix = path
+    ptx, manifest = prefix + ".ptx", prefix + ".json"
+    for f in (ptx, manifest):
+        if not os.path.isfile(f):
+            raise CondensateError(f"load: {f} does not exist")
+    torch.cuda.init()
+    lib = _native.runtime()
+    handle = ctypes.c_void_p()
+    err = _native.ErrorBuffer()
+    err.check(lib.condensate_gpu_load(ptx.encode(), manifest.encode(),
+                                      ctypes.byref(handle), err.buf, _native._ERR),
+              f"load {prefix}")
+    desc = _describe(lib.condensate_gpu_describe, handle)
+    p = Plan("gpu", handle.value, torch.device("cuda", 0), desc, 0.0, "aot")
+    if reserve is not None:
+        p.reserve(*reserve)
+    return p
