@@ -25,12 +25,15 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
     driver) step driver 60 $BIN/CondensateCudaDriverTest --gtest_brief=1 ;;
     compiler) step compiler 60 $BIN/GPUCompilerTest --gtest_brief=1 ;;
     aot) # the AOT library, loaded with the runtime alone
-        CONDENSATE_AOT_PREFIX=.carry/run/aot/aot step aot 60 \
+        CONDENSATE_AOT_PREFIX=.carry/run/aot/aot \
+          CONDENSATE_AOT_FAT=.carry/run/aot/aot-fat.json step aot 60 \
           $BIN/AOTLibraryTest --gtest_brief=1 ;;
     cexample) # examples/c: plain C, the runtime alone, an AOT library
-        step cexample 60 $BIN/condensate-c-example .carry/run/aot/c-example ;;
+        step cexample 60 $BIN/condensate-c-example .carry/run/aot/c-example.json ;;
     python) # the Python package's tests (GPU ones included) over the
-        # carried libraries; the ops' overhead lands in $OUT
+        # carried libraries and prebuilt kernels; the ops' overhead lands in $OUT
+        rm -rf python/src/condensate/prebuilt
+        cp -r .carry/run/prebuilt python/src/condensate/prebuilt
         CONDENSATE_LIBRARY_DIR=$PWD/.carry/run/lib PYTHONPATH=$PWD/python/src \
           CONDENSATE_AOT_PREFIX=$PWD/.carry/run/aot/c-example \
           CONDENSATE_BENCH_OUT=$OUT step python 400 \

@@ -14,9 +14,13 @@ cp "$B"/runtime/libCondensateRuntime.so "$B"/runtime/libCondensateCompiler.so \
    .carry/stage/lib/
 cp "$B"/test/unit/aot/AOTLibraryTest .carry/stage/bin/
 cp "$B"/test/unit/aot/aot.ptx "$B"/test/unit/aot/aot.json \
-   "$B"/test/unit/aot/c-example.ptx "$B"/test/unit/aot/c-example.json \
-   .carry/stage/aot/
+   "$B"/test/unit/aot/aot-fat.* "$B"/test/unit/aot/c-example.json \
+   "$B"/test/unit/aot/c-example.sm_* .carry/stage/aot/
 cp "$B"/test/unit/aot/condensate-c-example .carry/stage/bin/
+# The Python package's prebuilt libraries (what pip install ./python packs).
+cmake -DTRANSLATE="$B"/tools/condensate-translate/condensate-translate \
+  -DSPECS_DIR=python/prebuilt -DOUT_DIR=.carry/stage/prebuilt \
+  -P python/prebuilt/Build.cmake
 cp "$B"/test/unit/runtime/GPUAttentionTest "$B"/test/unit/runtime/GPUCompilerTest \
    "$B"/test/unit/cuda/CondensateCudaDriverTest \
    "$B"/tools/condensate-translate/condensate-translate .carry/stage/bin/

@@ -1,13 +1,13 @@
 /*===- decode.c - an AOT kernel library from plain C ---------------------===*
  *
- * What an engine does with condensate, in C: load an AOT library (PTX +
- * manifest from condensate-translate; examples/c/spec.json) with the
- * MLIR-free runtime, append a paged KV cache token by token on the GPU,
+ * What an engine does with condensate, in C: load an AOT library
+ * (condensate-translate examples/c/spec.json --chip=sm_80,sm_90: one image
+ * per chip, the runtime picks this GPU's) with the MLIR-free runtime, append a paged KV cache token by token on the GPU,
  * run decode attention of a dense layer and of a certified key-sketch
  * layer, and check both against a float64 reference on the host: the dense
  * layer to 1e-5, the certified layer within the output bound it reports.
  *
- *   condensate-c-example PREFIX      (PREFIX.ptx, PREFIX.json)
+ *   condensate-c-example LIBRARY.json
  *
  * Exit 0 when every check holds, 1 on a failure, 77 when there is no GPU.
  *
@@ -85,7 +85,7 @@ static void reference(const float *q, const float *keys, const float *values,
 int main(int argc, char **argv) {
   char error[512] = "";
   if (argc != 2) {
-    fprintf(stderr, "usage: %s PREFIX (an AOT library PREFIX.ptx + PREFIX.json)\n",
+    fprintf(stderr, "usage: %s LIBRARY.json (an AOT library's manifest or fat index)\n",
             argv[0]);
     return 2;
   }
@@ -94,12 +94,8 @@ int main(int argc, char **argv) {
     printf("skipped: no CUDA device\n");
     return 77;
   }
-  char ptx[4096], manifest[4096];
-  snprintf(ptx, sizeof ptx, "%s.ptx", argv[1]);
-  snprintf(manifest, sizeof manifest, "%s.json", argv[1]);
-
   condensate_gpu_program *program = NULL;
-  CONDENSATE_CHECK(condensate_gpu_load(ptx, manifest, &program, error, sizeof error));
+  CONDENSATE_CHECK(condensate_gpu_load_library(argv[1], &program, error, sizeof error));
   char *description = NULL;
   CONDENSATE_CHECK(condensate_gpu_describe(program, &description, error, sizeof error));
   if (!strstr(description, "\"q_heads\":8") || !strstr(description, "\"kv_heads\":2") ||

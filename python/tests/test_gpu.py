@@ -189,7 +189,7 @@ def test_aot_library_loads_without_the_compiler(tmp_path):
     prefix = os.environ.get("CONDENSATE_AOT_PREFIX")
     if not prefix or not os.path.isfile(prefix + ".json"):
         pytest.skip("CONDENSATE_AOT_PREFIX names no AOT library (the test suite "
-                    "writes build/test/unit/aot/c-example.{ptx,json})")
+                    "writes the fat library build/test/unit/aot/c-example.json)")
     lib = _native._find("libCondensateRuntime.so")
     only = tmp_path / "lib"
     only.mkdir()
@@ -290,3 +290,26 @@ def test_overhead_over_the_c_api():
     if dest:
         pathlib.Path(dest).mkdir(parents=True, exist_ok=True)
         (pathlib.Path(dest) / "python_overhead.json").write_text(json.dumps(result, indent=1))
+
+
+def test_prebuilt_plan_needs_no_jit():
+    libs = condensate.prebuilt_libraries()
+    shape = ModelShape(32, 32, 8, 128, 16, "f16")
+    if condensate.model_text(shape, "dense") not in libs:
+        pytest.skip("the package carries no prebuilt Llama-3-8B dense library")
+    pre = condensate.plan(shape, "dense", device="cuda")
+    jit = condensate.plan(shape, "dense", device="cuda", use_prebuilt=False)
+    assert pre.source == "prebuilt" and jit.source != "prebuilt"
+    gen = torch.Generator().manual_seed(SEED)
+    k, v, s = pre.empty_cache(40)
+    pt = torch.arange(40, dtype=torch.int32, device="cuda").reshape(2, 20)
+    for t in range(300):
+        kn = torch.randn(2, 8, 128, generator=gen).cuda()
+        vn = torch.randn(2, 8, 128, generator=gen).cuda()
+        pre.append(kn, vn, k, v, pt, torch.full((2,), t, dtype=torch.int32,
+                                                device="cuda"), s)
+    q = torch.randn(2, 32, 128, generator=gen).cuda()
+    lens = torch.full((2,), 300, dtype=torch.int32, device="cuda")
+    a, _ = pre.run(q, k, v, pt, lens, s, layer=31)
+    b, _ = jit.run(q, k, v, pt, lens, s, layer=31)
+    assert torch.equal(a, b)

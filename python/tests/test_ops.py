@@ -431,3 +431,24 @@ def test_adaptive_layer_needs_windows():
     out, stats = plan.run(q, cache.k, cache.v, cache.page_table, cache.lens_t,
                           cache.summaries, windows=torch.tensor([16, 48], dtype=torch.int32))
     assert stats[0, 0, 1] < stats[1, 0, 1]
+
+
+def test_prebuilt_libraries_match_their_specs():
+    """Every spec in python/prebuilt was packed as a fat AOT library, found
+    by the model text condensate.plan builds for the same shape and policy."""
+    import glob
+    libs = condensate.prebuilt_libraries()
+    here = os.path.dirname(os.path.abspath(__file__))
+    specs = sorted(glob.glob(os.path.join(here, "..", "prebuilt", "*.json")))
+    if not libs:
+        pytest.skip("the installed package carries no prebuilt libraries "
+                    "(built without condensate-translate or CUDA's libdevice)")
+    assert len(libs) == len(specs)
+    for spec in specs:
+        with open(spec) as f:
+            d = json.load(f)
+        text = condensate.model_text(d["model"], d["schedule"])
+        assert text in libs, f"{spec}: no prebuilt library has its model text"
+        with open(libs[text]) as f:
+            chips = [im["chip"] for im in json.load(f)["images"]]
+        assert chips == ["sm_80", "sm_90"]

@@ -44,6 +44,27 @@ int condensate_gpu_load(const char *ptx_path, const char *manifest_path,
   return 0;
 }
 
+int condensate_gpu_load_library(const char *manifest_path,
+                                condensate_gpu_program **program, char *error,
+                                size_t error_size) {
+  if (!manifest_path || !program)
+    return fail(Status::error("condensate_gpu_load_library: null argument"),
+                error, error_size);
+  auto driver = cuda::Driver::get();
+  if (!driver.ok())
+    return fail(driver.status(), error, error_size);
+  auto lib = GPULibrary::loadForDevice(manifest_path,
+                                       (*driver)->device(0).computeCapability());
+  if (!lib.ok())
+    return fail(lib.status(), error, error_size);
+  auto loaded =
+      GPUProgram::load(std::make_shared<const GPULibrary>(lib.take()));
+  if (!loaded.ok())
+    return fail(loaded.status(), error, error_size);
+  *program = new condensate_gpu_program{loaded.take()};
+  return 0;
+}
+
 void condensate_gpu_free(condensate_gpu_program *program) { delete program; }
 
 int condensate_gpu_reserve(condensate_gpu_program *p, int64_t max_batch,

@@ -145,4 +145,124 @@ Result<GPULibrary> GPULibrary::load(const std::string &ptxPath,
   return lib;
 }
 
+namespace {
+
+/// 90 for "sm_90"; -1 for anything else.
+int chipNumber(const std::string &chip) {
+  if (chip.size() < 5 || chip.size() > 6 || chip.compare(0, 3, "sm_") != 0)
+    return -1;
+  int n = 0;
+  for (size_t i = 3; i < chip.size(); ++i) {
+    if (chip[i] < '0' || chip[i] > '9')
+      return -1;
+    n = n * 10 + (chip[i] - '0');
+  }
+  return n;
+}
+
+std::string directoryOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
+
+/// PREFIX.cubin beside a one-chip library, when it exists and is readable.
+std::string cubinBeside(const std::string &prefix) {
+  auto cubin = readFile(prefix + ".cubin", int64_t(1) << 30);
+  return cubin.ok() ? cubin.take() : std::string();
+}
+
+} // namespace
+
+Result<size_t> GPULibrary::chooseImage(const std::vector<std::string> &chips,
+                                       int computeCapability, bool *exact) {
+  int best = -1;
+  size_t bestIndex = 0;
+  std::string built;
+  for (size_t i = 0; i < chips.size(); ++i) {
+    int n = chipNumber(chips[i]);
+    if (n < 0)
+      return Status::error("unknown chip '" + chips[i] + "'");
+    built += (built.empty() ? "" : ", ") + chips[i];
+    if (n <= computeCapability && n > best) {
+      best = n;
+      bestIndex = i;
+    }
+  }
+  if (best < 0)
+    return Status::error(
+        "the library has kernels for " + (built.empty() ? "no chip" : built) +
+        " only; this GPU is sm_" + std::to_string(computeCapability) +
+        " (rebuild it with condensate-translate --chip=sm_" +
+        std::to_string(computeCapability) + ")");
+  if (exact)
+    *exact = best == computeCapability;
+  return bestIndex;
+}
+
+Result<GPULibrary> GPULibrary::loadForDevice(const std::string &manifestPath,
+                                             int computeCapability) {
+  auto text = readFile(manifestPath, int64_t(1) << 28);
+  if (!text.ok())
+    return text.status();
+  auto parsed = parseCheckedJSON(*text, manifestPath);
+  if (!parsed.ok())
+    return parsed.status();
+  const json &j = *parsed;
+  std::string prefix = manifestPath;
+  if (prefix.size() > 5 && prefix.compare(prefix.size() - 5, 5, ".json") == 0)
+    prefix.resize(prefix.size() - 5);
+  if (!j.is_object() || !j.contains("images")) {
+    // One chip: PREFIX.json with PREFIX.ptx (and maybe PREFIX.cubin).
+    auto ptx = readFile(prefix + ".ptx");
+    if (!ptx.ok())
+      return ptx.status();
+    auto loaded = fromManifest(*text, ptx.take());
+    if (!loaded.ok())
+      return loaded.status().withContext(manifestPath);
+    bool exact = false;
+    auto chosen = chooseImage({loaded->chip}, computeCapability, &exact);
+    if (!chosen.ok())
+      return chosen.status().withContext(manifestPath);
+    if (exact)
+      loaded->cubin = cubinBeside(prefix);
+    return loaded;
+  }
+  // A fat index: {"images": [{"chip", "manifest", "ptx", "cubin"?}, ...]},
+  // paths relative to the index.
+  const json &images = j["images"];
+  if (!images.is_array() || images.empty() || images.size() > 16)
+    return Status::error(manifestPath +
+                         ": 'images' must be a list of 1 to 16 entries");
+  std::vector<std::string> chips;
+  for (const json &im : images) {
+    if (!im.is_object() || !im.contains("chip") || !im["chip"].is_string() ||
+        !im.contains("manifest") || !im["manifest"].is_string() ||
+        !im.contains("ptx") || !im["ptx"].is_string())
+      return Status::error(manifestPath + ": every image needs 'chip', "
+                                          "'manifest' and 'ptx' strings");
+    chips.push_back(im["chip"].get<std::string>());
+  }
+  bool exact = false;
+  auto chosen = chooseImage(chips, computeCapability, &exact);
+  if (!chosen.ok())
+    return chosen.status().withContext(manifestPath);
+  const json &im = images[*chosen];
+  std::string dir = directoryOf(manifestPath);
+  auto lib = load(dir + im["ptx"].get<std::string>(),
+                  dir + im["manifest"].get<std::string>());
+  if (!lib.ok())
+    return lib.status();
+  if (lib->chip != chips[*chosen])
+    return Status::error(manifestPath + ": image '" + chips[*chosen] +
+                         "' names a manifest for " + lib->chip);
+  if (exact && im.contains("cubin") && im["cubin"].is_string()) {
+    auto cubin =
+        readFile(dir + im["cubin"].get<std::string>(), int64_t(1) << 30);
+    if (!cubin.ok())
+      return cubin.status();
+    lib->cubin = cubin.take();
+  }
+  return lib;
+}
+
 } // namespace condensate

@@ -24,7 +24,10 @@ GPUProgram::load(std::shared_ptr<const GPULibrary> library, int device) {
   if (!ctx.ok())
     return ctx.status();
   p->context_ = ctx.take();
-  auto module = cuda::Module::loadPtx(p->library_->ptx);
+  auto module = p->library_->cubin.empty()
+                    ? cuda::Module::loadPtx(p->library_->ptx)
+                    : cuda::Module::loadImage(p->library_->cubin.data(),
+                                              p->library_->cubin.size());
   if (!module.ok())
     return module.status();
   p->module_ = module.take();

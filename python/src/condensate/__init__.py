@@ -16,7 +16,7 @@ condensate.load (an AOT library, runtime only).
 """
 
 from ._native import CondensateError, have_compiler
-from .plan import ModelShape, Plan, load, model_text, plan
+from .plan import ModelShape, Plan, load, model_text, plan, prebuilt_libraries
 from . import ops  # registers torch.ops.condensate.*
 
 __all__ = [
@@ -28,4 +28,5 @@ __all__ = [
     "model_text",
     "ops",
     "plan",
+    "prebuilt_libraries",
 ]

@@ -73,6 +73,8 @@ def runtime() -> ctypes.CDLL:
             lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
             _declare(lib, "condensate_gpu_load",
                      [_S, _S, ctypes.POINTER(_P), _S, _SZ])
+            _declare(lib, "condensate_gpu_load_library",
+                     [_S, ctypes.POINTER(_P), _S, _SZ])
             _declare(lib, "condensate_gpu_free", [_P], None)
             _declare(lib, "condensate_gpu_reserve", [_P, _I64, _I64, _I64, _S, _SZ])
             _declare(lib, "condensate_gpu_attend", [_P] + _ATTEND + [_P, _S, _SZ])

@@ -259,12 +259,41 @@ def _describe(fn, handle) -> dict:
     return json.loads(_native.take_string(fn, handle))
 
 
+_prebuilt_index: Optional[dict] = None
+
+
+def prebuilt_libraries() -> dict:
+    """The AOT libraries the package carries (condensate/prebuilt): the
+    condensate.model text each was built from, mapped to its fat index."""
+    global _prebuilt_index
+    if _prebuilt_index is None:
+        index = {}
+        folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prebuilt")
+        if os.path.isdir(folder):
+            for name in sorted(os.listdir(folder)):
+                path = os.path.join(folder, name)
+                if not name.endswith(".json") or name.count(".") != 1:
+                    continue  # an image's manifest (NAME.sm_90.json), not an index
+                try:
+                    with open(path) as f:
+                        images = json.load(f)["images"]
+                    with open(os.path.join(folder, images[0]["manifest"])) as f:
+                        index[json.load(f)["model_mlir"]] = path
+                except (OSError, ValueError, KeyError, IndexError, TypeError):
+                    continue  # a damaged entry is skipped; the JIT serves it
+        _prebuilt_index = index
+    return _prebuilt_index
+
+
 def plan(shape: ShapeLike, schedule: ScheduleLike = "dense", *, device="cpu",
          chip: str = "sm_90", cache_dir: Optional[str] = None,
-         reserve: Optional[Sequence[int]] = None) -> Plan:
+         reserve: Optional[Sequence[int]] = None,
+         use_prebuilt: bool = True) -> Plan:
     """Compiles (or takes from the memory/disk cache) the attention of
     `shape` under `schedule` (MLIR attribute text, JSON text, a dict, or
-    "dense") for `device` ("cpu" or a CUDA device). `reserve` = (max_batch,
+    "dense") for `device` ("cpu" or a CUDA device). On a GPU, a shape and
+    schedule the package carries prebuilt (prebuilt_libraries()) loads with
+    no JIT unless `use_prebuilt` is False. `reserve` = (max_batch,
     max_pages, num_pages) sizes a GPU plan's workspace up front."""
     dev = torch.device(device)
     text = model_text(shape, schedule)
@@ -283,6 +312,10 @@ def plan(shape: ShapeLike, schedule: ScheduleLike = "dense", *, device="cpu",
     if dev.index not in (None, 0):
         raise CondensateError("plan: condensate's GPU runtime uses device 0")
     torch.cuda.init()
+    if use_prebuilt and text in prebuilt_libraries():
+        p = load(prebuilt_libraries()[text], reserve=reserve)
+        p.source = "prebuilt"
+        return p
     source = ctypes.c_int()
     cache = None if cache_dir is None else cache_dir.encode()
     err.check(lib.condensate_gpu_compile(text.encode(), chip.encode(), cache,
@@ -298,27 +331,23 @@ def plan(shape: ShapeLike, schedule: ScheduleLike = "dense", *, device="cpu",
 
 
 def load(library: Union[str, os.PathLike], *, reserve: Optional[Sequence[int]] = None) -> Plan:
-    """Loads an AOT library written by condensate-translate (`library` is
-    its prefix, or its .json manifest or .ptx) with the runtime alone: no
-    compiler, no JIT."""
+    """Loads an AOT library written by condensate-translate with the runtime
+    alone (no compiler, no JIT): `library` is its manifest (PREFIX.json) or
+    prefix, of a one-chip library or of a fat one (--chip=sm_80,sm_90), from
+    which this GPU's image is taken (its cubin, else an older chip's PTX)."""
     path = os.fspath(library)
-    if path.endswith(".json"):
-        prefix = path[:-5]
-    elif path.endswith(".ptx"):
-        prefix = path[:-4]
-    else:
-        prefix = path
-    ptx, manifest = prefix + ".ptx", prefix + ".json"
-    for f in (ptx, manifest):
-        if not os.path.isfile(f):
-            raise CondensateError(f"load: {f} does not exist")
+    if path.endswith(".ptx"):
+        path = path[:-4]
+    manifest = path if path.endswith(".json") else path + ".json"
+    if not os.path.isfile(manifest):
+        raise CondensateError(f"load: {manifest} does not exist")
     torch.cuda.init()
     lib = _native.runtime()
     handle = ctypes.c_void_p()
     err = _native.ErrorBuffer()
-    err.check(lib.condensate_gpu_load(ptx.encode(), manifest.encode(),
-                                      ctypes.byref(handle), err.buf, _native._ERR),
-              f"load {prefix}")
+    err.check(lib.condensate_gpu_load_library(manifest.encode(), ctypes.byref(handle),
+                                              err.buf, _native._ERR),
+              f"load {manifest}")
     desc = _describe(lib.condensate_gpu_describe, handle)
     p = Plan("gpu", handle.value, torch.device("cuda", 0), desc, 0.0, "aot")
     if reserve is not None:

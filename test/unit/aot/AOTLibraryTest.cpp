@@ -15,6 +15,7 @@
 #include "../GPUTestSupport.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <random>
@@ -29,6 +30,11 @@ namespace {
 const std::string kPrefix = std::getenv("CONDENSATE_AOT_PREFIX")
                                 ? std::getenv("CONDENSATE_AOT_PREFIX")
                                 : CONDENSATE_AOT_PREFIX;
+/// The fat library's index (sm_80 and sm_90 images): the build's, or
+/// $CONDENSATE_AOT_FAT.
+const std::string kFat = std::getenv("CONDENSATE_AOT_FAT")
+                             ? std::getenv("CONDENSATE_AOT_FAT")
+                             : CONDENSATE_AOT_FAT;
 
 
 /// Skips when the build had no CUDA libdevice to compile the library with.
@@ -119,6 +125,71 @@ TEST(AOTLibrary, DamagedLibrariesAreRejected) {
   EXPECT_NE(absent.message().find(".nope.ptx"), std::string::npos);
 }
 
+TEST(AOTLibrary, ImageChoiceFollowsTheDevice) {
+  bool exact = false;
+  auto pick = GPULibrary::chooseImage({"sm_80", "sm_90"}, 90, &exact);
+  ASSERT_TRUE(pick.ok()) << pick.message();
+  EXPECT_EQ(*pick, 1u);
+  EXPECT_TRUE(exact);
+  pick = GPULibrary::chooseImage({"sm_90", "sm_80"}, 89, &exact);
+  ASSERT_TRUE(pick.ok()) << pick.message();
+  EXPECT_EQ(*pick, 1u); // sm_80's PTX, JIT-compiled for sm_89
+  EXPECT_FALSE(exact);
+  pick = GPULibrary::chooseImage({"sm_80", "sm_90"}, 100, &exact);
+  ASSERT_TRUE(pick.ok()) << pick.message();
+  EXPECT_EQ(*pick, 1u);
+  EXPECT_FALSE(exact);
+  pick = GPULibrary::chooseImage({"sm_80", "sm_90"}, 75, &exact);
+  ASSERT_FALSE(pick.ok());
+  EXPECT_NE(pick.message().find("sm_80, sm_90 only; this GPU is sm_75"),
+            std::string::npos)
+      << pick.message();
+  EXPECT_FALSE(GPULibrary::chooseImage({"sm_9x"}, 90, &exact).ok());
+  EXPECT_FALSE(GPULibrary::chooseImage({}, 90, &exact).ok());
+}
+
+TEST(AOTLibrary, FatLibraryLoadsTheImageOfEachChip) {
+  REQUIRE_LIBRARY();
+  auto on90 = GPULibrary::loadForDevice(kFat, 90);
+  ASSERT_TRUE(on90.ok()) << on90.message();
+  EXPECT_EQ(on90->chip, "sm_90");
+  EXPECT_NE(on90->ptx.find(".target sm_90"), std::string::npos);
+  bool cubins = text(kFat).find("\"cubin\"") != std::string::npos;
+  EXPECT_EQ(!on90->cubin.empty(), cubins);
+  auto on86 = GPULibrary::loadForDevice(kFat, 86);
+  ASSERT_TRUE(on86.ok()) << on86.message();
+  EXPECT_EQ(on86->chip, "sm_80");
+  EXPECT_NE(on86->ptx.find(".target sm_80"), std::string::npos);
+  EXPECT_TRUE(on86->cubin.empty()) << "an sm_80 cubin cannot run on sm_86";
+  EXPECT_EQ(on86->plan.functions.size(), on90->plan.functions.size());
+  auto on75 = GPULibrary::loadForDevice(kFat, 75);
+  ASSERT_FALSE(on75.ok());
+  EXPECT_NE(on75.message().find("this GPU is sm_75"), std::string::npos)
+      << on75.message();
+  // A one-chip library: its own manifest, and only for its chip and later.
+  auto single = GPULibrary::loadForDevice(kPrefix + ".json", 90);
+  ASSERT_TRUE(single.ok()) << single.message();
+  EXPECT_EQ(single->chip, "sm_90");
+  auto older = GPULibrary::loadForDevice(kPrefix + ".json", 80);
+  ASSERT_FALSE(older.ok());
+  EXPECT_NE(older.message().find("sm_90 only; this GPU is sm_80"),
+            std::string::npos)
+      << older.message();
+  // Damaged indexes are one-line errors naming the file.
+  std::string dir = kFat.substr(0, kFat.rfind('/') + 1);
+  for (const char *bad :
+       {"{\"images\": []}", "{\"images\": [{\"chip\": \"sm_90\"}]}",
+        "{\"images\": [{\"chip\": \"sm_90\", \"manifest\": \"nope.json\", "
+        "\"ptx\": \"nope.ptx\"}]}",
+        "{\"images\": 3}"}) {
+    std::string path = dir + "damaged-index.json";
+    ASSERT_TRUE(writeFileAtomic(path, bad).ok());
+    auto r = GPULibrary::loadForDevice(path, 90);
+    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.message().find('\n'), std::string::npos) << r.message();
+  }
+}
+
 /// A device buffer holding a copy of `host`.
 template <typename T> cuda::DeviceBuffer deviceCopy(const std::vector<T> &host) {
   auto b = cuda::DeviceBuffer::allocate(std::max<size_t>(1, host.size() * sizeof(T)));
@@ -136,14 +207,12 @@ template <typename T> const T *dptr(const cuda::DeviceBuffer &b) {
   return reinterpret_cast<const T *>(static_cast<uintptr_t>(b.address()));
 }
 
-TEST(AOTLibraryGPU, AppendAndAttendMatchTheReference) {
-  REQUIRE_LIBRARY();
-  REQUIRE_GPU();
-  auto lib = GPULibrary::load(kPrefix + ".ptx", kPrefix + ".json");
-  ASSERT_TRUE(lib.ok()) << lib.message();
-  const ModelShape s = lib->shape;
+/// Appends a paged cache with `library` on the GPU and runs every layer
+/// against the float64 reference.
+void checkAppendAndAttend(GPULibrary library) {
+  const ModelShape s = library.shape;
   auto program =
-      GPUProgram::load(std::make_shared<const GPULibrary>(lib.take()));
+      GPUProgram::load(std::make_shared<const GPULibrary>(std::move(library)));
   ASSERT_TRUE(program.ok()) << program.message();
   auto stream = cuda::Stream::create();
   ASSERT_TRUE(stream.ok()) << stream.message();
@@ -257,6 +326,33 @@ TEST(AOTLibraryGPU, AppendAndAttendMatchTheReference) {
     }
     EXPECT_LT(std::sqrt(num / den), 1e-5) << "layer " << layer;
   }
+}
+
+TEST(AOTLibraryGPU, AppendAndAttendMatchTheReference) {
+  REQUIRE_LIBRARY();
+  REQUIRE_GPU();
+  auto lib = GPULibrary::load(kPrefix + ".ptx", kPrefix + ".json");
+  ASSERT_TRUE(lib.ok()) << lib.message();
+  checkAppendAndAttend(lib.take());
+}
+
+/// The fat library on this GPU: its own chip's cubin when it has one.
+TEST(AOTLibraryGPU, FatLibraryRunsThisGPUsImage) {
+  REQUIRE_LIBRARY();
+  REQUIRE_GPU();
+  auto driver = cuda::Driver::get();
+  ASSERT_TRUE(driver.ok()) << driver.message();
+  int cc = (*driver)->device(0).computeCapability();
+  auto lib = GPULibrary::loadForDevice(kFat, cc);
+  ASSERT_TRUE(lib.ok()) << lib.message();
+  std::printf("[aot] fat library on sm_%d: image %s, %s\n", cc,
+              lib->chip.c_str(),
+              lib->cubin.empty() ? "PTX (driver JIT)" : "cubin");
+  if (lib->chip == "sm_" + std::to_string(cc) &&
+      text(kFat).find("\"cubin\"") != std::string::npos) {
+    EXPECT_FALSE(lib->cubin.empty());
+  }
+  checkAppendAndAttend(lib.take());
 }
 
 } // namespace

@@ -3,9 +3,20 @@
 # CUDA libdevice to link (no CUDA toolkit on the machine) the compiler
 # refuses the kernels; then PREFIX.skip records its message and the AOT
 # tests skip, saying so. Any other failure fails the build.
+# With CHIPS (e.g. sm_80,sm_90) it writes a fat library instead: one image
+# per chip (PTX, manifest, header, and a cubin where ptxas is installed) and
+# PREFIX.json indexing them.
 file(REMOVE ${PREFIX}.skip)
-foreach(emit ptx manifest)
-  execute_process(COMMAND ${TRANSLATE} ${SPEC} --emit=${emit} -o ${PREFIX}
+if(CHIPS)
+  set(emits all)
+  set(chip_arg --chip=${CHIPS})
+else()
+  set(emits ptx manifest)
+  set(chip_arg)
+endif()
+foreach(emit ${emits})
+  execute_process(COMMAND ${TRANSLATE} ${SPEC} --emit=${emit} ${chip_arg}
+                          -o ${PREFIX}
                   RESULT_VARIABLE rc ERROR_VARIABLE err)
   if(rc)
     if(err MATCHES "libdevice")

@@ -30,6 +30,10 @@ struct GPULibrary {
   Schedule schedule;
   std::string chip;       ///< sm_90, sm_80
   std::string ptx;        ///< every kernel of the model
+  /// The same kernels assembled for `chip` (ptxas), when the library
+  /// carries a cubin for the device it is loaded on; loaded instead of the
+  /// PTX (no driver JIT at load time).
+  std::string cubin;
   LaunchPlan plan;
   std::string modelText;  ///< the condensate.model op it was built from
   /// Per layer function: the #condensate.spec it was specialised with.
@@ -43,6 +47,19 @@ struct GPULibrary {
   /// checking that the manifest's plan matches its model and the PTX.
   static Result<GPULibrary> fromManifest(const std::string &manifestJSON,
                                          std::string ptx);
+  /// The AOT library whose manifest is `manifestPath`, for a device of
+  /// compute capability `computeCapability` (90 for sm_90): a one-chip
+  /// manifest (its PTX beside it, PREFIX.ptx, and PREFIX.cubin when present
+  /// and built for this chip), or the fat index condensate-translate writes
+  /// for several chips, from which chooseImage() picks the image.
+  static Result<GPULibrary> loadForDevice(const std::string &manifestPath,
+                                          int computeCapability);
+  /// Which of the images built for `chips` ("sm_80", "sm_90") a device of
+  /// `computeCapability` runs: its own chip (`exact`: its cubin can load),
+  /// else the highest one below it (its PTX, JIT-compiled by the driver);
+  /// an error naming both when every image is for a newer chip.
+  static Result<size_t> chooseImage(const std::vector<std::string> &chips,
+                                    int computeCapability, bool *exact);
   /// Reads `prefix`.json and `prefix`.ptx (or the two paths given).
   static Result<GPULibrary> load(const std::string &ptxPath,
                                  const std::string &manifestPath);

@@ -26,6 +26,15 @@ int condensate_gpu_load(const char *ptx_path, const char *manifest_path,
                         condensate_gpu_program **program, char *error,
                         size_t error_size);
 
+/* Loads an AOT library by its manifest for device 0: a one-chip library
+ * (PREFIX.json, PREFIX.ptx, and PREFIX.cubin when built for this GPU) or a
+ * fat one (condensate-translate --chip=sm_80,sm_90: PREFIX.json indexes one
+ * image per chip). The GPU's own chip loads its cubin; an older chip's PTX
+ * is JIT-compiled by the driver. */
+int condensate_gpu_load_library(const char *manifest_path,
+                                condensate_gpu_program **program, char *error,
+                                size_t error_size);
+
 void condensate_gpu_free(condensate_gpu_program *program);
 
 int condensate_gpu_reserve(condensate_gpu_program *program, int64_t max_batch,
