@@ -76,8 +76,10 @@ func.func @score_tokens(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: 
 
 // -----
 
-// Top-k by radix search: ordered integer keys in a scratch buffer, 32
-// counting passes from the top bit, then collection, -1 fill and extras.
+// Top-k by a stable radix sort: ordered integer keys in a scratch buffer,
+// the candidates in unit order, four byte passes (descending digits, from
+// the low byte) of counting, prefix sums and scatter, then the base set in
+// unit order, -1 fill and the extras that follow it in the order.
 // CHECK-LABEL: func.func @select_topk
 // CHECK: %[[KEYS:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
 // A null scratch buffer (of at least one element) returns at once.
@@ -86,7 +88,9 @@ func.func @score_tokens(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: 
 // CHECK: cf.cond_br %{{.*}}, ^[[FAIL:bb[0-9]+]], ^[[OK:bb[0-9]+]]
 // CHECK: ^[[FAIL]]:
 // CHECK-NEXT: return
-// CHECK: ^[[OK]]:
+// CHECK: %[[ORDER:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// CHECK: %[[SPARE:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// CHECK: %[[COUNT:.*]] = memref.alloc(%c256) : memref<?xi32>
 // CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
 // The adaptive window, clamped to [16, 64].
 // CHECK: %[[W0:.*]] = arith.maxsi %{{.*}}, %c16 : index
@@ -96,18 +100,29 @@ func.func @score_tokens(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: 
 // CHECK: arith.maximumf %{{.*}}, %{{.*}} : f32
 // CHECK: arith.bitcast %{{.*}} : f32 to i32
 // CHECK: memref.store %{{.*}}, %[[KEYS]][%{{.*}}] : memref<?xi32>
-// CHECK: scf.for %[[BIT:.*]] = %c0 to %c32 step %c1 iter_args(%{{.*}} = %c0_i32) -> (i32) {
-// CHECK: arith.subi %c31, %[[BIT]] : index
-// CHECK: arith.shli %c1_i32, %{{.*}} : i32
-// CHECK: scf.for {{.*}} -> (i32) {
-// CHECK: arith.cmpi uge, %{{.*}} : i32
-// CHECK: arith.cmpi uge, %{{.*}}, %c4_i32 : i32
+// CHECK: memref.store %{{.*}}, %[[ORDER]][%{{.*}}] : memref<?xi32>
+// Pass 1 (low byte): counts, prefix sums, scatter into the spare buffer.
+// CHECK: memref.store %c0_i32, %[[COUNT]]
+// CHECK: arith.shrui %{{.*}}, %c0_i32 : i32
+// CHECK: arith.subi %c255_i32, %{{.*}} : i32
+// CHECK: scf.for {{.*}} = %c0 to %c256 step %c1 iter_args({{.*}} = %c0_i32) -> (i32) {
+// CHECK: memref.store %{{.*}}, %[[SPARE]][%{{.*}}] : memref<?xi32>
+// Passes 2-4 alternate the buffers and end in the order buffer.
+// CHECK: arith.shrui %{{.*}}, %c8_i32 : i32
+// CHECK: memref.store %{{.*}}, %[[ORDER]][%{{.*}}] : memref<?xi32>
+// CHECK: arith.shrui %{{.*}}, %c16_i32 : i32
+// CHECK: memref.store %{{.*}}, %[[SPARE]][%{{.*}}] : memref<?xi32>
+// CHECK: arith.shrui %{{.*}}, %c24_i32 : i32
+// CHECK: memref.store %{{.*}}, %[[ORDER]][%{{.*}}] : memref<?xi32>
+// The first min(candidates, 4) of the order, written in unit order.
+// CHECK: arith.minsi %{{.*}}, %c4 : index
 // CHECK: scf.if %{{.*}} {
 // CHECK: memref.store %{{.*}}, %arg3[%[[B]], %[[G]], %{{.*}}] : memref<?x2x6xi32>
 // CHECK: scf.for %[[J:.*]] = %{{.*}} to %c4 step %c1 {
 // CHECK-NEXT: memref.store %c-1_i32, %arg3[%[[B]], %[[G]], %[[J]]] : memref<?x2x6xi32>
 // Slots 4 and 5 take the next units in ranking order.
-// CHECK: scf.for %[[E:.*]] = %c4 to %c6 step %c1 iter_args
+// CHECK: scf.for %[[E:.*]] = %c4 to %c6 step %c1 {
+// CHECK: memref.load %[[ORDER]][%[[E]]] : memref<?xi32>
 // CHECK: memref.store %{{.*}}, %arg3[%[[B]], %[[G]], %[[E]]] : memref<?x2x6xi32>
 // CHECK: memref.dealloc %[[KEYS]] : memref<?xi32>
 // CHECK-NOT: condensate.
@@ -118,22 +133,15 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 
 // -----
 
-// base = 0 (a certified policy without top-k): there is no base set, so no
-// radix search and nothing collected (the threshold is above every key);
-// the 2 slots take the ranked extras from the top. This used to store every
-// candidate into slots 0.. past the end of the index row.
+// base = 0 (a certified policy without top-k): there is no base set, so
+// nothing is collected and the 2 slots take the ranked extras from the top
+// of the order. This used to store every candidate into slots 0.. past the
+// end of the index row.
 // CHECK-LABEL: func.func @select_topk_zero_base
-// CHECK-NOT: %c32
 // CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
 // CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
-// CHECK: %[[THR:.*]] = arith.select %{{.*}}, %c1_i32, %c-1_i32 : i32
-// CHECK: scf.for {{.*}} -> (index, i32, index) {
-// CHECK: %[[ABOVE:.*]] = arith.cmpi ugt, %{{.*}}, %[[THR]] : i32
-// CHECK: memref.store %{{.*}}, %arg2[%[[B]], %[[G]], %{{.*}}] : memref<?x2x2xi32>
-// The -1 fill of the base slots is empty.
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c0 step %c1 {
-// CHECK: %[[PREV:.*]] = arith.select %{{.*}}, %c0_i32, %[[THR]] : i32
-// CHECK: scf.for %[[E:.*]] = %c0 to %c2 step %c1 iter_args(%{{.*}} = %[[PREV]], %{{.*}} = %c-1) -> (i32, index) {
+// CHECK-NOT: memref.store %{{.*}}, %arg2
+// CHECK: scf.for %[[E:.*]] = %c0 to %c2 step %c1 {
 // CHECK: memref.store %{{.*}}, %arg2[%[[B]], %[[G]], %[[E]]] : memref<?x2x2xi32>
 // CHECK-NOT: memref.store %{{.*}}, %arg2
 // CHECK: memref.dealloc

@@ -1,7 +1,8 @@
 //===- Select.cpp - top-k selection as loops ------------------------------===//
 //
-// Lowers select_topk to scf loops: ranking keys per unit, a radix search
-// for the base-th largest, the base set in unit order, then ranked extras.
+// Lowers select_topk to scf loops: ranking keys per unit, the candidates
+// ordered by a stable radix sort, the base set in unit order, then the
+// ranked extras.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -16,6 +17,47 @@ using namespace mlir::condensate::loops;
 
 namespace {
 
+/// Orders the candidates of one (sequence, key/value head) by (key desc,
+/// unit asc) with a stable LSD radix sort of their 32-bit ranking keys (four
+/// byte passes, descending digits, from `from` into `to` and back): O(units)
+/// however many slots are ranked. `from` holds the candidates in unit order
+/// on entry and the order on exit.
+void sortCandidates(Emitter &e, Value keys, Value from, Value to, Value count,
+                    Value numValid) {
+  Value n = e.toIndex(numValid);
+  Value mask = e.i32(255);
+  auto digit = [&](Emitter &e, Value u, int64_t pass) {
+    Value key = e.load(keys, {e.toIndex(u)});
+    Value byte = e.band(arith::ShRUIOp::create(e.builder(), e.location(), key,
+                                               e.i32(8 * pass)),
+                        mask);
+    return e.toIndex(e.sub(mask, byte)); // descending
+  };
+  for (int64_t pass = 0; pass < 4; ++pass) {
+    Value src = pass % 2 == 0 ? from : to, dst = pass % 2 == 0 ? to : from;
+    e.forEach(e.idx(0), e.idx(256),
+              [&](Emitter &e, Value d) { e.store(e.i32(0), count, {d}); });
+    e.forEach(e.idx(0), n, [&](Emitter &e, Value i) {
+      Value d = digit(e, e.load(src, {i}), pass);
+      e.store(e.add(e.load(count, {d}), e.i32(1)), count, {d});
+    });
+    // Exclusive prefix sums: where each digit's run starts.
+    e.forLoop(e.idx(0), e.idx(256), e.idx(1), {e.i32(0)},
+              [&](Emitter &e, Value d, ValueRange run) -> SmallVector<Value> {
+                Value c = e.load(count, {d});
+                e.store(run[0], count, {d});
+                return {e.add(run[0], c)};
+              });
+    e.forEach(e.idx(0), n, [&](Emitter &e, Value i) {
+      Value u = e.load(src, {i});
+      Value d = digit(e, u, pass);
+      Value at = e.load(count, {d});
+      e.store(u, dst, {e.toIndex(at)});
+      e.store(e.add(at, e.i32(1)), count, {d});
+    });
+  }
+}
+
 void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
   Location loc = op.getLoc();
   int64_t hq = staticDim(op.getScores(), 1);
@@ -27,10 +69,15 @@ void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
       op.getGranularity() == Granularity::page ? op.getPageSize() : 1;
   Type i32 = rewriter.getI32Type();
   Value batch = e.dim(op.getScores(), 0), nu = e.dim(op.getScores(), 2);
-  // Ordered keys of the current (b, g): 0 marks a non-candidate.
-  Value keys = memref::AllocOp::create(
-      rewriter, loc, MemRefType::get({ShapedType::kDynamic}, i32),
-      ValueRange{nu});
+  auto alloc = [&](Value size) {
+    return memref::AllocOp::create(
+        rewriter, loc, MemRefType::get({ShapedType::kDynamic}, i32),
+        ValueRange{size});
+  };
+  // Ordered keys of the current (b, g): 0 marks a non-candidate. The
+  // candidates, then their order; the radix sort's digit counts.
+  Value keys = alloc(nu), order = alloc(nu), spare = alloc(nu);
+  Value count = alloc(e.idx(256));
   Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
@@ -38,7 +85,7 @@ void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
                               op.getWindowMax());
     CandidateUnits units{unit, anchor, n, w};
     e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
-      // Keys and candidate count.
+      // Keys, and the candidates in unit order.
       Value zero32 = e.i32(0), one32 = e.i32(1);
       Value numValid = e.forLoop(
           e.idx(0), nu, e.idx(1), {zero32},
@@ -47,103 +94,48 @@ void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
                 rankingKey(e, loopsTarget(), units, op.getScores(), b, g, u,
                            group, zero32, one32);
             e.store(key, keys, {u});
+            e.ifThen(valid, [&](Emitter &e) {
+              e.store(e.toI32(u), order, {e.toIndex(acc[0])});
+            });
             return {e.add(acc[0], e.select(valid, one32, zero32))};
           })[0];
-      Value numValidIdx = e.toIndex(numValid);
-      Value baseIdx = e.idx(base);
-      auto countAtLeast = [&](Emitter &e, Value thr, bool strict) {
-        return e.forLoop(
-            e.idx(0), nu, e.idx(1), {e.i32(0)},
-            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
-              Value key = e.load(keys, {u});
-              Value hit = e.cmp(strict ? arith::CmpIPredicate::ugt
-                                       : arith::CmpIPredicate::uge,
-                                key, thr);
-              return {e.add(acc[0], e.select(hit, e.i32(1), e.i32(0)))};
-            })[0];
-      };
-      // Threshold: the base-th largest key (radix search, MSB first).
-      Value thr = e.i32(0);
+      sortCandidates(e, keys, order, spare, count, numValid);
+      // The base set: the first `base` of the order, written in unit order.
+      // The keys are done with: they become marks of the base set.
+      Value valid = e.toIndex(numValid);
       if (base > 0) {
-        thr = e.forLoop(
-            e.idx(0), e.idx(32), e.idx(1), {e.i32(0)},
-            [&](Emitter &e, Value i, ValueRange acc) -> SmallVector<Value> {
-              Value bit =
-                  arith::ShLIOp::create(e.builder(), e.location(), e.i32(1),
-                                        e.toI32(e.sub(e.idx(31), i)));
-              Value cand = e.bor(acc[0], bit);
-              Value cnt = countAtLeast(e, cand, /*strict=*/false);
-              Value enough = e.cmp(arith::CmpIPredicate::uge, cnt, e.i32(base));
-              return {e.select(enough, cand, acc[0])};
+        Value taken = e.mins(valid, e.idx(base));
+        e.forEach(e.idx(0), valid, [&](Emitter &e, Value i) {
+          Value u = e.toIndex(e.load(order, {i}));
+          e.store(e.select(e.lt(i, taken), one32, zero32), keys, {u});
+        });
+        Value written = e.forLoop(
+            e.idx(0), nu, e.idx(1), {e.idx(0)},
+            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
+              Value take = e.ne(e.load(keys, {u}), zero32);
+              e.ifThen(take, [&](Emitter &e) {
+                e.store(e.toI32(u), op.getIndices(), {b, g, acc[0]});
+              });
+              return {e.select(take, e.add(acc[0], e.idx(1)), acc[0])};
             })[0];
+        e.forEach(written, e.idx(base), [&](Emitter &e, Value j) {
+          e.store(e.i32(-1), op.getIndices(), {b, g, j});
+        });
       }
-      // Few candidates: take them all (threshold 1 keeps every key > 0).
-      // With base = 0 there is no base set: only the ranked extras.
-      Value few = base == 0 ? e.i1(false) : e.le(numValidIdx, baseIdx);
-      if (base == 0)
-        thr = e.i32(-1); // above every key: nothing is taken
-      thr = e.select(few, e.i32(1), thr);
-      Value above = countAtLeast(e, thr, /*strict=*/true);
-      Value tiesWanted = e.select(few, e.i32(0), e.sub(e.i32(base), above));
-      // Base set in increasing unit order: keys above the threshold, then
-      // ties at the threshold by increasing unit until base are taken.
-      auto collected = e.forLoop(
-          e.idx(0), nu, e.idx(1), {e.idx(0), e.i32(0), e.idx(-1)},
-          [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
-            Value key = e.load(keys, {u});
-            Value isAbove = e.cmp(arith::CmpIPredicate::ugt, key, thr);
-            Value isTie = e.band(e.eq(key, thr), e.ne(key, e.i32(0)));
-            Value takeTie = e.band(isTie, e.lt(acc[1], tiesWanted));
-            Value take = e.bor(isAbove, e.band(takeTie, e.bnot(few)));
-            take = e.bor(take, e.band(few, e.ne(key, e.i32(0))));
-            e.ifThen(take, [&](Emitter &e) {
-              e.store(e.toI32(u), op.getIndices(), {b, g, acc[0]});
-            });
-            Value pos = e.select(take, e.add(acc[0], e.idx(1)), acc[0]);
-            Value ties = e.select(takeTie, e.add(acc[1], e.i32(1)), acc[1]);
-            Value last = e.select(takeTie, u, acc[2]);
-            return {pos, ties, last};
-          });
-      Value written = collected[0];
-      e.forEach(written, baseIdx, [&](Emitter &e, Value j) {
-        e.store(e.i32(-1), op.getIndices(), {b, g, j});
+      // Extras: the units that follow the base set in the order.
+      e.forEach(e.idx(base), e.idx(slots), [&](Emitter &e, Value j) {
+        Value u = e.ifElse(
+            e.lt(j, valid), {i32},
+            [&](Emitter &e) -> SmallVector<Value> {
+              return {e.load(order, {j})};
+            },
+            [&](Emitter &e) -> SmallVector<Value> { return {e.i32(-1)}; })[0];
+        e.store(u, op.getIndices(), {b, g, j});
       });
-      // Extras: the next units in (key desc, unit asc) order.
-      if (slots > base) {
-        // The order continues after the last base unit; with no base set
-        // it starts above every key.
-        Value prevKey = e.select(few, e.i32(0), thr);
-        Value prevIdx = e.select(few, nu, collected[2]);
-        if (base == 0)
-          prevIdx = e.idx(-1);
-        // With ties exhausted at the threshold the order continues below.
-        e.forLoop(
-            e.idx(base), e.idx(slots), e.idx(1), {prevKey, prevIdx},
-            [&](Emitter &e, Value j, ValueRange prev) -> SmallVector<Value> {
-              auto best = e.forLoop(
-                  e.idx(0), nu, e.idx(1), {e.i32(0), e.idx(-1)},
-                  [&](Emitter &e, Value u,
-                      ValueRange acc) -> SmallVector<Value> {
-                    Value key = e.load(keys, {u});
-                    Value after =
-                        e.bor(e.cmp(arith::CmpIPredicate::ult, key, prev[0]),
-                              e.band(e.eq(key, prev[0]), e.gt(u, prev[1])));
-                    Value better =
-                        e.band(e.band(after, e.ne(key, e.i32(0))),
-                               e.cmp(arith::CmpIPredicate::ugt, key, acc[0]));
-                    return {e.select(better, key, acc[0]),
-                            e.select(better, u, acc[1])};
-                  });
-              Value found = e.ne(best[0], e.i32(0));
-              e.store(e.select(found, e.toI32(best[1]), e.i32(-1)),
-                      op.getIndices(), {b, g, j});
-              return {e.select(found, best[0], e.i32(0)),
-                      e.select(found, best[1], nu)};
-            });
-      }
     });
   });
-  memref::DeallocOp::create(rewriter, loc, keys);
+  for (Value buffer : {keys, order, spare, count})
+    memref::DeallocOp::create(rewriter, loc, buffer);
 }
 
 } // namespace
