@@ -75,6 +75,79 @@ size_t matchGpt2(const std::vector<Char> &chars, size_t i, size_t end) {
   return k - i;
 }
 
+/// Length in characters of the Llama 3 regex match at chars[i] within
+/// chars[i, end) (llama.cpp's LLAMA3 and QWEN2 pre-tokenizers; QWEN2 is the
+/// same with `maxDigits` 1):
+///   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+///   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+/// tried in order, leftmost-first.
+size_t matchLlama3(const std::vector<Char> &chars, size_t i, size_t end,
+                   size_t maxDigits) {
+  const auto cpAt = [&](size_t k) { return k < end ? chars[k].cp : 0u; };
+  const auto lower = [](uint32_t c) {
+    return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+  };
+  const auto isNewline = [&](size_t k) {
+    return k < end && (chars[k].cp == '\r' || chars[k].cp == '\n');
+  };
+  const auto is = [&](size_t k, CharClass cls) {
+    return k < end && chars[k].cls == cls;
+  };
+  if (chars[i].cp == '\'') {
+    const uint32_t c1 = lower(cpAt(i + 1)), c2 = lower(cpAt(i + 2));
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd')
+      return 2;
+    if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') ||
+        (c1 == 'l' && c2 == 'l'))
+      return 3;
+  }
+  // [^\r\n\p{L}\p{N}]?\p{L}+
+  {
+    size_t k = i;
+    if (!is(k, CharClass::Letter) && !is(k, CharClass::Number) &&
+        !isNewline(k))
+      ++k;
+    if (is(k, CharClass::Letter)) {
+      while (is(k, CharClass::Letter))
+        ++k;
+      return k - i;
+    }
+  }
+  // \p{N}{1,maxDigits}
+  if (is(i, CharClass::Number)) {
+    size_t k = i;
+    while (is(k, CharClass::Number) && k - i < maxDigits)
+      ++k;
+    return k - i;
+  }
+  // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+  {
+    size_t k = i;
+    if (chars[k].cp == ' ')
+      ++k;
+    if (is(k, CharClass::Other)) {
+      while (is(k, CharClass::Other))
+        ++k;
+      while (isNewline(k))
+        ++k;
+      return k - i;
+    }
+  }
+  // \s*[\r\n]+ : the whitespace run up to its last line break.
+  size_t j = i;
+  while (is(j, CharClass::Whitespace))
+    ++j;
+  for (size_t k = j; k > i; --k)
+    if (isNewline(k - 1))
+      return k - i;
+  // \s+(?!\S)|\s+
+  if (j == i)
+    return 1; // not reached: every character is in one class
+  if (j < end && j - i > 1)
+    --j;
+  return j - i;
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -95,14 +168,21 @@ Result<Tokenizer> Tokenizer::create(TokenizerConfig config) {
                            std::to_string(config.tokenTypes.size()) +
                            " token types for " + std::to_string(n) +
                            " tokens");
-    if (config.preTokenizer == "smollm")
+    const std::string &pre = config.preTokenizer;
+    if (pre == "smollm") {
       t.splitDigits_ = true;
-    else if (config.preTokenizer == "gpt-2" || config.preTokenizer == "gpt2")
+    } else if (pre == "gpt-2" || pre == "gpt2") {
       t.splitDigits_ = false;
-    else
+    } else if (pre == "qwen2" || pre == "llama-bpe" || pre == "llama3") {
+      t.splitDigits_ = false;
+      t.llama3Regex_ = true;
+      t.maxDigits_ = pre == "qwen2" ? 1 : 3;
+    } else {
       return Status::error("tokenizer: unsupported pre-tokenizer " +
-                           quoted(config.preTokenizer) +
-                           ", expected 'smollm' or 'gpt-2'");
+                           quoted(pre) +
+                           ", expected 'smollm', 'gpt-2', 'qwen2' or "
+                           "'llama-bpe'");
+    }
 
     const std::array<uint32_t, 256> byteMap = byteToCodepoint();
     std::unordered_map<uint32_t, uint8_t> codepointToByte;
@@ -315,7 +395,9 @@ Tokenizer::preTokenize(std::string_view text) const {
   // Regex pieces of chars[from, to), where the regex sees `to` as the end.
   const auto split = [&](size_t from, size_t to) {
     for (size_t i = from; i < to;) {
-      const size_t length = matchGpt2(chars, i, to);
+      const size_t length = llama3Regex_
+                                ? matchLlama3(chars, i, to, maxDigits_)
+                                : matchGpt2(chars, i, to);
       emit(i, i + length);
       i += length;
     }

@@ -41,6 +41,10 @@ Model notes (verified on SmolLM2-135M-Instruct Q4_1):
   rotate-half form. With --rope halves (pairs x[i], x[i+d/2]) on the GGUF
   weights the predictions are wrong ("The capital of France is" no longer
   continues with " Paris").
+* Qwen2 (general.architecture qwen2): llama.cpp's NEOX rope, i.e. halves
+  (its conversion does not permute q/k), and biases on q, k and v; the
+  default --rope follows the architecture. Its tokenizer splits by Llama
+  3's regex with single digits (tokenizer.ggml.pre qwen2).
 * GQA: q head h uses kv head h // (n_head / n_head_kv).
 * Output projection is tied to token_embd when output.weight is absent.
 * RMSNorm: x / sqrt(mean(x^2) + eps) * w, eps from
@@ -84,9 +88,20 @@ def build_tokenizer(reader):
     vocab = {tok: i for i, tok in enumerate(tokens)}
     pairs = [tuple(m.split(" ", 1)) for m in merges]
     tk = Tokenizer(models.BPE(vocab=vocab, merges=pairs))
-    steps = [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
-    if pre == "smollm":
-        steps.insert(0, pre_tokenizers.Digits(individual_digits=True))
+    if pre in ("qwen2", "llama-bpe", "llama3"):
+        # Hugging Face's own form of these (their tokenizer.json): split by
+        # Llama 3's regex, Qwen2's with single digits, then byte-level.
+        from tokenizers import Regex
+        digits = r"\p{N}" if pre == "qwen2" else r"\p{N}{1,3}"
+        pattern = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
+                   + digits + r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
+                   r"\s+(?!\S)|\s+")
+        steps = [pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+    else:
+        steps = [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+        if pre == "smollm":
+            steps.insert(0, pre_tokenizers.Digits(individual_digits=True))
     tk.pre_tokenizer = pre_tokenizers.Sequence(steps)
     tk.decoder = decoders.ByteLevel()
     specials = [AddedToken(tokens[i], special=True, normalized=False)
@@ -158,9 +173,10 @@ def cmd_dequant(args):
 class Llama:
     def __init__(self, reader, dtype=np.float64):
         arch = _field(reader, "general.architecture")
-        if arch != "llama":
-            raise SystemExit(f"general.architecture is {arch!r}, expected 'llama'")
-        p = "llama."
+        if arch not in ("llama", "qwen2"):
+            raise SystemExit(f"general.architecture is {arch!r}, expected "
+                             "'llama' or 'qwen2'")
+        p = arch + "."
         self.n_layer = int(_field(reader, p + "block_count"))
         self.n_embd = int(_field(reader, p + "embedding_length"))
         self.n_head = int(_field(reader, p + "attention.head_count"))
@@ -169,6 +185,7 @@ class Llama:
         self.eps = float(_field(reader, p + "attention.layer_norm_rms_epsilon"))
         self.theta = float(_field(reader, p + "rope.freq_base", 10000.0))
         self.head_dim = self.n_embd // self.n_head
+        self.default_rope = "halves" if arch == "qwen2" else "adjacent"
         self.n_rot = int(_field(reader, p + "rope.dimension_count",
                                 self.head_dim))
         tensors = {t.name: t for t in reader.tensors}
@@ -183,9 +200,15 @@ class Llama:
         self.layers = []
         for i in range(self.n_layer):
             b = f"blk.{i}."
-            self.layers.append({k: w(b + k + ".weight") for k in (
+            layer = {k: w(b + k + ".weight") for k in (
                 "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")})
+                "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")}
+            # Qwen2's query/key/value biases (zero where a model has none).
+            for k in ("attn_q", "attn_k", "attn_v"):
+                name = b + k + ".bias"
+                layer[k + "_b"] = (w(name) if name in tensors
+                                   else np.zeros(layer[k].shape[0], dtype))
+            self.layers.append(layer)
 
     def rmsnorm(self, x, weight):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * weight
@@ -216,9 +239,9 @@ class Llama:
         mask = np.triu(np.full((T, T), -np.inf, dtype=x.dtype), k=1)
         for L in self.layers:
             h = self.rmsnorm(x, L["attn_norm"])
-            q = (h @ L["attn_q"].T).reshape(T, nh, hd)
-            k = (h @ L["attn_k"].T).reshape(T, nkv, hd)
-            v = (h @ L["attn_v"].T).reshape(T, nkv, hd)
+            q = (h @ L["attn_q"].T + L["attn_q_b"]).reshape(T, nh, hd)
+            k = (h @ L["attn_k"].T + L["attn_k_b"]).reshape(T, nkv, hd)
+            v = (h @ L["attn_v"].T + L["attn_v_b"]).reshape(T, nkv, hd)
             q, k = self.rope(q, rope_mode), self.rope(k, rope_mode)
             group = nh // nkv
             attn = np.empty((T, nh, hd), dtype=x.dtype)
@@ -253,6 +276,8 @@ def cmd_logits(args):
     if not ids:
         raise SystemExit("empty prompt")
     model = Llama(reader, np.float32 if args.dtype == "float32" else np.float64)
+    if args.rope is None:
+        args.rope = model.default_rope
     logits = model.forward(ids, args.rope)
     last = logits[-1]
     top = np.argsort(-last)[:5]
@@ -302,7 +327,8 @@ def main(argv=None):
     g.add_argument("--ids")
     g.add_argument("--chat", action="store_true")
     g.add_argument("--last", type=int, default=0)
-    g.add_argument("--rope", choices=["adjacent", "halves"], default="adjacent")
+    g.add_argument("--rope", choices=["adjacent", "halves"], default=None,
+                   help="default: the architecture's (llama adjacent, qwen2 halves)")
     g.add_argument("--generate", type=int, default=0)
     g.add_argument("--dtype", choices=["float64", "float32"], default="float64",
                    help="arithmetic precision (float32 loads faster)")

@@ -199,6 +199,24 @@ inline std::string modelSkipMessage() {
          " (set CONDENSATE_MODEL to the SmolLM2-135M-Instruct Q4_1 .gguf)";
 }
 
+/// The second model family's file: $CONDENSATE_QWEN_MODEL, else
+/// models/Qwen2.5-Coder-0.5B-Instruct.gguf (scripts/fetch-models.sh qwen2);
+/// empty when absent.
+inline std::string qwenCandidate() {
+  const char *env = std::getenv("CONDENSATE_QWEN_MODEL");
+  return env && *env ? std::string(env)
+                     : repoRoot() + "/models/Qwen2.5-Coder-0.5B-Instruct.gguf";
+}
+inline std::string qwenModelPath() {
+  const std::string path = qwenCandidate();
+  return fileExists(path) ? path : std::string();
+}
+inline std::string qwenSkipMessage() {
+  return "Qwen2 model not found at " + qwenCandidate() +
+         " (scripts/fetch-models.sh qwen2 fetches it, or set "
+         "CONDENSATE_QWEN_MODEL)";
+}
+
 inline std::string shellQuote(const std::string &s) {
   std::string out = "'";
   for (char c : s)

@@ -224,6 +224,42 @@ TEST(TokenizerPreTokenize, GPT2RegexWithDigitSplit) {
     EXPECT_EQ(t.preTokenize(text), expected) << "text: " << text;
 }
 
+// Llama 3's regex (llama.cpp's LLAMA3; QWEN2 with single digits), case by
+// case: each alternative, and where it differs from GPT-2's.
+TEST(TokenizerPreTokenize, Qwen2AndLlama3Regex) {
+  using V = std::vector<std::string_view>;
+  for (const char *pre : {"qwen2", "llama-bpe"}) {
+    SCOPED_TRACE(pre);
+    TokenizerConfig c = smallConfig();
+    c.preTokenizer = pre;
+    Result<Tokenizer> t = Tokenizer::create(c);
+    ASSERT_TRUE(t.ok()) << t.message();
+    const bool qwen = std::string(pre) == "qwen2";
+    const std::vector<std::pair<std::string, V>> cases = {
+        {"Hello world", {"Hello", " world"}},
+        // Contractions are case-insensitive.
+        {"I'M HE'LL we'Re", {"I", "'M", " HE", "'LL", " we", "'Re"}},
+        // A word takes one leading non-letter, non-digit, non-newline
+        // (one only: " \tx" is a space, then "\tx").
+        {"(hello) \tx .y", {"(hello", ")", " ", "\tx", " .", "y"}},
+        {"\nword", {"\n", "word"}},
+        // Punctuation takes an optional space and the line breaks after it.
+        {"a !!\n\nb", {"a", " !!\n\n", "b"}},
+        // Whitespace: up to its last line break, else less its last space
+        // before a non-space.
+        {"a \n \n  b", {"a", " \n \n", " ", " b"}},
+        {"x   ", {"x", "   "}},
+        {"a 1", {"a", " ", "1"}},
+        {"na\xC3\xAFve caf\xC3\xA9", {"na\xC3\xAFve", " caf\xC3\xA9"}},
+        {"", {}},
+    };
+    for (const auto &[text, expected] : cases)
+      EXPECT_EQ(t->preTokenize(text), expected) << "text: " << text;
+    const V digits = qwen ? V{"1", "2", "3", "4", "5"} : V{"123", "45"};
+    EXPECT_EQ(t->preTokenize("12345"), digits);
+  }
+}
+
 TEST(TokenizerPreTokenize, GPT2ModeKeepsDigitRuns) {
   TokenizerConfig c = smallConfig();
   c.preTokenizer = "gpt-2";
@@ -397,10 +433,10 @@ TEST(TokenizerErrors, InvalidConfigurations) {
             std::string::npos);
 
   c = smallConfig();
-  c.preTokenizer = "llama-bpe";
+  c.preTokenizer = "deepseek-llm";
   EXPECT_EQ(Tokenizer::create(c).message(),
-            "tokenizer: unsupported pre-tokenizer 'llama-bpe', expected "
-            "'smollm' or 'gpt-2'");
+            "tokenizer: unsupported pre-tokenizer 'deepseek-llm', expected "
+            "'smollm', 'gpt-2', 'qwen2' or 'llama-bpe'");
 
   c = smallConfig();
   c.eosId = 1 << 20;
@@ -560,15 +596,10 @@ TEST(TokenizerRealModel, Vocabulary) {
   }
 }
 
-TEST(TokenizerRealModel, MatchesPythonTokenizers) {
-  RealTokenizer &real = realTokenizer();
-  if (real.path.empty())
-    GTEST_SKIP() << modelSkipMessage();
-  if (!referenceAvailable())
-    GTEST_SKIP() << referenceSkipMessage();
-  ASSERT_TRUE(real.tokenizer.ok()) << real.tokenizer.message();
-  const Tokenizer &t = *real.tokenizer;
-
+/// Token ids of `t` (the tokenizer of the GGUF at `path`) equal those of
+/// the independent Python reference on the fixed texts and 400 random ones,
+/// parsing special tokens and not.
+void expectMatchesReference(const std::string &path, const Tokenizer &t) {
   std::vector<std::string> inputs = fixedTexts();
   std::mt19937 rng(2024);
   for (int i = 0; i < 400; ++i)
@@ -581,8 +612,8 @@ TEST(TokenizerRealModel, MatchesPythonTokenizers) {
     SCOPED_TRACE(parseSpecial ? "parseSpecial" : "plain");
     const TempPath out("tok_ids.json");
     std::string log;
-    ASSERT_EQ(runReference("tokenize " + shellQuote(real.path) +
-                               " --texts-file " + shellQuote(textsPath) +
+    ASSERT_EQ(runReference("tokenize " + shellQuote(path) + " --texts-file " +
+                               shellQuote(textsPath) +
                                (parseSpecial ? "" : " --no-special") +
                                " --out " + shellQuote(out),
                            log),
@@ -597,6 +628,39 @@ TEST(TokenizerRealModel, MatchesPythonTokenizers) {
                                 << nlohmann::json(inputs[i]).dump();
     }
   }
+}
+
+TEST(TokenizerRealModel, MatchesPythonTokenizers) {
+  RealTokenizer &real = realTokenizer();
+  if (real.path.empty())
+    GTEST_SKIP() << modelSkipMessage();
+  if (!referenceAvailable())
+    GTEST_SKIP() << referenceSkipMessage();
+  ASSERT_TRUE(real.tokenizer.ok()) << real.tokenizer.message();
+  expectMatchesReference(real.path, *real.tokenizer);
+}
+
+// The second family: Qwen2's pre-tokenizer (Llama 3's regex, one digit a
+// piece, case-insensitive contractions, a punctuation or space prefix on
+// words), its 151,936-token vocabulary and its special tokens.
+TEST(TokenizerQwen2Model, MatchesPythonTokenizers) {
+  const std::string path = qwenModelPath();
+  if (path.empty())
+    GTEST_SKIP() << qwenSkipMessage();
+  if (!referenceAvailable())
+    GTEST_SKIP() << referenceSkipMessage();
+  Result<GGUFFile> f = GGUFFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.message();
+  Result<Tokenizer> t = Tokenizer::fromGGUF(*f);
+  ASSERT_TRUE(t.ok()) << t.message();
+  EXPECT_EQ(t->vocabSize(), 151936);
+  EXPECT_EQ(t->eosId(), 151645);
+  EXPECT_EQ(t->tokenText(151644), "<|im_start|>");
+  EXPECT_EQ(t->preTokenize("It's 2024, isn't IT'S?\n\n  x"),
+            (std::vector<std::string_view>{"It", "'s", " ", "2", "0", "2",
+                                           "4", ",", " isn", "'t", " IT",
+                                           "'S", "?\n\n", " ", " x"}));
+  expectMatchesReference(path, *t);
 }
 
 TEST(TokenizerRealModel, HundredKilobytesUnderASecond) {

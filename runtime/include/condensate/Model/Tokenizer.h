@@ -53,7 +53,9 @@ struct TokenizerConfig {
   std::vector<int32_t> tokenTypes;
   /// "left right" pairs, highest priority first.
   std::vector<std::string> merges;
-  /// "smollm" (digits split one by one) or "gpt-2" (no digit split).
+  /// GGUF tokenizer.ggml.pre: "smollm" (GPT-2's regex, digits split one by
+  /// one), "gpt-2" (no digit split), "qwen2" (Llama 3's regex with single
+  /// digits) or "llama-bpe" / "llama3" (Llama 3's regex, digits in threes).
   std::string preTokenizer = "smollm";
   /// Special token ids, -1 when absent.
   int32_t bosId = -1, eosId = -1, unkId = -1, padId = -1;
@@ -123,6 +125,10 @@ private:
   /// Texts matched in the input, longest first: (id, always-on).
   std::vector<std::pair<int32_t, bool>> specials_;
   bool splitDigits_ = true;
+  /// Llama 3's regex (qwen2, llama-bpe) instead of GPT-2's, and how many
+  /// digits one of its number pieces holds.
+  bool llama3Regex_ = false;
+  size_t maxDigits_ = 3;
   int32_t bosId_ = -1, eosId_ = -1, unkId_ = -1, padId_ = -1;
   bool addBos_ = false, addEos_ = false;
 };
