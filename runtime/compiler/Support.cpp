@@ -281,13 +281,17 @@ Result<Schedule> parseSchedule(const std::string &text, int64_t numLayers,
       return s.status().withContext(bufferName);
     return s;
   }
+  // A schedule of one policy for every layer applies at any depth; one
+  // whose rules name layers is for its own depth only.
   auto checkLayers = [&](Schedule s) -> Result<Schedule> {
-    if (s.numLayers != numLayers)
-      return Status::error(bufferName + ": the schedule is for " +
-                           std::to_string(s.numLayers) +
-                           " layers but the model has " +
-                           std::to_string(numLayers));
-    return s;
+    if (s.numLayers == numLayers)
+      return s;
+    if (s.rules.empty() && numLayers > 0)
+      return Schedule::uniform(numLayers, s.defaultPolicy);
+    return Status::error(bufferName + ": the schedule is for " +
+                         std::to_string(s.numLayers) +
+                         " layers (its rules name layers) but the model has " +
+                         std::to_string(numLayers));
   };
   if (text.find("condensate.model") != std::string::npos) {
     auto model = parseModel(text, bufferName);

@@ -66,13 +66,25 @@ TEST(Policy, ErrorsAreOneLocatedLine) {
   EXPECT_NE(unknown.message().find("unknown policy field 'windw'"),
             std::string::npos)
       << unknown.message();
+  // A schedule whose rules name layers is for its own depth only; one
+  // policy for every layer applies at any depth.
   auto layers = parseSchedule(
       "#condensate.schedule<layers = 3, default = #condensate.dense, "
-      "rules = []>",
+      "rules = [#condensate.rule<layers = [1], policy = "
+      "#condensate.policy<window = 8>>]>",
       4, "s.mlir");
   ASSERT_FALSE(layers.ok());
-  EXPECT_NE(layers.message().find("for 3 layers but the model has 4"),
-            std::string::npos);
+  EXPECT_NE(layers.message().find(
+                "for 3 layers (its rules name layers) but the model has 4"),
+            std::string::npos)
+      << layers.message();
+  auto uniform = parseSchedule(
+      "#condensate.schedule<layers = 30, default = #condensate.policy<window "
+      "= 8, topk = 16>, rules = []>",
+      24, "s.mlir");
+  ASSERT_TRUE(uniform.ok()) << uniform.message();
+  EXPECT_EQ(uniform->numLayers, 24);
+  EXPECT_EQ(uniform->policyFor(23, 0).topk, 16);
   auto json = parseSchedule(R"({"window": 8, "selector": "fastest"})", 4,
                             "p.json");
   ASSERT_FALSE(json.ok());
