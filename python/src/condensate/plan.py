@@ -14,6 +14,7 @@ import ctypes
 import json
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
@@ -24,7 +25,8 @@ from ._native import CondensateError
 
 _KV_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
-_plans: dict[int, "Plan"] = {}
+# Plans by id, for the ops; weak, so a plan the caller drops is released.
+_plans: "weakref.WeakValueDictionary[int, Plan]" = weakref.WeakValueDictionary()
 _plans_lock = threading.Lock()
 _next_id = 1
 
@@ -286,12 +288,13 @@ def prebuilt_libraries() -> dict:
 
 
 def plan(shape: ShapeLike, schedule: ScheduleLike = "dense", *, device="cpu",
-         chip: str = "sm_90", cache_dir: Optional[str] = None,
+         chip: Optional[str] = None, cache_dir: Optional[str] = None,
          reserve: Optional[Sequence[int]] = None,
          use_prebuilt: bool = True) -> Plan:
     """Compiles (or takes from the memory/disk cache) the attention of
     `shape` under `schedule` (MLIR attribute text, JSON text, a dict, or
-    "dense") for `device` ("cpu" or a CUDA device). On a GPU, a shape and
+    "dense") for `device` ("cpu" or a CUDA device; `chip` defaults to the
+    device's, sm_90 or sm_80). On a GPU, a shape and
     schedule the package carries prebuilt (prebuilt_libraries()) loads with
     no JIT unless `use_prebuilt` is False. `reserve` = (max_batch,
     max_pages, num_pages) sizes a GPU plan's workspace up front."""
@@ -312,6 +315,13 @@ def plan(shape: ShapeLike, schedule: ScheduleLike = "dense", *, device="cpu",
     if dev.index not in (None, 0):
         raise CondensateError("plan: condensate's GPU runtime uses device 0")
     torch.cuda.init()
+    if chip is None:
+        major, minor = torch.cuda.get_device_capability(0)
+        if major < 8:
+            raise CondensateError(
+                f"plan: condensate's GPU kernels need sm_80 or newer; device 0 "
+                f"is sm_{major}{minor}")
+        chip = "sm_90" if major >= 9 else "sm_80"
     if use_prebuilt and text in prebuilt_libraries():
         p = load(prebuilt_libraries()[text], reserve=reserve)
         p.source = "prebuilt"
