@@ -431,15 +431,22 @@ public:
 const auto *const kReportTotal =
     ::testing::AddGlobalTestEnvironment(new ReportTotal);
 
-/// $CONDENSATE_CERTIFICATE_SCALE (default 1) multiplies the random caches
-/// of the bulk test: CONDENSATE_CERTIFICATE_SCALE=10 is the long run.
-int64_t certificateScale() {
-  const char *env = std::getenv("CONDENSATE_CERTIFICATE_SCALE");
+/// A positive integer from the environment variable `name`, or `fallback`.
+int64_t envCount(const char *name, int64_t fallback) {
+  const char *env = std::getenv(name);
   if (!env)
-    return 1;
+    return fallback;
   char *end = nullptr;
   long v = std::strtol(env, &end, 10);
-  return end != env && *end == '\0' && v >= 1 && v <= 1000 ? v : 1;
+  return end != env && *end == '\0' && v >= 1 && v <= 100000 ? v : fallback;
+}
+
+/// Random caches of the bulk test: 520 (over 10^6 head-checks in all), times
+/// $CONDENSATE_CERTIFICATE_SCALE (=10: the long run), or exactly
+/// $CONDENSATE_CERTIFICATE_CACHES (the sanitizer run uses fewer).
+int64_t bulkCaches() {
+  return envCount("CONDENSATE_CERTIFICATE_CACHES",
+                  520 * envCount("CONDENSATE_CERTIFICATE_SCALE", 1));
 }
 
 float gauss(std::mt19937 &rng, float sigma = 1.0f) {
@@ -997,7 +1004,7 @@ TEST(Certificate, StrictAndLooseTau) {
   // 520 caches x 6 calls x 6 policies x 6 sequences x 9 heads: over 10^6
   // head-checks, each of eps_true <= eps_hat and, where certified, of the
   // output-error bound.
-  const int64_t caches = 520 * certificateScale();
+  const int64_t caches = bulkCaches();
   for (int64_t cacheNo = 0; cacheNo < caches; ++cacheNo) {
     std::vector<int32_t> lens;
     for (int i = 0; i < 6; ++i)
