@@ -3,9 +3,11 @@
 # (TRANSLATE). A spec that cannot be compiled here (no CUDA libdevice) is left
 # out with a warning: the package then JIT-compiles that shape at first use.
 file(GLOB specs ${SPECS_DIR}/*.json)
+# Afresh: a library of a spec since renamed or removed must not be packed.
+file(REMOVE_RECURSE ${OUT_DIR})
 file(MAKE_DIRECTORY ${OUT_DIR})
 foreach(spec ${specs})
-  get_filename_component(name ${spec} NAME_WE)
+  get_filename_component(name ${spec} NAME_WLE)
   execute_process(COMMAND ${TRANSLATE} ${spec} --emit=all --chip=sm_80,sm_90
                           -o ${OUT_DIR}/${name}
                   RESULT_VARIABLE rc ERROR_VARIABLE err)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import threading
 import weakref
 from dataclasses import dataclass
@@ -274,7 +275,7 @@ def prebuilt_libraries() -> dict:
         if os.path.isdir(folder):
             for name in sorted(os.listdir(folder)):
                 path = os.path.join(folder, name)
-                if not name.endswith(".json") or name.count(".") != 1:
+                if not name.endswith(".json") or re.search(r"\.sm_\d+\.json$", name):
                     continue  # an image's manifest (NAME.sm_90.json), not an index
                 try:
                     with open(path) as f:
