@@ -314,10 +314,11 @@ def test_append_writes_cache_and_summaries():
             keys = cache.keys[b][j * 16:min(n, (j + 1) * 16)]
             vals = cache.values[b][j * 16:min(n, (j + 1) * 16)]
             s = cache.summaries[page].double()  # [G, R, D]
-            assert torch.equal(s[:, 0], keys.min(0).values)
-            assert torch.equal(s[:, 1], keys.max(0).values)
-            assert torch.equal(s[:, 3], vals.min(0).values)
-            assert torch.equal(s[:, 4], vals.max(0).values)
+            slot = plan.description["summary_slots"]
+            assert torch.equal(s[:, slot["k_min"]], keys.min(0).values)
+            assert torch.equal(s[:, slot["k_max"]], keys.max(0).values)
+            assert torch.equal(s[:, slot["v_min"]], vals.min(0).values)
+            assert torch.equal(s[:, slot["v_max"]], vals.max(0).values)
 
 
 def _args(plan, cache, q):

@@ -305,6 +305,13 @@ std::string describeModelJSON(const ModelShape &shape,
       {"model", nlohmann::json::parse(modelShapeToJSON(shape))},
       {"schedule", nlohmann::json::parse(scheduleToJSON(schedule))},
       {"summary_rows", abi::summaryRows(shape.pageSize, shape.sketchBits)},
+      {"summary_slots",
+       {{"k_min", abi::KMin},
+        {"k_max", abi::KMax},
+        {"k_sum", abi::KSum},
+        {"v_min", abi::VMin},
+        {"v_max", abi::VMax},
+        {"sketch", abi::kSketchRow0}}},
       {"adaptive", adaptive},
       {"stats", stats}};
   return j.dump();

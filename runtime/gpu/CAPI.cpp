@@ -23,6 +23,19 @@ cuda::Stream streamOf(void *stream) {
   return cuda::Stream::borrow(static_cast<cuda::StreamHandle>(stream), 0);
 }
 
+/// Loads `lib` on device 0 as a C handle in `*program`.
+int adopt(Result<GPULibrary> lib, condensate_gpu_program **program,
+          char *error, size_t error_size) {
+  if (!lib.ok())
+    return fail(lib.status(), error, error_size);
+  auto loaded =
+      GPUProgram::load(std::make_shared<const GPULibrary>(lib.take()));
+  if (!loaded.ok())
+    return fail(loaded.status(), error, error_size);
+  *program = new condensate_gpu_program{loaded.take()};
+  return 0;
+}
+
 } // namespace
 
 extern "C" {
@@ -33,15 +46,8 @@ int condensate_gpu_load(const char *ptx_path, const char *manifest_path,
   if (!ptx_path || !manifest_path || !program)
     return fail(Status::error("condensate_gpu_load: null argument"), error,
                 error_size);
-  auto lib = GPULibrary::load(ptx_path, manifest_path);
-  if (!lib.ok())
-    return fail(lib.status(), error, error_size);
-  auto loaded =
-      GPUProgram::load(std::make_shared<const GPULibrary>(lib.take()));
-  if (!loaded.ok())
-    return fail(loaded.status(), error, error_size);
-  *program = new condensate_gpu_program{loaded.take()};
-  return 0;
+  return adopt(GPULibrary::load(ptx_path, manifest_path), program, error,
+               error_size);
 }
 
 int condensate_gpu_load_library(const char *manifest_path,
@@ -53,16 +59,9 @@ int condensate_gpu_load_library(const char *manifest_path,
   auto driver = cuda::Driver::get();
   if (!driver.ok())
     return fail(driver.status(), error, error_size);
-  auto lib = GPULibrary::loadForDevice(manifest_path,
-                                       (*driver)->device(0).computeCapability());
-  if (!lib.ok())
-    return fail(lib.status(), error, error_size);
-  auto loaded =
-      GPUProgram::load(std::make_shared<const GPULibrary>(lib.take()));
-  if (!loaded.ok())
-    return fail(loaded.status(), error, error_size);
-  *program = new condensate_gpu_program{loaded.take()};
-  return 0;
+  return adopt(GPULibrary::loadForDevice(
+                   manifest_path, (*driver)->device(0).computeCapability()),
+               program, error, error_size);
 }
 
 void condensate_gpu_free(condensate_gpu_program *program) { delete program; }

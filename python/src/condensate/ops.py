@@ -50,34 +50,45 @@ def _fmt(shape) -> str:
     return "[" + ", ".join("?" if s is None else str(s) for s in shape) + "]"
 
 
+def _check_pool(what, p: Plan, name, rows, heads, k_cache, v_cache,
+                page_table, summaries):
+    """Checks the per-sequence rows `name` [B, heads, D] f32 and the page
+    pool (caches, page table, summaries); returns (B, MP, NP)."""
+    if not isinstance(rows, torch.Tensor) or rows.dim() != 3:
+        _fail(what, f"{name} must be a [batch, heads, head_dim] tensor")
+    if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4:
+        _fail(what, "k_cache must be a [pages, kv_heads, page_size, head_dim] tensor")
+    if not isinstance(page_table, torch.Tensor) or page_table.dim() != 2:
+        _fail(what, "page_table must be a [batch, max_pages] tensor")
+    B, NP, MP = rows.shape[0], k_cache.shape[0], page_table.shape[1]
+    G, P, D, dev = p.kv_heads, p.page_size, p.head_dim, p.device
+    _expect(what, name, rows, torch.float32, (B, heads, D), dev)
+    _expect(what, "k_cache", k_cache, p.kv_dtype, (NP, G, P, D), dev)
+    _expect(what, "v_cache", v_cache, p.kv_dtype, (NP, G, P, D), dev)
+    _expect(what, "page_table", page_table, torch.int32, (B, MP), dev)
+    _expect(what, "summaries", summaries, torch.float32,
+            (NP, G, p.summary_rows, D), dev)
+    if B == 0 or NP == 0 or MP == 0:
+        _fail(what, f"empty call (batch {B}, pages {NP}, max_pages {MP})")
+    return B, MP, NP
+
+
 def _check_attend(p: Plan, layer, q, k_cache, v_cache, page_table, lens,
                   summaries, windows, out, stats):
     what = f"condensate.decode_attention (layer {layer})"
     if not isinstance(layer, int) or not 0 <= layer < p.num_layers:
         _fail(what, f"layer must be in [0, {p.num_layers}), got {layer!r}")
     dev = p.device
-    if not isinstance(q, torch.Tensor) or q.dim() != 3:
-        _fail(what, "q must be a [batch, q_heads, head_dim] tensor")
-    if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4:
-        _fail(what, "k_cache must be a [pages, kv_heads, page_size, head_dim] tensor")
-    if not isinstance(page_table, torch.Tensor) or page_table.dim() != 2:
-        _fail(what, "page_table must be a [batch, max_pages] tensor")
-    B, NP, MP = q.shape[0], k_cache.shape[0], page_table.shape[1]
-    H, G, P, D = p.q_heads, p.kv_heads, p.page_size, p.head_dim
-    _expect(what, "q", q, torch.float32, (B, H, D), dev)
-    _expect(what, "k_cache", k_cache, p.kv_dtype, (NP, G, P, D), dev)
-    _expect(what, "v_cache", v_cache, p.kv_dtype, (NP, G, P, D), dev)
-    _expect(what, "page_table", page_table, torch.int32, (B, MP), dev)
+    B, MP, NP = _check_pool(what, p, "q", q, p.q_heads, k_cache, v_cache,
+                            page_table, summaries)
+    H, D = p.q_heads, p.head_dim
     _expect(what, "lens", lens, torch.int32, (B,), dev)
-    _expect(what, "summaries", summaries, torch.float32, (NP, G, p.summary_rows, D), dev)
     if windows is not None:
         _expect(what, "windows", windows, torch.int32, (B,), dev)
     elif p.adaptive[layer]:
         _fail(what, "this layer's policy has an adaptive window: pass windows [batch] int32")
     _expect(what, "out", out, torch.float32, (B, H, D), dev)
     _expect(what, "stats", stats, torch.float32, (B, H, len(p.stats_fields)), dev)
-    if B == 0 or NP == 0 or MP == 0:
-        _fail(what, f"empty call (batch {B}, pages {NP}, max_pages {MP})")
     return B, MP, NP
 
 
@@ -85,23 +96,10 @@ def _check_append(p: Plan, k_new, v_new, k_cache, v_cache, page_table,
                   positions, summaries):
     what = "condensate.append_kv"
     dev = p.device
-    if not isinstance(k_new, torch.Tensor) or k_new.dim() != 3:
-        _fail(what, "k_new must be a [batch, kv_heads, head_dim] tensor")
-    if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4:
-        _fail(what, "k_cache must be a [pages, kv_heads, page_size, head_dim] tensor")
-    if not isinstance(page_table, torch.Tensor) or page_table.dim() != 2:
-        _fail(what, "page_table must be a [batch, max_pages] tensor")
-    B, NP, MP = k_new.shape[0], k_cache.shape[0], page_table.shape[1]
-    G, P, D = p.kv_heads, p.page_size, p.head_dim
-    _expect(what, "k_new", k_new, torch.float32, (B, G, D), dev)
-    _expect(what, "v_new", v_new, torch.float32, (B, G, D), dev)
-    _expect(what, "k_cache", k_cache, p.kv_dtype, (NP, G, P, D), dev)
-    _expect(what, "v_cache", v_cache, p.kv_dtype, (NP, G, P, D), dev)
-    _expect(what, "page_table", page_table, torch.int32, (B, MP), dev)
+    B, MP, NP = _check_pool(what, p, "k_new", k_new, p.kv_heads, k_cache,
+                            v_cache, page_table, summaries)
+    _expect(what, "v_new", v_new, torch.float32, (B, p.kv_heads, p.head_dim), dev)
     _expect(what, "positions", positions, torch.int32, (B,), dev)
-    _expect(what, "summaries", summaries, torch.float32, (NP, G, p.summary_rows, D), dev)
-    if B == 0 or NP == 0 or MP == 0:
-        _fail(what, f"empty call (batch {B}, pages {NP}, max_pages {MP})")
     return B, MP, NP
 
 

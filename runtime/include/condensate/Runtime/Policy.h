@@ -138,7 +138,9 @@ std::string modelShapeToJSON(const ModelShape &shape);
 /// Reads a model shape object; page_size defaults to 16, kv_type to f32,
 /// scale to 1/sqrt(head_dim). Unknown fields are errors.
 Result<ModelShape> parseModelShapeJSON(const std::string &text);
-/// {"model": shape, "schedule": schedule, "summary_rows": R, "adaptive":
+/// {"model": shape, "schedule": schedule, "summary_rows": R,
+/// "summary_slots": {"k_min", "k_max", "k_sum", "v_min", "v_max", "sketch"
+/// (the first sketch row)}, "adaptive":
 /// [per layer: whether it takes per-sequence windows], "stats": [column
 /// names]}: what a caller of a compiled program needs to size its buffers
 /// (the C APIs' describe functions).
