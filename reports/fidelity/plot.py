@@ -22,7 +22,9 @@ FAMILY_COLOR = {
     "dense": "black", "noise": "grey", "window": "tab:brown",
     "exact": "tab:blue", "block_minmax": "tab:green",
     "block_mean": "tab:orange", "certified": "tab:red", "paper": "tab:purple",
+    "sketch": "tab:cyan", "certified-sketch": "tab:pink",
 }
+CERTIFIED = ("certified", "certified-sketch")
 
 
 def load(path):
@@ -106,7 +108,7 @@ def main():
         for c in ctxs:
             x = res.get((n, c))
             if x and x["teacher_forced_steps"]:
-                xs.append(x["keys_read"])
+                xs.append(x["positions_attended"])
                 ys.append(max(x["kl_mean"], 1e-12))
         if xs:
             ax.scatter(xs, ys, color=FAMILY_COLOR.get(fam), label=n, s=18)
@@ -119,6 +121,42 @@ def main():
     ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "kl_vs_keys.png"), dpi=120)
+    plt.close(fig)
+
+    # Fidelity per byte: mean KL and passkey accuracy against bytes read
+    # (page summaries, sketches, K/V rows and fallbacks over dense K+V bytes).
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    for n in sparse:
+        fam = pol[n]["family"]
+        if fam == "noise":
+            continue
+        pts = []
+        for c in ctxs:
+            x = res.get((n, c))
+            if x and x["teacher_forced_steps"] and "bytes_read" in x:
+                a = acc(x, "passkey")
+                pts.append((x["bytes_read"], max(x["kl_mean"], 1e-12),
+                            None if a is None else a[0] / a[1]))
+        if not pts:
+            continue
+        style = dict(color=FAMILY_COLOR.get(fam), label=n, s=18,
+                     marker="^" if fam in CERTIFIED else "o")
+        axes[0].scatter([p[0] for p in pts], [p[1] for p in pts], **style)
+        kp = [p for p in pts if p[2] is not None]
+        axes[1].scatter([p[0] for p in kp], [p[2] for p in kp], **style)
+    axes[0].set_xscale("log")
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("mean KL(dense || policy), nats")
+    axes[1].set_xscale("log")
+    axes[1].set_ylabel("passkey accuracy")
+    for ax in axes:
+        ax.set_xlabel("bytes read / dense K+V bytes")
+        ax.axvline(1.0, color="grey", linestyle=":")
+    axes[0].set_title("Fidelity per byte (one point per policy and context)")
+    axes[1].set_title("Passkey accuracy per byte")
+    axes[1].legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "kl_vs_bytes.png"), dpi=120)
     plt.close(fig)
 
     # Passkey accuracy heatmap: policy x context.
@@ -149,23 +187,23 @@ def main():
     plt.close(fig)
 
     # Certificate: pass / fallback / keys read by context.
-    cert = [n for n in names if pol[n]["family"] == "certified"]
+    cert = [n for n in names if pol[n]["family"] in CERTIFIED]
     if cert:
         fig, axes = plt.subplots(1, 3, figsize=(12, 4))
         for n in cert:
             cs = [c for c in ctxs if (n, c) in res]
             xs = [int(c) for c in cs]
             for ax, key, title in zip(
-                    axes, ["cert_pass_rate", "cert_fallback_rate", "keys_read"],
+                    axes, ["cert_pass_rate", "cert_fallback_rate", "bytes_read"],
                     ["certified without fallback", "dense fallback",
-                     "positions attended / context"]):
+                     "bytes read / dense K+V bytes"]):
                 ax.plot(xs, [res[(n, c)].get(key, float("nan")) for c in cs],
                         marker="o", label=n)
                 ax.set_xscale("log", base=2)
                 ax.set_title(title)
                 ax.set_xlabel("context")
-                ax.set_ylim(-0.03, 1.03)
-        axes[0].legend()
+                ax.set_ylim(-0.03, 1.6 if key == "bytes_read" else 1.03)
+        axes[0].legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(os.path.join(out, "certificate.png"), dpi=120)
         plt.close(fig)
@@ -197,9 +235,9 @@ def main():
     lines = []
     lines.append("| policy | top-1 agree | identical logits | KL mean | KL p99 "
                  "| KL max | survive 16/32/64/128/256 | QA answers = dense "
-                 "| ppl change | attended | cert pass / fallback "
+                 "| ppl change | attended | bytes read | cert pass / fallback "
                  "| omitted mass median / max | > 2^-24 |")
-    lines.append("|" + "---|" * 13)
+    lines.append("|" + "---|" * 14)
     for n in names:
         x = res.get((n, "all"))
         if not x:
@@ -217,7 +255,7 @@ def main():
                                    fmt(x["eps_true_max"], "{:.2g}"))
             above = pct(x["eps_true_above_float32_ulp"])
         lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} "
-                     "| {} | {} |".format(
+                     "| {} | {} | {} |".format(
                          n,
                          pct(x["top1_agreement"]) if n != "dense" else "–",
                          pct(x["identical_logits"]) if n != "dense" else "–",
@@ -225,7 +263,8 @@ def main():
                          surv, pct(x["qa_identical_answers"]),
                          fmt(100 * ppl_change(res, n, "all"), "{:+.2f}%")
                          if n != "dense" else "–",
-                         pct(x["keys_read"]), cert, eps, above))
+                         pct(x["positions_attended"]), pct(x.get("bytes_read")),
+                         cert, eps, above))
     lines.append("")
     lines.append("Accuracy (correct/total) by context; dense first:")
     lines.append("")
@@ -241,7 +280,29 @@ def main():
                 continue
             lines.append("| {} | {} | {} |".format(n, task, " | ".join(cells)))
     lines.append("")
-    lines.append("Per context: top-1 agreement / mean KL / positions attended:")
+    lines.append("Certified policies against the oracle (the fewest positions "
+                 "that leave out <= tau of the exact softmax mass), per "
+                 "context: positions whose K/V rows the policy read / the "
+                 "oracle's, as fractions of the context (mean over sampled "
+                 "head-steps), and bytes read:")
+    lines.append("")
+    lines.append("| policy | " + " | ".join(ctxs) + " |")
+    lines.append("|" + "---|" * (len(ctxs) + 1))
+    for n in names:
+        if pol[n]["family"] not in CERTIFIED:
+            continue
+        cells = []
+        for c in ctxs:
+            x = res.get((n, c))
+            if not x or "oracle_tokens" not in x:
+                cells.append("–")
+                continue
+            cells.append("{} / {} ({:.2f}x), bytes {}".format(
+                pct(x["certified_tokens_read"]), pct(x["oracle_tokens"]),
+                x["tokens_read_over_oracle"], pct(x.get("bytes_read"))))
+        lines.append("| {} | {} |".format(n, " | ".join(cells)))
+    lines.append("")
+    lines.append("Per context: top-1 agreement / mean KL / bytes read:")
     lines.append("")
     lines.append("| policy | " + " | ".join(ctxs) + " |")
     lines.append("|" + "---|" * (len(ctxs) + 1))
@@ -254,7 +315,7 @@ def main():
                 continue
             cells.append("{} / {} / {}".format(pct(x["top1_agreement"]),
                                                fmt(x["kl_mean"], "{:.2g}"),
-                                               pct(x["keys_read"])))
+                                               pct(x.get("bytes_read"))))
         lines.append("| {} | {} |".format(n, " | ".join(cells)))
     with open(os.path.join(out, "tables.md"), "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -186,15 +186,20 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
   result.selectionMargin.assign(in.batch * in.kvHeads, kInf);
 
   // The sketch selector reads codes from the kernels' summaries, or from
-  // float64 ones.
-  int64_t R = abi::summaryRows(in.pageSize, in.sketchBits);
+  // float64 ones: when none are given, or when they hold sketches of
+  // another width than the policies' (then they cannot be read as such).
+  int64_t sketchBits = in.sketchBits;
+  for (const Policy &p : kvHeadPolicies)
+    if (!p.dense && p.selector == Selector::Sketch)
+      sketchBits = p.sketchBits;
+  int64_t R = abi::summaryRows(in.pageSize, sketchBits);
   std::vector<float> ownSummaries;
   const float *sums = in.summaries;
-  if (!sums && in.sketchBits != 0) {
+  if (sketchBits != 0 && (!sums || sketchBits != in.sketchBits)) {
     int64_t numPages = in.numPages;
     for (int64_t i = 0; i < in.batch * in.maxPages; ++i)
       numPages = std::max<int64_t>(numPages, in.pageTable[i] + 1);
-    ownSummaries = summaries(in, numPages, in.sketchBits);
+    ownSummaries = summaries(in, numPages, sketchBits);
     sums = ownSummaries.data();
   }
 

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <functional>
 
 namespace condensate::study {
 
@@ -51,6 +52,35 @@ Lane forcedLane(const std::vector<int32_t> &tokens) {
   l.tokens = tokens;
   l.limit = int64_t(tokens.size()) - 1; // the last one is only predicted
   return l;
+}
+
+/// The fewest positions an oracle that knows the exact scores must attend
+/// so that the softmax mass it leaves out is <= tau: the positions in
+/// decreasing probability until the rest sums to <= tau (float64, over the
+/// f32 cache of one query head of a sequence; `kRows` [n] point at the
+/// keys).
+int64_t oracleTokens(const float *q, const std::vector<const float *> &kRows,
+                     int64_t d, double scale, double tau) {
+  const size_t n = kRows.size();
+  std::vector<double> p(n);
+  double mx = -INFINITY;
+  for (size_t t = 0; t < n; ++t) {
+    double dot = 0.0;
+    for (int64_t c = 0; c < d; ++c)
+      dot += double(q[c]) * double(kRows[t][c]);
+    p[t] = dot * scale;
+    mx = std::max(mx, p[t]);
+  }
+  double z = 0.0;
+  for (double &v : p)
+    z += (v = std::exp(v - mx));
+  std::sort(p.begin(), p.end(), std::greater<double>());
+  // Omitted mass after keeping m positions: the tail sum, from the small end.
+  int64_t m = int64_t(n);
+  double tail = 0.0;
+  while (m > 0 && (tail + p[size_t(m - 1)]) / z <= tau)
+    tail += p[size_t(--m)];
+  return m;
 }
 
 Lane greedyLane(std::vector<int32_t> tokens, int64_t limit, bool stopAtEos) {
@@ -136,6 +166,9 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
     in.pageTable = pages.data();
     in.lens = &len;
     in.windows = &window;
+    in.summaries = c.summaries;
+    in.numPages = c.numPages;
+    in.sketchBits = s.sketchBits;
     const float *st = stats.data() + (l * batch + b) * Hq * F;
     std::vector<reference::Decision> decisions(static_cast<size_t>(Hkv));
     for (int64_t g = 0; g < Hkv; ++g) {
@@ -143,10 +176,33 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
       decisions[size_t(g)].fallback = st[g * G * F + 3] != 0.0f;
     }
     reference::Output out = reference::attend(in, kv, &decisions);
+    // Key rows of the sequence, for the oracle of certified heads.
+    std::vector<std::vector<const float *>> kRows;
     for (int64_t h = 0; h < Hq; ++h) {
       const Policy &p = kv[size_t(h / G)];
       if (p.dense)
         continue;
+      if (p.certified()) {
+        if (kRows.empty()) {
+          kRows.resize(size_t(Hkv));
+          for (int64_t g = 0; g < Hkv; ++g)
+            for (int32_t t = 0; t < len; ++t)
+              kRows[size_t(g)].push_back(
+                  in.k + ((int64_t(pages[size_t(t / s.pageSize)]) * Hkv + g) *
+                              s.pageSize +
+                          t % s.pageSize) *
+                             D);
+        }
+        const int64_t m = oracleTokens(in.q + h * D, kRows[size_t(h / G)], D,
+                                       in.scale, p.tau);
+        const bool fellBack = st[h * F + 3] != 0.0f;
+        const double read = fellBack ? double(len) : double(st[h * F + 1]);
+        for (Acc *a : accs) {
+          a->oracleFraction += double(m) / double(len);
+          a->certifiedFraction += read / double(len);
+          ++a->oracleSamples;
+        }
+      }
       const double eps = out.heads[size_t(h)].epsTrue;
       for (Acc *a : accs) {
         a->epsTrue.push_back(eps);

@@ -84,6 +84,12 @@ struct Acc {
   std::vector<double> epsTrue;
   int64_t epsChecked = 0, epsViolations = 0, epsAboveUlp = 0;
   double worstEpsRatio = 0.0;
+  // Certified heads at sampled steps: positions whose K and V rows the
+  // policy read (all of them after a fallback), and the fewest an oracle
+  // knowing the exact scores needs for the same tau, each over the
+  // context; summed over the samples.
+  double certifiedFraction = 0.0, oracleFraction = 0.0;
+  int64_t oracleSamples = 0;
 };
 
 //===----------------------------------------------------------------------===//

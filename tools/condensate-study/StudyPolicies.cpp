@@ -1,8 +1,10 @@
 //===- StudyPolicies.cpp - The policies the fidelity study compares -------===//
 //
 // Dense (and a one-thread dense run as the noise floor), sliding windows,
-// top-k with each selector at four budgets, the certificate at three
-// tolerances, and the paper schedule with and without its dense pillar.
+// top-k with each selector (exact, page min/max, page mean, 4-bit key
+// sketch) at four budgets, the certificate over page boxes at three
+// tolerances and over 4-bit sketches at three, and the paper schedule with
+// and without its dense pillar.
 //
 //===----------------------------------------------------------------------===//
 #include "StudyParts.h"
@@ -27,9 +29,11 @@ bool coversContext(const Schedule &s, int64_t n, int64_t kvHeads) {
 
 namespace {
 
-std::string topkJSON(int64_t topk, const char *selector) {
+std::string topkJSON(int64_t topk, const char *selector,
+                     const char *more = "") {
   return "{\"anchor\": 1, \"window\": 64, \"topk\": " + std::to_string(topk) +
-         ", \"selector\": \"" + selector + "\", \"page_size\": 16}";
+         ", \"selector\": \"" + selector + "\", \"page_size\": 16" + more +
+         "}";
 }
 
 } // namespace
@@ -58,6 +62,8 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
         topkJSON(b - 65, "block_minmax"));
     add("mean-" + std::to_string(b), "block_mean", b,
         topkJSON(b - 65, "block_mean"));
+    add("sketch-" + std::to_string(b), "sketch", b,
+        topkJSON(b - 65, "sketch", ", \"bits\": 4"));
   }
   const std::pair<const char *, const char *> taus[] = {
       {"cert-1e-2", "0.01"}, {"cert-1e-4", "0.0001"},
@@ -67,6 +73,16 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
         "{\"anchor\": 1, \"window\": 64, \"topk\": 32, \"selector\": "
         "\"block_minmax\", \"page_size\": 16, \"tau\": " +
             std::string(tau) + ", \"max_extra\": 60}");
+  // examples/certified.mlir and its neighbours: token top-192 by 4-bit
+  // sketch bounds, up to 512 extra tokens in bound order.
+  const std::pair<const char *, const char *> sketchTaus[] = {
+      {"cert-sketch-1e-1", "0.1"}, {"cert-sketch-1e-2", "0.01"},
+      {"cert-sketch-1e-3", "0.001"}};
+  for (const auto &[name, tau] : sketchTaus)
+    add(name, "certified-sketch", 257,
+        "{\"anchor\": 1, \"window\": 64, \"topk\": 192, \"selector\": "
+        "\"sketch\", \"bits\": 4, \"page_size\": 16, \"tau\": " +
+            std::string(tau) + ", \"max_extra\": 512}");
   auto paperText = readFile(o.paperSchedule);
   if (!paperText)
     return paperText.status().withContext("the paper schedule");
@@ -100,7 +116,8 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
 
   static const char *kQuick[] = {"dense",     "dense-1thread", "window-97",
                                  "exact-97",  "minmax-97",     "mean-97",
-                                 "cert-1e-2", "cert-1e-4",     "cert-strict",
+                                 "sketch-97", "cert-1e-2",     "cert-1e-4",
+                                 "cert-strict", "cert-sketch-1e-2",
                                  "paper",     "paper-nopillar"};
   std::vector<std::string> wanted = o.policies;
   if (wanted.empty() && o.quick)

@@ -131,6 +131,12 @@ json accJSON(const Acc &a, const Acc *denseAcc, int64_t naturalTokens) {
       j["eps_worst_ratio"] = a.worstEpsRatio;
     }
   }
+  if (a.oracleSamples) {
+    j["oracle_samples"] = a.oracleSamples;
+    j["certified_tokens_read"] = a.certifiedFraction / double(a.oracleSamples);
+    j["oracle_tokens"] = a.oracleFraction / double(a.oracleSamples);
+    j["tokens_read_over_oracle"] = a.certifiedFraction / a.oracleFraction;
+  }
   j["seconds"] = a.seconds;
   j["step_seconds"] = a.stepSeconds;
   j["attention_seconds"] = a.attentionSeconds;
@@ -223,7 +229,8 @@ Status writeResults(const StudyOptions &o, const StudyResults &r, bool final,
          "surv32,surv64,surv128,surv256,qa_identical_answers,ppl,"
          "ppl_change,passkey_acc,multikey_acc,vartrack_acc,copy_acc,"
          "positions_attended,bytes_read,cert_pass_rate,cert_fallback_rate,eps_true_mean,"
-         "eps_true_max,eps_true_above_ulp,seconds\n";
+         "eps_true_max,eps_true_above_ulp,certified_tokens_read,oracle_tokens,"
+         "seconds\n";
   scsv << "policy,context,tokens,surviving_fraction,runs\n";
   for (size_t pi = 0; pi < r.policies.size(); ++pi) {
     const PolicyDef &d = r.policies[pi];
@@ -267,7 +274,8 @@ Status writeResults(const StudyOptions &o, const StudyResults &r, bool final,
           << "," << csvNum(j, "cert_fallback_rate") << ","
           << csvNum(j, "eps_true_mean") << "," << csvNum(j, "eps_true_max")
           << "," << csvNum(j, "eps_true_above_float32_ulp") << ","
-          << csvNum(j, "seconds") << "\n";
+          << csvNum(j, "certified_tokens_read") << ","
+          << csvNum(j, "oracle_tokens") << "," << csvNum(j, "seconds") << "\n";
       res.push_back(j);
     }
   }

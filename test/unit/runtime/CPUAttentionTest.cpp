@@ -17,7 +17,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <numeric>
+#include <random>
 
 using namespace condensate;
 using namespace condensate::test;
@@ -274,3 +277,59 @@ TEST(CPUAttentionAPI, CompilesOnceAndCaches) {
 }
 
 } // namespace
+
+// A sketch policy over inputs that carry no sketches (no summaries, or
+// summaries without sketch rows) makes the reference build its own in
+// float64, as if it had been given reference::summaries: it must not read
+// codes that are not there.
+TEST(ReferenceSketches, BuildsTheSketchesItWasNotGiven) {
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> nd;
+  const int64_t hq = 4, hkv = 2, d = 16, page = 16, maxPages = 6;
+  const int32_t len = 90;
+  std::vector<float> q(hq * d), kv(maxPages * hkv * page * d),
+      vv(kv.size());
+  for (float &x : q) x = nd(rng);
+  for (float &x : kv) x = nd(rng);
+  for (float &x : vv) x = nd(rng);
+  std::vector<int32_t> table(maxPages);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  reference::Inputs in;
+  in.batch = 1;
+  in.qHeads = hq;
+  in.kvHeads = hkv;
+  in.headDim = d;
+  in.pageSize = page;
+  in.maxPages = maxPages;
+  in.scale = 0.25;
+  in.q = q.data();
+  in.k = kv.data();
+  in.v = vv.data();
+  in.pageTable = table.data();
+  in.lens = &len;
+  in.numPages = maxPages;
+  Policy p = policy(1, 8, 24, Selector::Sketch, page);
+  p.sketchBits = 4;
+  p.tau = 1e-2;
+  p.maxExtra = 16;
+  const std::vector<Policy> policies(hkv, p);
+
+  reference::Inputs given = in;
+  const std::vector<float> sums = reference::summaries(in, maxPages, 4);
+  given.summaries = sums.data();
+  given.sketchBits = 4;
+  const reference::Output want = reference::attend(given, policies);
+
+  reference::Inputs none = in; // no summaries at all
+  // Summaries of an unsketched cache: rows of the box only.
+  const std::vector<float> boxOnly = reference::summaries(in, maxPages, 0);
+  reference::Inputs narrow = in;
+  narrow.summaries = boxOnly.data();
+  for (const reference::Inputs &case_ : {none, narrow}) {
+    const reference::Output got = reference::attend(case_, policies);
+    EXPECT_EQ(got.out, want.out);
+    EXPECT_EQ(got.baseUnits, want.baseUnits);
+    EXPECT_EQ(got.extraUnits, want.extraUnits);
+  }
+}
