@@ -48,6 +48,10 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         --gtest_brief=1 --gtest_filter='GPUAttentionLarge.*' ;;
     bench) step bench 300 python3 bench/bench_attention.py \
         --lib .carry/run/lib/libCondensateCompiler.so --json "$OUT/bench.json" ;;
+    cold) # the cold-L2 sweep of real-model shapes (BENCHMARKS.md)
+        step cold ${COLD_SECONDS:-560} python3 bench/bench_cold.py \
+          --lib .carry/run/lib/libCondensateCompiler.so --json "$OUT/cold.json" \
+          ${COLD_ARGS:-} ;;
     quick) step quick 150 python3 bench/bench_attention.py --quick \
         --lib .carry/run/lib/libCondensateCompiler.so --json "$OUT/quick.json" ;;
     ncu) # hardware counters of the scoring, attention and certificate

@@ -1,0 +1,404 @@
+#!/usr/bin/env python3
+"""Decode attention timed cold in L2, on the head shapes of real models.
+
+The method of ../shared/DESIGN.md section 8 (BENCHMARKS.md, "Cold method"):
+a decode step reads every layer's cache once, so no layer finds its keys in
+the 60 MB L2. Each case therefore builds L distinct layers (their own K, V,
+summaries, queries, page tables and outputs; L so that their bytes exceed
+3x L2, at least 2), captures all L calls of one method in one CUDA graph,
+and reports the median replay time divided by L. The same layers, in the
+same process, are timed for every method:
+  - torch SDPA with the cuDNN and the flash backend (GQA via enable_gqa),
+    over the same keys and values in SDPA's [B, Hkv, n, D] layout;
+  - our dense decode, our block-selection decode (anchor 1 + window 64 +
+    top 960 tokens by page min/max, ~1K) and its certified variant
+    (tau 1e-3, up to 4 extra pages, then dense fallback).
+Correctness is checked on layer 0 of every case before timing (dense
+against SDPA, the sparse outputs against dense).
+
+Usage:
+  bench_cold.py --lib build/runtime/libCondensateCompiler.so --json out.json
+      [--shapes 32/8/128,28/4/128] [--batches 1,8] [--contexts 4096,131072]
+      [--max-tokens N] [--iters N]
+  bench_cold.py --report out.json [--png speedup.png]   (table and plot)
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+P = 64            # page size
+TOPK = 960        # + anchor 1 + window 64 = 1025 tokens
+L2_BYTES = 60 * 1024**2
+# (name, q heads, kv heads, head dim): the models whose shape each is.
+SHAPES = [
+    ("Llama-3-8B", 32, 8, 128), ("Llama-3-70B", 64, 8, 128),
+    ("Qwen2.5-7B", 28, 4, 128), ("Qwen2.5-1.5B/3B-class", 16, 2, 128),
+    ("Llama-3.2-1B", 32, 8, 64), ("Qwen2.5-0.5B", 14, 2, 64),
+    ("Gemma-class", 8, 1, 256),
+]
+BATCHES = [1, 8, 32, 64]
+CONTEXTS = [4096, 16384, 32768, 65536, 131072, 1048576]
+METHODS = ["sdpa_cudnn", "sdpa_flash", "dense", "condensate", "certified"]
+
+MODEL = """condensate.model @cold layers = 3, q_heads = {hq}, kv_heads = {hkv},
+    head_dim = {d}, page_size = {p}, kv_type = bf16,
+    schedule = #condensate.schedule<layers = 3,
+      default = #condensate.dense,
+      rules = [
+        #condensate.rule<layers = [1], policy = #condensate.policy<anchor = 1,
+          window = 64, topk = {topk}, selector = block_minmax, page_size = {p}>>,
+        #condensate.rule<layers = [2], policy = #condensate.policy<anchor = 1,
+          window = 64, topk = {topk}, selector = block_minmax, page_size = {p},
+          tau = 1.0e-3, max_extra = 4>>]>
+"""
+LAYER_OF = {"dense": 0, "condensate": 1, "certified": 2}
+
+
+def shape_key(hq, hkv, d):
+    return f"{hq}/{hkv}/{d}"
+
+
+def make_layer(torch, hq, hkv, d, batch, n, gen):
+    """One layer's cache: random bf16 keys/values with 8 needle pages per
+    sequence aligned with the group's mean query, page summaries, and the
+    same keys/values in SDPA's layout."""
+    pages_per_seq = math.ceil(n / P)
+    num_pages = batch * pages_per_seq
+    dev = "cuda"
+    k = torch.randn(num_pages, hkv, P, d, device=dev, dtype=torch.bfloat16,
+                    generator=gen)
+    v = torch.randn(num_pages, hkv, P, d, device=dev, dtype=torch.bfloat16,
+                    generator=gen)
+    q = torch.randn(batch, hq, d, device=dev, dtype=torch.float32,
+                    generator=gen)
+    perm = torch.randperm(num_pages, device=dev, generator=gen)
+    pt = perm.view(batch, pages_per_seq).to(torch.int32).contiguous()
+    g = hq // hkv
+    scale = 1.0 / math.sqrt(d)
+    qg = q.view(batch, hkv, g, d).mean(2)
+    qdir = qg / qg.norm(dim=-1, keepdim=True)
+    amp = 16.0 / (scale * (q.view(batch, hkv, g, d) * qdir[:, :, None])
+                  .sum(-1).mean(-1).clamp(min=1.0))
+    for b in range(batch):
+        chosen = torch.randperm(pages_per_seq, device=dev, generator=gen)[:8]
+        pages = pt[b, chosen].long()
+        boost = amp[b][:, None] * qdir[b]
+        k[pages] = (k[pages].float() + boost[None, :, None, :]).to(k.dtype)
+    summ = torch.empty(num_pages, hkv, 5, d, device=dev, dtype=torch.float32)
+    step = max(1, (1 << 28) // (hkv * P * d * 4))
+    for s in range(0, num_pages, step):
+        kk = k[s:s + step].float()
+        vv = v[s:s + step].float()
+        summ[s:s + step, :, 0] = kk.amin(dim=2)
+        summ[s:s + step, :, 1] = kk.amax(dim=2)
+        summ[s:s + step, :, 2] = kk.sum(dim=2)
+        summ[s:s + step, :, 3] = vv.amin(dim=2)
+        summ[s:s + step, :, 4] = vv.amax(dim=2)
+        del kk, vv
+    ks = k[pt.long()].permute(0, 2, 1, 3, 4).reshape(batch, hkv, -1, d)
+    vs = v[pt.long()].permute(0, 2, 1, 3, 4).reshape(batch, hkv, -1, d)
+    return dict(k=k, v=v, q=q, q4=q.to(torch.bfloat16).unsqueeze(2), pt=pt,
+                lens=torch.full((batch,), n, device=dev, dtype=torch.int32),
+                windows=torch.zeros(batch, device=dev, dtype=torch.int32),
+                summ=summ, ks=ks[:, :, :n].contiguous(),
+                vs=vs[:, :, :n].contiguous(),
+                out=torch.full((batch, hq, d), float("nan"), device=dev),
+                stats=torch.full((batch, hq, 5), float("nan"), device=dev),
+                num_pages=num_pages, max_pages=pages_per_seq)
+
+
+def graph_time(torch, calls, iters):
+    """Median time of one replay of a graph that makes every call in
+    `calls` once, in order."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for c in calls:  # warm-up: lazy init, workspace allocation
+            c()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls:
+            c()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        g.replay()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    del g
+    return statistics.median(times)
+
+
+def run_bench(args):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_attention import check, copy_bandwidth, load_lib
+
+    lib = load_lib(args.lib)
+    lib.condensate_gpu_free.argtypes = [ctypes.c_void_p]
+    err = ctypes.create_string_buffer(4096)
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")
+    props = torch.cuda.get_device_properties(0)
+    bw = copy_bandwidth()
+    print(f"{props.name}, {props.multi_processor_count} SMs, copy "
+          f"{bw / 1e9:.0f} GB/s (read + write), torch {torch.__version__}",
+          flush=True)
+    shapes = SHAPES
+    if args.shapes:
+        want = args.shapes.split(",")
+        shapes = [s for s in SHAPES if shape_key(*s[1:]) in want]
+    batches = [int(x) for x in args.batches.split(",")] if args.batches \
+        else BATCHES
+    contexts = [int(x) for x in args.contexts.split(",")] if args.contexts \
+        else CONTEXTS
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(20261201)
+    backends = {"sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
+                "sdpa_flash": SDPBackend.FLASH_ATTENTION}
+    rows = []
+    for name, hq, hkv, d in shapes:
+        prog = ctypes.c_void_p()
+        secs = ctypes.c_double()
+        src = ctypes.c_int()
+        text = MODEL.format(hq=hq, hkv=hkv, d=d, p=P, topk=TOPK)
+        check(lib.condensate_gpu_compile(text.encode(), b"sm_90", b"",
+                                         ctypes.byref(prog), ctypes.byref(secs),
+                                         ctypes.byref(src), err, 4096), err)
+        print(f"{name} {shape_key(hq, hkv, d)}: compiled in {secs.value:.2f} s",
+              flush=True)
+        for batch in batches:
+            for n in contexts:
+                if batch * n > args.max_tokens:
+                    continue
+                t0 = time.time()
+                torch.cuda.empty_cache()
+                layer_bytes = 2 * batch * n * hkv * d * 2
+                layers = max(2, math.ceil(3 * L2_BYTES / layer_bytes))
+                layers = min(layers, args.max_layers)
+                # Ours and SDPA's copies of the cache, within the memory cap.
+                while layers > 2 and 2.3 * layers * layer_bytes > args.mem_cap:
+                    layers -= 1
+                if 2.3 * layers * layer_bytes > args.mem_cap:
+                    print(f"  skip B{batch} n{n}: over the memory cap",
+                          flush=True)
+                    continue
+                try:
+                    row = measure_case(torch, F, sdpa_kernel, lib, prog, err,
+                                       backends, bw, (name, hq, hkv, d),
+                                       batch, n, layers, layer_bytes, gen,
+                                       args.iters)
+                except Exception as e:  # record it, go on with the sweep
+                    row = {"shape": shape_key(hq, hkv, d), "model": name,
+                           "batch": batch, "context": n, "layers": layers,
+                           "layer_kv_bytes": layer_bytes,
+                           "error": str(e).splitlines()[0][:300]}
+                    torch.cuda.synchronize()
+                row["seconds"] = time.time() - t0
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                write_json(args, props, torch, bw, rows)
+        lib.condensate_gpu_free(prog)
+    print_table(write_json(args, props, torch, bw, rows))
+
+
+def write_json(args, props, torch, bw, rows):
+    out = {"gpu": props.name, "sms": props.multi_processor_count,
+           "torch": torch.__version__, "copy_bandwidth_Bps": bw,
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "command": " ".join(sys.argv), "page_size": P,
+           "budget_tokens": 1 + 64 + TOPK, "rows": rows}
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=1)
+    return out
+
+
+def measure_case(torch, F, sdpa_kernel, lib, prog, err, backends, bw, shape,
+                 batch, n, layers, layer_bytes, gen, iters):
+    from bench_attention import check
+    name, hq, hkv, d = shape
+    ls = [make_layer(torch, hq, hkv, d, batch, n, gen)
+          for _ in range(layers)]
+    mp = ls[0]["max_pages"]
+    npg = ls[0]["num_pages"]
+    check(lib.condensate_gpu_reserve(prog, batch, mp, npg, err,
+                                     4096), err)
+
+    def ours(method, c):
+        layer = LAYER_OF[method]
+
+        def call():
+            check(lib.condensate_gpu_attend(
+                prog, layer, batch, mp, npg, c["q"].data_ptr(),
+                c["k"].data_ptr(), c["v"].data_ptr(),
+                c["pt"].data_ptr(), c["lens"].data_ptr(),
+                c["windows"].data_ptr(), c["summ"].data_ptr(),
+                c["out"].data_ptr(), c["stats"].data_ptr(),
+                torch.cuda.current_stream().cuda_stream, err,
+                4096), err)
+        return call
+
+    def sdpa(method, c):
+        kb = backends[method]
+
+        def call():
+            with sdpa_kernel(kb):
+                c["sdpa_out"] = F.scaled_dot_product_attention(
+                    c["q4"], c["ks"], c["vs"], enable_gqa=True)
+        return call
+
+    row = {"shape": shape_key(hq, hkv, d), "model": name,
+           "batch": batch, "context": n, "layers": layers,
+           "layer_kv_bytes": layer_bytes}
+    # Correctness on layer 0 (outputs poisoned by make_layer).
+    c0 = ls[0]
+    with sdpa_kernel(backends["sdpa_flash"]):
+        ref = F.scaled_dot_product_attention(
+            c0["q4"], c0["ks"], c0["vs"],
+            enable_gqa=True).squeeze(2).float()
+    ours("dense", c0)()
+    torch.cuda.synchronize()
+    dense = c0["out"].clone()
+    row["dense_vs_sdpa_rel_err"] = float(
+        (dense - ref).norm() / ref.norm())
+    for m in ("condensate", "certified"):
+        c0["out"].fill_(float("nan"))
+        ours(m, c0)()
+        torch.cuda.synchronize()
+        row[m + "_vs_dense_rel_diff"] = float(
+            (c0["out"] - dense).norm() / dense.norm())
+        if m == "certified":
+            row["certified_fallback_rate"] = float(
+                c0["stats"][:, :, 3].mean())
+    del ref, dense
+    for m in METHODS:
+        make = sdpa if m.startswith("sdpa") else ours
+        try:
+            ms = graph_time(torch, [make(m, c) for c in ls],
+                            iters)
+            row[m + "_us"] = 1e3 * ms / layers
+        except Exception as e:  # a backend may refuse a shape
+            row[m + "_error"] = str(e).splitlines()[0][:200]
+    sd = [row[k] for k in ("sdpa_cudnn_us", "sdpa_flash_us")
+          if k in row]
+    if sd:
+        best = min(sd)
+        row["faster_sdpa_us"] = best
+        for m in ("dense", "condensate", "certified"):
+            if m + "_us" in row:
+                row[m + "_speedup"] = best / row[m + "_us"]
+    # What one layer must read at least: K and V (dense), at the
+    # device-copy rate (bytes read + written per second).
+    row["dense_roofline_us"] = 1e6 * layer_bytes / bw
+    del ls
+    return row
+
+
+def fmt_us(v):
+    return "–" if v is None else f"{v:.1f}"
+
+
+def print_table(out):
+    print(f"\n{out['gpu']}, torch {out['torch']}, copy "
+          f"{out['copy_bandwidth_Bps'] / 1e9:.0f} GB/s, {out['date']}; "
+          f"times in us per layer, cold in L2\n")
+    print("| shape | batch | context | layers | cuDNN | flash | ours dense | "
+          "dense / faster SDPA | K+V at copy BW | condensate | speedup | "
+          "certified | speedup | certified fallback |")
+    print("|" + "---|" * 14)
+    for r in out["rows"]:
+        best = r.get("faster_sdpa_us")
+        roof = 1e6 * r["layer_kv_bytes"] / out["copy_bandwidth_Bps"]
+
+        def ratio(m):
+            v = r.get(m + "_us")
+            return "–" if v is None or best is None else f"{v / best:.2f}x"
+
+        def speed(m):
+            v = r.get(m + "_speedup")
+            return "–" if v is None else f"{v:.1f}x"
+        print(f"| {r['shape']} | {r['batch']} | {r['context']:,} | "
+              f"{r['layers']} | {fmt_us(r.get('sdpa_cudnn_us'))} | "
+              f"{fmt_us(r.get('sdpa_flash_us'))} | {fmt_us(r.get('dense_us'))}"
+              f" | {ratio('dense')} | {fmt_us(roof)} | "
+              f"{fmt_us(r.get('condensate_us'))} | {speed('condensate')} | "
+              f"{fmt_us(r.get('certified_us'))} | {speed('certified')} | "
+              f"{100 * r.get('certified_fallback_rate', float('nan')):.0f}% |")
+
+
+def report(args):
+    with open(args.report) as fh:
+        out = json.load(fh)
+    print_table(out)
+    if not args.png:
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    for ax, method, title in zip(
+            axes, ["condensate", "dense"],
+            ["condensate (~1K budget) / faster SDPA",
+             "ours dense / faster SDPA"]):
+        for key in sorted({r["shape"] for r in out["rows"]}):
+            pts = sorted((r["context"], r[method + "_speedup"])
+                         for r in out["rows"]
+                         if r["shape"] == key and r["batch"] == args.batch
+                         and method + "_speedup" in r)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                        label=key)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="grey", linestyle=":")
+        ax.set_xlabel("context (tokens)")
+        ax.set_ylabel("speedup over the faster SDPA (cold L2)")
+        ax.set_title(f"{title}, batch {args.batch}")
+        ax.legend(fontsize=7, title="q/kv/d")
+    fig.tight_layout()
+    fig.savefig(args.png, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", help="path of libCondensateCompiler.so")
+    ap.add_argument("--json")
+    ap.add_argument("--shapes", help="q/kv/d list, e.g. 32/8/128,28/4/128")
+    ap.add_argument("--batches")
+    ap.add_argument("--contexts")
+    ap.add_argument("--max-tokens", type=int, default=1 << 21,
+                    help="largest batch * context (default 2M)")
+    ap.add_argument("--max-layers", type=int, default=128)
+    ap.add_argument("--mem-cap", type=float, default=80e9,
+                    help="bytes of caches a case may hold (default 80 GB)")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--report", help="print the table of a results JSON")
+    ap.add_argument("--png", help="with --report: the speedup plot")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="with --png: the batch plotted (default 1)")
+    args = ap.parse_args()
+    if args.report:
+        report(args)
+    elif args.lib:
+        run_bench(args)
+    else:
+        ap.error("--lib (run) or --report (table) is required")
+
+
+if __name__ == "__main__":
+    main()
