@@ -387,15 +387,27 @@ bool RuleAttr::appliesTo(int64_t layer, int64_t kvHead) const {
 Attribute ScheduleAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
   int64_t numLayers = 0;
-  bool haveLayers = false;
+  bool haveLayers = false, relative = false;
   Attribute defaultPolicy;
   SmallVector<RuleAttr> rules;
-  static const StringRef allowed[] = {"layers", "default", "rules"};
+  static const StringRef allowed[] = {"layers", "depth", "default", "rules"};
   if (parseKeyValueList(
           parser, "schedule", allowed, [&](StringRef key) -> ParseResult {
             if (key == "layers") {
               haveLayers = true;
               return parser.parseInteger(numLayers);
+            }
+            if (key == "depth") {
+              SMLoc at = parser.getCurrentLocation();
+              StringRef mode;
+              if (parser.parseKeyword(&mode))
+                return failure();
+              if (mode != "relative" && mode != "fixed")
+                return parser.emitError(at)
+                       << "schedule depth must be 'relative' or 'fixed', got '"
+                       << mode << "'";
+              relative = mode == "relative";
+              return success();
             }
             if (key == "default")
               return parser.parseAttribute(defaultPolicy);
@@ -420,11 +432,15 @@ Attribute ScheduleAttr::parse(AsmParser &parser, Type) {
     return {};
   }
   return getChecked([&] { return parser.emitError(loc); },
-                    parser.getContext(), numLayers, defaultPolicy, rules);
+                    parser.getContext(), numLayers, defaultPolicy, rules,
+                    relative);
 }
 
 void ScheduleAttr::print(AsmPrinter &printer) const {
-  printer << "<layers = " << getNumLayers() << ", default = ";
+  printer << "<layers = " << getNumLayers();
+  if (getRelativeDepth())
+    printer << ", depth = relative";
+  printer << ", default = ";
   printer.printAttribute(getDefaultPolicy());
   printer << ", rules = [";
   llvm::interleaveComma(getRules(), printer,
@@ -435,7 +451,7 @@ void ScheduleAttr::print(AsmPrinter &printer) const {
 LogicalResult
 ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                      int64_t numLayers, Attribute defaultPolicy,
-                     ArrayRef<RuleAttr> rules) {
+                     ArrayRef<RuleAttr> rules, bool) {
   if (numLayers <= 0 || numLayers > limits::kMaxLayers)
     return emitError() << "schedule layers must be in [1, "
                        << limits::kMaxLayers << "], got " << numLayers;

@@ -121,6 +121,7 @@ Result<Policy> policyFromAttr(Attribute attr) {
 Result<Schedule> scheduleFromAttr(mc::ScheduleAttr attr) {
   Schedule s;
   s.numLayers = attr.getNumLayers();
+  s.relativeDepth = attr.getRelativeDepth();
   auto def = policyFromAttr(attr.getDefaultPolicy());
   if (!def.ok())
     return def.status();
@@ -194,7 +195,7 @@ Result<mc::ScheduleAttr> scheduleToAttr(MLIRContext *ctx,
   }
   auto attr = mc::ScheduleAttr::getChecked(
       [&] { return emitError(UnknownLoc::get(ctx)); }, ctx, s.numLayers, *def,
-      llvm::ArrayRef<mc::RuleAttr>(rules));
+      llvm::ArrayRef<mc::RuleAttr>(rules), s.relativeDepth);
   if (!attr)
     return diags.error("invalid schedule");
   return attr;
@@ -281,17 +282,14 @@ Result<Schedule> parseSchedule(const std::string &text, int64_t numLayers,
       return s.status().withContext(bufferName);
     return s;
   }
-  // A schedule of one policy for every layer applies at any depth; one
-  // whose rules name layers is for its own depth only.
+  // A schedule of one policy for every layer, or one of `depth =
+  // relative`, applies at any depth; one whose rules name layers is for its
+  // own depth only.
   auto checkLayers = [&](Schedule s) -> Result<Schedule> {
-    if (s.numLayers == numLayers)
-      return s;
-    if (s.rules.empty() && numLayers > 0)
-      return Schedule::uniform(numLayers, s.defaultPolicy);
-    return Status::error(bufferName + ": the schedule is for " +
-                         std::to_string(s.numLayers) +
-                         " layers (its rules name layers) but the model has " +
-                         std::to_string(numLayers));
+    auto r = s.atDepth(numLayers);
+    if (!r.ok())
+      return r.status().withContext(bufferName);
+    return r;
   };
   if (text.find("condensate.model") != std::string::npos) {
     auto model = parseModel(text, bufferName);

@@ -168,9 +168,61 @@ static std::string indexList(const std::vector<int64_t> &v) {
   return os.str();
 }
 
+Result<Schedule> Schedule::atDepth(int64_t layers) const {
+  if (layers <= 0 || layers > limits::kMaxLayers)
+    return Status::error("a model of " + std::to_string(layers) +
+                         " layers (must be in [1, " +
+                         std::to_string(limits::kMaxLayers) + "])");
+  if (layers == numLayers)
+    return *this;
+  if (rules.empty()) {
+    Schedule s = *this;
+    s.numLayers = layers;
+    s.relativeDepth = false;
+    return s;
+  }
+  if (!relativeDepth)
+    return Status::error(
+        "the schedule is for " + std::to_string(numLayers) +
+        " layers (its rules name layers) but the model has " +
+        std::to_string(layers) +
+        "; a schedule of 'depth = relative' applies at any depth");
+  if (numLayers <= 0 || numLayers > limits::kMaxLayers)
+    return Status::error("schedule layers must be in [1, " +
+                         std::to_string(limits::kMaxLayers) + "], got " +
+                         std::to_string(numLayers));
+  // Both maps stay within int64: layers, numLayers <= kMaxLayers.
+  const int64_t from = numLayers, to = layers;
+  Schedule s;
+  s.numLayers = to;
+  s.defaultPolicy = defaultPolicy;
+  for (const ScheduleRule &r : rules) {
+    std::vector<char> named(static_cast<size_t>(from), 0), claimed(
+        static_cast<size_t>(to), 0);
+    for (int64_t l : r.layers)
+      if (l >= 0 && l < from) {
+        named[static_cast<size_t>(l)] = 1;
+        claimed[static_cast<size_t>((2 * l + 1) * to / (2 * from))] = 1;
+      }
+    for (int64_t l = 0; l < to; ++l)
+      if (named[static_cast<size_t>((2 * l + 1) * from / (2 * to))])
+        claimed[static_cast<size_t>(l)] = 1;
+    ScheduleRule m;
+    m.kvHeads = r.kvHeads;
+    m.policy = r.policy;
+    for (int64_t l = 0; l < to; ++l)
+      if (claimed[static_cast<size_t>(l)])
+        m.layers.push_back(l);
+    if (!m.layers.empty())
+      s.rules.push_back(std::move(m));
+  }
+  return s;
+}
+
 std::string Schedule::toMLIR() const {
   std::ostringstream os;
   os << "#condensate.schedule<layers = " << numLayers
+     << (relativeDepth ? ", depth = relative" : "")
      << ", default = " << defaultPolicy.toMLIR() << ", rules = [";
   for (size_t i = 0; i < rules.size(); ++i) {
     const ScheduleRule &r = rules[i];

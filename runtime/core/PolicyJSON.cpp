@@ -175,14 +175,31 @@ Result<Schedule> parseScheduleJSON(const std::string &text,
     return s;
   }
   for (auto it = j.begin(); it != j.end(); ++it)
-    if (it.key() != "default" && it.key() != "rules" && it.key() != "layers")
+    if (it.key() != "default" && it.key() != "rules" && it.key() != "layers" &&
+        it.key() != "depth")
       return Status::error("schedule: unknown field '" + it.key() + "'");
+  if (j.contains("depth")) {
+    if (!j["depth"].is_string() ||
+        (j["depth"] != "relative" && j["depth"] != "fixed"))
+      return Status::error("schedule: 'depth' must be \"relative\" or "
+                           "\"fixed\", got " +
+                           j["depth"].dump());
+    s.relativeDepth = j["depth"] == "relative";
+  }
+  if (s.relativeDepth && !j.contains("layers"))
+    return Status::error("schedule: 'depth': \"relative\" needs the "
+                         "'layers' its rules were written for");
   if (j.contains("layers")) {
-    if (!j["layers"].is_number_integer() ||
-        j["layers"].get<int64_t>() != numLayers)
+    if (!j["layers"].is_number_integer())
+      return Status::error("schedule: 'layers' must be an integer, got " +
+                           j["layers"].dump());
+    const int64_t written = j["layers"].get<int64_t>();
+    if (!s.relativeDepth && written != numLayers)
       return Status::error("schedule: 'layers' is " + j["layers"].dump() +
                            " but the model has " + std::to_string(numLayers) +
-                           " layers");
+                           " layers (\"depth\": \"relative\" applies a "
+                           "schedule at any depth)");
+    s.numLayers = written;
   }
   if (!j.contains("default"))
     return Status::error("schedule: needs a 'default' policy");
@@ -217,7 +234,7 @@ Result<Schedule> parseScheduleJSON(const std::string &text,
     }
   }
   CONDENSATE_RETURN_IF_ERROR(s.validate());
-  return s;
+  return s.atDepth(numLayers);
 }
 
 
@@ -265,6 +282,8 @@ nlohmann::json indexListToJSON(const std::vector<int64_t> &v) {
 std::string scheduleToJSON(const Schedule &schedule) {
   nlohmann::json j = {{"layers", schedule.numLayers},
                       {"default", policyToJSON(schedule.defaultPolicy)}};
+  if (schedule.relativeDepth)
+    j["depth"] = "relative";
   nlohmann::json rules = nlohmann::json::array();
   for (const ScheduleRule &r : schedule.rules) {
     nlohmann::json rule = {{"layers", indexListToJSON(r.layers)},

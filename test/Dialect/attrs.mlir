@@ -137,11 +137,17 @@ func.func @rules() attributes {
 // CHECK-LABEL: func.func @schedules
 // CHECK-SAME: s0 = #condensate.schedule<layers = 1, default = #condensate.dense, rules = []>,
 // CHECK-SAME: s1 = #condensate.schedule<layers = 1, default = #condensate.dense, rules = []>,
+// CHECK-SAME: s1f = #condensate.schedule<layers = 1, default = #condensate.dense, rules = []>,
+// CHECK-SAME: s1r = #condensate.schedule<layers = 30, depth = relative, default = #condensate.dense, rules = [#condensate.rule<layers = [15], policy = #condensate.dense>]>,
 // CHECK-SAME: s2 = #condensate.schedule<layers = 30, default = #condensate.policy<anchor = 1, window = 64, window_max = 256, topk = 32, selector = exact>, rules = [#condensate.rule<layers = [0 to 7], policy = #condensate.policy<anchor = 1, window = 1024>>, #condensate.rule<layers = [15], policy = #condensate.dense>, #condensate.rule<layers = [20, 21], kv_heads = [2], policy = #condensate.policy<anchor = 0, window = 16, topk = 1024>>]>
 func.func @schedules() attributes {
   s0 = #condensate.schedule<layers = 1, default = #condensate.dense, rules = []>,
   // `rules` may be left out.
   s1 = #condensate.schedule<default = #condensate.dense, layers = 1>,
+  // `depth = fixed` is the default and is not printed; `relative` is.
+  s1f = #condensate.schedule<layers = 1, depth = fixed, default = #condensate.dense>,
+  s1r = #condensate.schedule<depth = relative, layers = 30, default = #condensate.dense,
+    rules = [#condensate.rule<layers = [15], policy = #condensate.dense>]>,
   s2 = #condensate.schedule<layers = 30,
     default = #condensate.policy<anchor = 1, window = 64, window_max = 256,
                                  topk = 32, selector = exact>,

@@ -243,8 +243,13 @@ func.func @f() attributes {r = #condensate.rule<layers = [0], policy = #condensa
 
 // -----
 
-// expected-error@+1 {{unknown schedule field 'num_layers'; expected one of: layers, default, rules}}
+// expected-error@+1 {{unknown schedule field 'num_layers'; expected one of: layers, depth, default, rules}}
 func.func @f() attributes {s = #condensate.schedule<num_layers = 4, default = #condensate.dense>} { return }
+
+// -----
+
+// expected-error@+1 {{schedule depth must be 'relative' or 'fixed', got 'deep'}}
+func.func @f() attributes {s = #condensate.schedule<layers = 4, depth = deep, default = #condensate.dense>} { return }
 
 // -----
 

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
+#include <sstream>
 
 using namespace condensate;
 
@@ -34,6 +36,113 @@ TEST(Policy, JSONAndMLIRDescribeTheSameSchedule) {
   EXPECT_EQ(fromJson->policyFor(3, 0).window, 1024);
   EXPECT_TRUE(fromJson->policyFor(20, 0).adaptive());
   EXPECT_EQ(fromJson->policyFor(20, 0).budget(), 1 + 256 + 32);
+}
+
+/// The layers of `s` whose every kv head (of `kvHeads`) gets a policy for
+/// which `pred` holds.
+template <typename Pred>
+std::vector<int64_t> layersWhere(const Schedule &s, int64_t kvHeads,
+                                 Pred pred) {
+  std::vector<int64_t> out;
+  for (int64_t l = 0; l < s.numLayers; ++l) {
+    bool all = true;
+    for (int64_t h = 0; h < kvHeads; ++h)
+      all = all && pred(s.policyFor(l, h));
+    if (all)
+      out.push_back(l);
+  }
+  return out;
+}
+
+TEST(Policy, RelativeDepthMapsRulesOntoAnyDepth) {
+  // The paper's schedule, written for 30 layers: dense pillar 15, a wide
+  // window on layers 0..7, a per-head override on layer 20.
+  const char *text = R"(#condensate.schedule<layers = 30, depth = relative,
+      default = #condensate.policy<anchor = 1, window = 64, window_max = 256,
+                                   topk = 32, selector = exact>,
+      rules = [
+        #condensate.rule<layers = [0 to 7], policy = #condensate.policy<
+            anchor = 1, window = 1024, topk = 32, selector = exact>>,
+        #condensate.rule<layers = [15], policy = #condensate.dense>,
+        #condensate.rule<layers = [20], kv_heads = [1],
+            policy = #condensate.policy<window = 16>>]>)";
+  auto dense = [](const Policy &p) { return p.dense; };
+  auto wide = [](const Policy &p) { return !p.dense && p.window == 1024; };
+  // At its own depth it is itself, relative flag included.
+  auto own = parseSchedule(text, 30);
+  ASSERT_TRUE(own.ok()) << own.message();
+  EXPECT_TRUE(own->relativeDepth);
+  EXPECT_EQ(layersWhere(*own, 3, dense), std::vector<int64_t>{15});
+  // Qwen2.5-0.5B's 24 layers: layer l takes layer (2l + 1) * 30 / 48.
+  auto qwen = parseSchedule(text, 24);
+  ASSERT_TRUE(qwen.ok()) << qwen.message();
+  EXPECT_EQ(qwen->numLayers, 24);
+  EXPECT_FALSE(qwen->relativeDepth);
+  EXPECT_EQ(layersWhere(*qwen, 3, dense), std::vector<int64_t>{12});
+  EXPECT_EQ(layersWhere(*qwen, 3, wide),
+            (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(qwen->policyFor(16, 1).window, 16); // (2*16+1)*30/48 = 20
+  EXPECT_EQ(qwen->policyFor(16, 0).window, 64);
+  // Deeper (80 layers): every layer of the pillar's depth band is dense,
+  // the same fraction of depth as 1 of 30.
+  auto deep = parseSchedule(text, 80);
+  ASSERT_TRUE(deep.ok()) << deep.message();
+  EXPECT_EQ(layersWhere(*deep, 3, dense), (std::vector<int64_t>{40, 41, 42}));
+  // Shallower than the rules are fine-grained (12 layers): no layer has its
+  // centre on layer 15, yet the pillar keeps its nearest layer.
+  auto shallow = parseSchedule(text, 12);
+  ASSERT_TRUE(shallow.ok()) << shallow.message();
+  EXPECT_EQ(layersWhere(*shallow, 3, dense), std::vector<int64_t>{6});
+  EXPECT_EQ(layersWhere(*shallow, 3, wide),
+            (std::vector<int64_t>{0, 1, 2, 3}));
+  // The MLIR text of the mapped schedule is a fixed-depth schedule.
+  auto again = parseSchedule(qwen->toMLIR(), 24);
+  ASSERT_TRUE(again.ok()) << again.message();
+  for (int64_t l = 0; l < 24; ++l)
+    for (int64_t h = 0; h < 3; ++h)
+      EXPECT_EQ(again->policyFor(l, h), qwen->policyFor(l, h)) << l;
+  EXPECT_FALSE(parseSchedule(qwen->toMLIR(), 30).ok());
+
+  // Without `depth = relative` rules are for their own depth only.
+  std::string fixed = text;
+  fixed.replace(fixed.find("depth = relative"), 16, "depth = fixed");
+  auto refused = parseSchedule(fixed, 24, "s.mlir");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("s.mlir: the schedule is for 30 layers"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_NE(refused.message().find("depth = relative"), std::string::npos);
+
+  // JSON: "depth": "relative" with the layers the rules were written for;
+  // it round-trips at its own depth and maps like the MLIR form.
+  const char *json = R"({"layers": 30, "depth": "relative",
+      "default": {"window": 64, "topk": 32, "selector": "exact"},
+      "rules": [{"layers": [15], "policy": "dense"}]})";
+  auto j24 = parseScheduleJSON(json, 24);
+  ASSERT_TRUE(j24.ok()) << j24.message();
+  EXPECT_EQ(layersWhere(*j24, 3, dense), std::vector<int64_t>{12});
+  auto j30 = parseScheduleJSON(json, 30);
+  ASSERT_TRUE(j30.ok()) << j30.message();
+  auto back = parseScheduleJSON(scheduleToJSON(*j30), 24);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(layersWhere(*back, 3, dense), std::vector<int64_t>{12});
+  EXPECT_FALSE(parseScheduleJSON(
+                   R"({"depth": "relative", "default": "dense",
+                       "rules": [{"layers": [1], "policy": "dense"}]})",
+                   24)
+                   .ok());
+  auto badDepth = parseScheduleJSON(
+      R"({"layers": 30, "depth": "deep", "default": "dense"})", 24);
+  ASSERT_FALSE(badDepth.ok());
+  EXPECT_NE(badDepth.message().find("'depth' must be"), std::string::npos);
+
+  // examples/paper.mlir is relative: it applies to a 24-layer model.
+  std::ifstream f(CONDENSATE_EXAMPLES_DIR "/paper.mlir");
+  std::stringstream paper;
+  paper << f.rdbuf();
+  auto p24 = parseSchedule(paper.str(), 24, "paper.mlir");
+  ASSERT_TRUE(p24.ok()) << p24.message();
+  EXPECT_EQ(layersWhere(*p24, 2, dense), std::vector<int64_t>{12});
 }
 
 TEST(Policy, ParsesPoliciesAndModelOps) {

@@ -197,6 +197,15 @@ def Condensate_ScheduleAttr : Condensate_Attr<"Schedule", "schedule"> {
     Gives every (layer, key/value head) a policy: `default` applies unless a
     rule covers the layer (and head); later rules override earlier ones.
 
+    `depth = relative` says the rules describe positions in depth, written
+    for a model of `layers` layers: applied to a model of another depth L,
+    its layer l takes the policies of the schedule's layer at the same
+    relative depth, floor((2l + 1) * layers / (2L)), and every layer a rule
+    names also claims its nearest layer of the model, floor((2s + 1) * L /
+    (2 * layers)), so no rule vanishes. Without it (`depth = fixed`, the
+    default) a schedule whose rules name layers applies to its own depth
+    only.
+
     The source paper's schedule for a 30-layer model (one pillar layer,
     |P|/L = 1/30 <= 1/16; wide fixed windows early; adaptive windows late):
 
@@ -214,7 +223,8 @@ def Condensate_ScheduleAttr : Condensate_Attr<"Schedule", "schedule"> {
   let parameters = (ins
     "int64_t":$numLayers,
     "::mlir::Attribute":$defaultPolicy,
-    ArrayRefParameter<"::mlir::condensate::RuleAttr">:$rules
+    ArrayRefParameter<"::mlir::condensate::RuleAttr">:$rules,
+    "bool":$relativeDepth
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

@@ -81,10 +81,20 @@ struct Schedule {
   int64_t numLayers = 0;
   Policy defaultPolicy;
   std::vector<ScheduleRule> rules;
+  /// `depth = relative` (#condensate.schedule, "depth": "relative" in
+  /// JSON): the rules name positions in depth of a numLayers-layer model,
+  /// and atDepth() maps them onto any depth.
+  bool relativeDepth = false;
 
   const Policy &policyFor(int64_t layer, int64_t kvHead) const;
   /// A schedule with `policy` on every layer.
   static Schedule uniform(int64_t numLayers, const Policy &policy);
+  /// This schedule for a model of `layers` layers: itself at its own depth;
+  /// at another, the uniform schedule of its default when it has no rules,
+  /// or, when relativeDepth, its rules mapped by relative depth as
+  /// `#condensate.schedule` documents it (CondensateAttrs.td), with fixed
+  /// depth; an error otherwise.
+  Result<Schedule> atDepth(int64_t layers) const;
   std::string toMLIR() const;
   Status validate() const;
   /// Bits of the key sketches the summaries carry: those of the sketch
