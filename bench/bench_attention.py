@@ -63,7 +63,10 @@ def check(rc, err):
         raise RuntimeError(err.value.decode())
 
 
-MODEL = """condensate.model @bench layers = 3, q_heads = {hq}, kv_heads = {hkv},
+# The benchmark model: layer 0 dense, layer 1 block selection (anchor 1 +
+# window 64 + top-k by page min/max), layer 2 the same certified at tau 1e-3
+# with up to 4 extra pages. bench_cold.py formats it for other shapes.
+MODEL_TEMPLATE = """condensate.model @bench layers = 3, q_heads = {hq}, kv_heads = {hkv},
     head_dim = {d}, page_size = {p}, kv_type = bf16,
     schedule = #condensate.schedule<layers = 3,
       default = #condensate.dense,
@@ -73,7 +76,8 @@ MODEL = """condensate.model @bench layers = 3, q_heads = {hq}, kv_heads = {hkv},
         #condensate.rule<layers = [2], policy = #condensate.policy<anchor = 1,
           window = 64, topk = {topk}, selector = block_minmax, page_size = {p},
           tau = 1.0e-3, max_extra = 4>>]>
-""".format(hq=HQ, hkv=HKV, d=D, p=P, topk=BUDGET_TOPK)
+"""
+MODEL = MODEL_TEMPLATE.format(hq=HQ, hkv=HKV, d=D, p=P, topk=BUDGET_TOPK)
 
 LAYERS = {"dense": 0, "condensate": 1, "certified": 2}
 
@@ -94,21 +98,21 @@ def events_median(fn, iters, warmup=3):
     return statistics.median(times)
 
 
-def graph_median(fn, iters, replays_per_timing=20):
-    """Median per-call time of `fn` replayed from a CUDA graph."""
+def graph_time(calls, iters):
+    """Median time of one replay of a graph that makes every call in
+    `calls` once, in order."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
+        for c in calls:  # warm-up: lazy init, workspace allocation
+            c()
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        for _ in range(replays_per_timing):
-            fn()
-    for _ in range(3):
-        g.replay()
+        for c in calls:
+            c()
+    g.replay()
     torch.cuda.synchronize()
     times = []
     for _ in range(iters):
@@ -118,8 +122,14 @@ def graph_median(fn, iters, replays_per_timing=20):
         g.replay()
         e.record()
         e.synchronize()
-        times.append(s.elapsed_time(e) / replays_per_timing)
+        times.append(s.elapsed_time(e))
+    del g
     return statistics.median(times)
+
+
+def graph_median(fn, iters, replays_per_timing=20):
+    """Median per-call time of `fn` replayed from a CUDA graph."""
+    return graph_time([fn] * replays_per_timing, iters) / replays_per_timing
 
 
 def stage_name(kernel):
@@ -155,38 +165,39 @@ def copy_bandwidth():
     return 2 * x.numel() * 2 / (ms * 1e-3)  # read + write
 
 
-def make_case(batch, n, gen):
+def make_cache(hq, hkv, d, batch, n, gen):
+    """One layer's cache in condensate's paged layout [pages, Hkv, P, D]:
+    random bf16 keys and values, and structure real caches have and random
+    ones lack (8 "needle" pages per sequence whose keys align with the
+    group's mean query, logit ~ +16, so attention concentrates and
+    selection has something to find); page summaries [pages, Hkv, 5, D]
+    (min, max, sum of K; min, max of V); the same values in SDPA's
+    [B, Hkv, n, D] (ks, vs); queries (q, and q4 for SDPA) and poisoned
+    out / stats buffers."""
     pages_per_seq = math.ceil(n / P)
     num_pages = batch * pages_per_seq
     dev = "cuda"
-    k = torch.randn(num_pages, HKV, P, D, device=dev, dtype=torch.bfloat16,
+    k = torch.randn(num_pages, hkv, P, d, device=dev, dtype=torch.bfloat16,
                     generator=gen)
-    v = torch.randn(num_pages, HKV, P, D, device=dev, dtype=torch.bfloat16,
+    v = torch.randn(num_pages, hkv, P, d, device=dev, dtype=torch.bfloat16,
                     generator=gen)
-    # A few strong keys so the attention has structure worth selecting.
-    q = torch.randn(batch, HQ, D, device=dev, dtype=torch.float32,
+    q = torch.randn(batch, hq, d, device=dev, dtype=torch.float32,
                     generator=gen)
     perm = torch.randperm(num_pages, device=dev, generator=gen)
-    page_table = perm.view(batch, pages_per_seq).to(torch.int32).contiguous()
-    # Structure real caches have and random ones lack: 8 "needle" pages per
-    # sequence whose keys align with the group's mean query (logit ~ +16),
-    # so attention concentrates and selection has something to find.
-    scale = 1.0 / math.sqrt(D)
-    qg = q.view(batch, HKV, HQ // HKV, D).mean(2)
+    pt = perm.view(batch, pages_per_seq).to(torch.int32).contiguous()
+    g = hq // hkv
+    scale = 1.0 / math.sqrt(d)
+    qg = q.view(batch, hkv, g, d).mean(2)
     qdir = qg / qg.norm(dim=-1, keepdim=True)
-    amp = 16.0 / (scale * (q.view(batch, HKV, HQ // HKV, D) * qdir[:, :, None])
+    amp = 16.0 / (scale * (q.view(batch, hkv, g, d) * qdir[:, :, None])
                   .sum(-1).mean(-1).clamp(min=1.0))
     for b in range(batch):
         chosen = torch.randperm(pages_per_seq, device=dev, generator=gen)[:8]
-        pages = page_table[b, chosen].long()
-        boost = (amp[b][:, None] * qdir[b])  # [Hkv, D]
+        pages = pt[b, chosen].long()
+        boost = amp[b][:, None] * qdir[b]
         k[pages] = (k[pages].float() + boost[None, :, None, :]).to(k.dtype)
-    lens = torch.full((batch,), n, device=dev, dtype=torch.int32)
-    windows = torch.zeros(batch, device=dev, dtype=torch.int32)
-    # Page summaries [pages, Hkv, 5, D] (min, max, sum of K; min, max of V),
-    # computed in chunks to bound memory.
-    summ = torch.empty(num_pages, HKV, 5, D, device=dev, dtype=torch.float32)
-    step = 4096
+    summ = torch.empty(num_pages, hkv, 5, d, device=dev, dtype=torch.float32)
+    step = max(1, (1 << 28) // (hkv * P * d * 4))
     for s in range(0, num_pages, step):
         kk = k[s:s + step].float()
         vv = v[s:s + step].float()
@@ -196,17 +207,20 @@ def make_case(batch, n, gen):
         summ[s:s + step, :, 3] = vv.amin(dim=2)
         summ[s:s + step, :, 4] = vv.amax(dim=2)
         del kk, vv
-    # SDPA layout [B, Hkv, n, D], same values.
-    gathered_k = k[page_table.long()]  # [B, pages, Hkv, P, D]
-    gathered_v = v[page_table.long()]
-    k_sdpa = gathered_k.permute(0, 2, 1, 3, 4).reshape(batch, HKV, -1, D)[:, :, :n]
-    v_sdpa = gathered_v.permute(0, 2, 1, 3, 4).reshape(batch, HKV, -1, D)[:, :, :n]
-    k_sdpa = k_sdpa.contiguous()
-    v_sdpa = v_sdpa.contiguous()
-    del gathered_k, gathered_v
-    return dict(k=k, v=v, q=q, pt=page_table, lens=lens, windows=windows,
-                summ=summ, k_sdpa=k_sdpa, v_sdpa=v_sdpa,
+    ks = k[pt.long()].permute(0, 2, 1, 3, 4).reshape(batch, hkv, -1, d)
+    vs = v[pt.long()].permute(0, 2, 1, 3, 4).reshape(batch, hkv, -1, d)
+    return dict(k=k, v=v, q=q, q4=q.to(torch.bfloat16).unsqueeze(2), pt=pt,
+                lens=torch.full((batch,), n, device=dev, dtype=torch.int32),
+                windows=torch.zeros(batch, device=dev, dtype=torch.int32),
+                summ=summ, ks=ks[:, :, :n].contiguous(),
+                vs=vs[:, :, :n].contiguous(),
+                out=torch.full((batch, hq, d), float("nan"), device=dev),
+                stats=torch.full((batch, hq, 5), float("nan"), device=dev),
                 num_pages=num_pages, max_pages=pages_per_seq)
+
+
+def make_case(batch, n, gen):
+    return make_cache(HQ, HKV, D, batch, n, gen)
 
 
 def sdpa_fn(case, backend):
@@ -218,7 +232,7 @@ def sdpa_fn(case, backend):
     def run():
         with sdpa_kernel(kb):
             return F.scaled_dot_product_attention(
-                q4, case["k_sdpa"], case["v_sdpa"], enable_gqa=True)
+                q4, case["ks"], case["vs"], enable_gqa=True)
     return run
 
 

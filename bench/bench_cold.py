@@ -27,7 +27,6 @@ import ctypes
 import json
 import math
 import os
-import statistics
 import sys
 import time
 
@@ -45,100 +44,10 @@ BATCHES = [1, 8, 32, 64]
 CONTEXTS = [4096, 16384, 32768, 65536, 131072, 1048576]
 METHODS = ["sdpa_cudnn", "sdpa_flash", "dense", "condensate", "certified"]
 
-MODEL = """condensate.model @cold layers = 3, q_heads = {hq}, kv_heads = {hkv},
-    head_dim = {d}, page_size = {p}, kv_type = bf16,
-    schedule = #condensate.schedule<layers = 3,
-      default = #condensate.dense,
-      rules = [
-        #condensate.rule<layers = [1], policy = #condensate.policy<anchor = 1,
-          window = 64, topk = {topk}, selector = block_minmax, page_size = {p}>>,
-        #condensate.rule<layers = [2], policy = #condensate.policy<anchor = 1,
-          window = 64, topk = {topk}, selector = block_minmax, page_size = {p},
-          tau = 1.0e-3, max_extra = 4>>]>
-"""
-LAYER_OF = {"dense": 0, "condensate": 1, "certified": 2}
 
 
 def shape_key(hq, hkv, d):
     return f"{hq}/{hkv}/{d}"
-
-
-def make_layer(torch, hq, hkv, d, batch, n, gen):
-    """One layer's cache: random bf16 keys/values with 8 needle pages per
-    sequence aligned with the group's mean query, page summaries, and the
-    same keys/values in SDPA's layout."""
-    pages_per_seq = math.ceil(n / P)
-    num_pages = batch * pages_per_seq
-    dev = "cuda"
-    k = torch.randn(num_pages, hkv, P, d, device=dev, dtype=torch.bfloat16,
-                    generator=gen)
-    v = torch.randn(num_pages, hkv, P, d, device=dev, dtype=torch.bfloat16,
-                    generator=gen)
-    q = torch.randn(batch, hq, d, device=dev, dtype=torch.float32,
-                    generator=gen)
-    perm = torch.randperm(num_pages, device=dev, generator=gen)
-    pt = perm.view(batch, pages_per_seq).to(torch.int32).contiguous()
-    g = hq // hkv
-    scale = 1.0 / math.sqrt(d)
-    qg = q.view(batch, hkv, g, d).mean(2)
-    qdir = qg / qg.norm(dim=-1, keepdim=True)
-    amp = 16.0 / (scale * (q.view(batch, hkv, g, d) * qdir[:, :, None])
-                  .sum(-1).mean(-1).clamp(min=1.0))
-    for b in range(batch):
-        chosen = torch.randperm(pages_per_seq, device=dev, generator=gen)[:8]
-        pages = pt[b, chosen].long()
-        boost = amp[b][:, None] * qdir[b]
-        k[pages] = (k[pages].float() + boost[None, :, None, :]).to(k.dtype)
-    summ = torch.empty(num_pages, hkv, 5, d, device=dev, dtype=torch.float32)
-    step = max(1, (1 << 28) // (hkv * P * d * 4))
-    for s in range(0, num_pages, step):
-        kk = k[s:s + step].float()
-        vv = v[s:s + step].float()
-        summ[s:s + step, :, 0] = kk.amin(dim=2)
-        summ[s:s + step, :, 1] = kk.amax(dim=2)
-        summ[s:s + step, :, 2] = kk.sum(dim=2)
-        summ[s:s + step, :, 3] = vv.amin(dim=2)
-        summ[s:s + step, :, 4] = vv.amax(dim=2)
-        del kk, vv
-    ks = k[pt.long()].permute(0, 2, 1, 3, 4).reshape(batch, hkv, -1, d)
-    vs = v[pt.long()].permute(0, 2, 1, 3, 4).reshape(batch, hkv, -1, d)
-    return dict(k=k, v=v, q=q, q4=q.to(torch.bfloat16).unsqueeze(2), pt=pt,
-                lens=torch.full((batch,), n, device=dev, dtype=torch.int32),
-                windows=torch.zeros(batch, device=dev, dtype=torch.int32),
-                summ=summ, ks=ks[:, :, :n].contiguous(),
-                vs=vs[:, :, :n].contiguous(),
-                out=torch.full((batch, hq, d), float("nan"), device=dev),
-                stats=torch.full((batch, hq, 5), float("nan"), device=dev),
-                num_pages=num_pages, max_pages=pages_per_seq)
-
-
-def graph_time(torch, calls, iters):
-    """Median time of one replay of a graph that makes every call in
-    `calls` once, in order."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for c in calls:  # warm-up: lazy init, workspace allocation
-            c()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for c in calls:
-            c()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        s = torch.cuda.Event(enable_timing=True)
-        e = torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    del g
-    return statistics.median(times)
 
 
 def run_bench(args):
@@ -146,7 +55,8 @@ def run_bench(args):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_attention import check, copy_bandwidth, load_lib
+    from bench_attention import (MODEL_TEMPLATE, check, copy_bandwidth,
+                                 load_lib)
 
     lib = load_lib(args.lib)
     lib.condensate_gpu_free.argtypes = [ctypes.c_void_p]
@@ -175,7 +85,7 @@ def run_bench(args):
         prog = ctypes.c_void_p()
         secs = ctypes.c_double()
         src = ctypes.c_int()
-        text = MODEL.format(hq=hq, hkv=hkv, d=d, p=P, topk=TOPK)
+        text = MODEL_TEMPLATE.format(hq=hq, hkv=hkv, d=d, p=P, topk=TOPK)
         check(lib.condensate_gpu_compile(text.encode(), b"sm_90", b"",
                                          ctypes.byref(prog), ctypes.byref(secs),
                                          ctypes.byref(src), err, 4096), err)
@@ -230,17 +140,16 @@ def write_json(args, props, torch, bw, rows):
 
 def measure_case(torch, F, sdpa_kernel, lib, prog, err, backends, bw, shape,
                  batch, n, layers, layer_bytes, gen, iters):
-    from bench_attention import check
+    from bench_attention import LAYERS, check, graph_time, make_cache
     name, hq, hkv, d = shape
-    ls = [make_layer(torch, hq, hkv, d, batch, n, gen)
-          for _ in range(layers)]
+    ls = [make_cache(hq, hkv, d, batch, n, gen) for _ in range(layers)]
     mp = ls[0]["max_pages"]
     npg = ls[0]["num_pages"]
     check(lib.condensate_gpu_reserve(prog, batch, mp, npg, err,
                                      4096), err)
 
     def ours(method, c):
-        layer = LAYER_OF[method]
+        layer = LAYERS[method]
 
         def call():
             check(lib.condensate_gpu_attend(
@@ -289,7 +198,7 @@ def measure_case(torch, F, sdpa_kernel, lib, prog, err, backends, bw, shape,
     for m in METHODS:
         make = sdpa if m.startswith("sdpa") else ours
         try:
-            ms = graph_time(torch, [make(m, c) for c in ls],
+            ms = graph_time([make(m, c) for c in ls],
                             iters)
             row[m + "_us"] = 1e3 * ms / layers
         except Exception as e:  # a backend may refuse a shape
