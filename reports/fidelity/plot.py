@@ -169,7 +169,8 @@ def targets(r, pol, res, ctxs):
                 faithful.append(n)
         sk = [n for n in faithful if pol[n]["family"] == "certified-sketch"]
         line = ("4. The certified sketch policy with the largest tau that keeps "
-                "every natural-text run greedy-identical (through 256 tokens) and "
+                "every natural-text run greedy-identical (through the longest "
+                "continuation followed: 256 tokens, 64 with --quick) and "
                 "passkey = dense reads <= 50% of dense bytes at {}: ".format(ctxs[-1]))
         if sk:
             def tau(n):
