@@ -211,9 +211,6 @@ def measure_case(torch, F, sdpa_kernel, lib, prog, err, backends, bw, shape,
         for m in ("dense", "condensate", "certified"):
             if m + "_us" in row:
                 row[m + "_speedup"] = best / row[m + "_us"]
-    # What one layer must read at least: K and V (dense), at the
-    # device-copy rate (bytes read + written per second).
-    row["dense_roofline_us"] = 1e6 * layer_bytes / bw
     del ls
     return row
 
@@ -232,6 +229,8 @@ def print_table(out):
     print("|" + "---|" * 14)
     for r in out["rows"]:
         best = r.get("faster_sdpa_us")
+        # What one layer must read at least, K and V, at the device-copy
+        # rate (bytes read + written per second).
         roof = 1e6 * r["layer_kv_bytes"] / out["copy_bandwidth_Bps"]
 
         def ratio(m):

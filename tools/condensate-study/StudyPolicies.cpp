@@ -65,24 +65,35 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
     add("sketch-" + std::to_string(b), "sketch", b,
         topkJSON(b - 65, "sketch", ", \"bits\": 4"));
   }
-  const std::pair<const char *, const char *> taus[] = {
-      {"cert-1e-2", "0.01"}, {"cert-1e-4", "0.0001"},
-      {"cert-strict", "\"strict\""}};
-  for (const auto &[name, tau] : taus)
-    add(name, "certified", 97,
-        "{\"anchor\": 1, \"window\": 64, \"topk\": 32, \"selector\": "
-        "\"block_minmax\", \"page_size\": 16, \"tau\": " +
-            std::string(tau) + ", \"max_extra\": 60}");
-  // examples/certified.mlir and its neighbours: token top-192 by 4-bit
-  // sketch bounds, up to 512 extra tokens in bound order.
-  const std::pair<const char *, const char *> sketchTaus[] = {
-      {"cert-sketch-1e-1", "0.1"}, {"cert-sketch-1e-2", "0.01"},
-      {"cert-sketch-1e-3", "0.001"}};
-  for (const auto &[name, tau] : sketchTaus)
-    add(name, "certified-sketch", 257,
-        "{\"anchor\": 1, \"window\": 64, \"topk\": 192, \"selector\": "
-        "\"sketch\", \"bits\": 4, \"page_size\": 16, \"tau\": " +
-            std::string(tau) + ", \"max_extra\": 512}");
+  // Certified policies: name, family, budget, the policy before its tau,
+  // tau, the policy after it. Page boxes: block_minmax top-32 tokens, up to
+  // 60 extra pages. examples/certified.mlir and its neighbours: token
+  // top-192 by 4-bit sketch bounds, up to 512 extra tokens in bound order.
+  const char *boxes = "{\"anchor\": 1, \"window\": 64, \"topk\": 32, "
+                      "\"selector\": \"block_minmax\", \"page_size\": 16, "
+                      "\"tau\": ";
+  const char *sketches = "{\"anchor\": 1, \"window\": 64, \"topk\": 192, "
+                         "\"selector\": \"sketch\", \"bits\": 4, "
+                         "\"page_size\": 16, \"tau\": ";
+  struct Certified {
+    const char *name, *family;
+    int64_t budget;
+    const char *head, *tau, *tail;
+  };
+  const Certified certified[] = {
+      {"cert-1e-2", "certified", 97, boxes, "0.01", ", \"max_extra\": 60}"},
+      {"cert-1e-4", "certified", 97, boxes, "0.0001", ", \"max_extra\": 60}"},
+      {"cert-strict", "certified", 97, boxes, "\"strict\"",
+       ", \"max_extra\": 60}"},
+      {"cert-sketch-1e-1", "certified-sketch", 257, sketches, "0.1",
+       ", \"max_extra\": 512}"},
+      {"cert-sketch-1e-2", "certified-sketch", 257, sketches, "0.01",
+       ", \"max_extra\": 512}"},
+      {"cert-sketch-1e-3", "certified-sketch", 257, sketches, "0.001",
+       ", \"max_extra\": 512}"}};
+  for (const Certified &c : certified)
+    add(c.name, c.family, c.budget,
+        std::string(c.head) + c.tau + c.tail);
   auto paperText = readFile(o.paperSchedule);
   if (!paperText)
     return paperText.status().withContext("the paper schedule");
