@@ -145,6 +145,7 @@ void AttentionStatsAccumulator::add(const float *stats, const int32_t *lens,
         // eps_hat statistics.
         if (s[3] > 0.0f) {
           ++fallbacks_;
+          earlyFallbacks_ += s[3] == abi::kFellBackEarly;
           continue;
         }
         if (std::isfinite(s[0])) {
@@ -168,6 +169,7 @@ AttentionSummary AttentionStatsAccumulator::summary() const {
   s.epsMax = epsMax_;
   s.passed = passed_;
   s.fallbacks = fallbacks_;
+  s.earlyFallbacks = earlyFallbacks_;
   s.extraMean = certified_ ? extraSum_ / double(certified_) : 0.0;
   return s;
 }

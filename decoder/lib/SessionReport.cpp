@@ -31,12 +31,14 @@ json attentionJSON(const AttentionSummary &s) {
     j["eps_hat_max"] = s.epsMax;
     j["pass_rate"] = s.passRate();
     j["fallback_rate"] = s.fallbackRate();
+    j["early_fallback_rate"] = s.earlyFallbackRate();
     j["extra_units_mean"] = s.extraMean;
   } else {
     j["eps_hat_mean"] = nullptr;
     j["eps_hat_max"] = nullptr;
     j["pass_rate"] = nullptr;
     j["fallback_rate"] = nullptr;
+    j["early_fallback_rate"] = nullptr;
   }
   return j;
 }
@@ -100,7 +102,8 @@ std::string certificateLine(const AttentionSummary &s) {
   return "eps_hat mean " + number(s.epsMean) + ", max " + number(s.epsMax) +
          " over " + std::to_string(s.epsComputed) + " head-steps; pass " +
          percent(s.passRate()) + ", fallback " + percent(s.fallbackRate()) +
-         ", extra units " + number(s.extraMean);
+         " (" + percent(s.earlyFallbackRate()) +
+         " decided before the sparse pass), extra units " + number(s.extraMean);
 }
 
 std::string profileText(const char *what, const char *unit,

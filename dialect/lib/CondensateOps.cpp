@@ -547,6 +547,7 @@ LogicalResult SparseAttendOp::verify() {
       failed(sc.check(getWindows(), "windows", {"B"})) ||
       failed(sc.check(getIndices(), "indices", {"B", "Hkv", "K"})) ||
       failed(sc.check(getLimits(), "limits", {"B", "Hkv"})) ||
+      failed(sc.check(getSkip(), "skip", {"B", "Hkv"})) ||
       failed(sc.check(getPartialO(), "partial_o", {"B", "Hq", "S", "D"})) ||
       failed(sc.check(getPartialMl(), "partial_ml",
                       {"B", "Hq", "S", std::to_string(kPartialMLWidth)})) ||
@@ -598,6 +599,45 @@ LogicalResult DenseAttendOp::verify() {
   return success();
 }
 
+LogicalResult PrecertifyOp::verify() {
+  ShapeChecker sc(*this);
+  if (failed(sc.check(getQ(), "q", {"B", "Hq", "D"})) ||
+      failed(sc.check(getKCache(), "k_cache", {"NP", "Hkv", "P", "D"})) ||
+      failed(sc.check(getPageTable(), "page_table", {"B", "MP"})) ||
+      failed(sc.check(getScores(), "scores", {"B", "Hq", "N"})) ||
+      failed(sc.check(getBounds(), "bounds", {"B", "Hq", "N"})) ||
+      failed(sc.check(getLens(), "lens", {"B"})) ||
+      failed(sc.check(getWindows(), "windows", {"B"})) ||
+      failed(sc.check(getIndices(), "indices", {"B", "Hkv", "K"})) ||
+      failed(sc.check(getEarly(), "early", {"B", "Hkv"})) ||
+      failed(sc.checkGroup()) ||
+      failed(sc.requireStatic({"Hq", "Hkv", "D", "P"})) ||
+      failed(checkNonNegative(*this, "anchor", getAnchorAttr().getInt())) ||
+      failed(checkNonNegative(*this, "window", getWindowAttr().getInt())) ||
+      failed(
+          checkNonNegative(*this, "base_units", getBaseUnitsAttr().getInt())) ||
+      failed(checkPageSize(*this, getPageSizeAttr().getInt())) ||
+      failed(checkScale(*this, getScaleAttr())))
+    return failure();
+  if (*sc.get("P") != getPageSize())
+    return emitOpError() << "page_size = " << getPageSize()
+                         << " but the key cache has pages of " << *sc.get("P");
+  if (getWindowMaxAttr().getInt() < getWindowAttr().getInt())
+    return emitOpError() << "window_max (" << getWindowMaxAttr().getInt()
+                         << ") must be >= window (" << getWindowAttr().getInt()
+                         << ")";
+  double tau = getTau().convertToDouble();
+  if (!(tau > 0.0 && tau < 1.0))
+    return emitOpError() << "tau must be in (0, 1), got " << tau;
+  if (ShapedType::isDynamic(getIndices().getType().getDimSize(2)))
+    return emitOpError() << "indices must have a static unit count "
+                            "(dimension 2)";
+  if (getBaseUnits() > *sc.get("K"))
+    return emitOpError() << "budget mismatch: base_units " << getBaseUnits()
+                         << " exceeds the " << *sc.get("K") << " index slots";
+  return success();
+}
+
 LogicalResult CertifyOp::verify() {
   ShapeChecker sc(*this);
   if (failed(sc.check(getScores(), "scores", {"B", "Hq", "N"})) ||
@@ -611,15 +651,16 @@ LogicalResult CertifyOp::verify() {
       failed(sc.check(getFallback(), "fallback", {"B", "Hkv"})) ||
       failed(sc.check(getStats(), "stats",
                       {"B", "Hq", std::to_string(kStatsWidth)})) ||
-      failed(sc.check(getSummaries(), "summaries",
-                      {"NP", "Hkv", "R", "D"})) ||
+      failed(sc.check(getEarly(), "early", {"B", "Hkv"})) ||
+      failed(sc.check(getSummaries(), "summaries", {"NP", "Hkv", "R", "D"})) ||
       failed(sc.check(getPageTable(), "page_table", {"B", "MP"})) ||
       failed(sc.check(getVbox(), "vbox",
                       {"B", "Hkv", std::to_string(kValueBoxRows), "D"})) ||
       failed(sc.checkGroup()) || failed(sc.requireStatic({"Hq", "Hkv"})) ||
       failed(checkNonNegative(*this, "anchor", getAnchorAttr().getInt())) ||
       failed(checkNonNegative(*this, "window", getWindowAttr().getInt())) ||
-      failed(checkNonNegative(*this, "base_units", getBaseUnitsAttr().getInt())) ||
+      failed(
+          checkNonNegative(*this, "base_units", getBaseUnitsAttr().getInt())) ||
       failed(checkPageSize(*this, getPageSizeAttr().getInt())) ||
       failed(checkSummaryRows(*this, sc, std::nullopt)))
     return failure();
@@ -712,4 +753,10 @@ LogicalResult MergeOp::verify() {
                               "(dimension 1)";
   }
   return success();
+}
+
+bool mlir::condensate::isStageOp(Operation *op) {
+  return isa<ScorePagesOp, ScoreTokensOp, ScoreSketchOp, SelectTopKOp,
+             PrecertifyOp, SparseAttendOp, DenseAttendOp, CertifyOp, MergeOp,
+             AppendKVOp>(op);
 }

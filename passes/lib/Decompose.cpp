@@ -114,6 +114,7 @@ private:
     stats = sliceHeads(op.getStats(), 1, run.begin, run.end, group);
     runQHeads = hq;
     runKVHeads = hkv;
+    minMaxBounds = Value();
     if (auto policy = dyn_cast<PolicyAttr>(run.policy))
       emitSparse(policy);
     else
@@ -195,15 +196,30 @@ private:
                            b.getI64IntegerAttr(topUnits));
     }
 
+    // The certificate's early test: groups whose certificate cannot pass
+    // go dense before their sparse pass (only a tolerance can fail).
+    Value early;
+    if (certified && policy.getTauValue() > 0.0) {
+      early = alloc({dyn, runKVHeads}, i32, {batch});
+      Value bounds = scores;
+      if (policy.getSelector() == Selector::block_mean)
+        bounds = emitMinMaxBounds(pageSize);
+      PrecertifyOp::create(
+          b, loc, gran, q, k, op.getPageTable(), scores, bounds, op.getLens(),
+          windows, indices, early, anchor, window, windowMax, pageSize,
+          b.getI64IntegerAttr(topUnits),
+          b.getF64FloatAttr(policy.getTauValue()), op.getScaleAttr());
+    }
+
     // Sparse attention over anchor, window and the top units.
     int64_t splits = spec.getSplits();
     Value po = alloc({dyn, runQHeads, splits, d}, f32, {batch});
     Value pml = alloc({dyn, runQHeads, splits, kPartialMLWidth}, f32, {batch});
     SparseAttendOp::create(
         b, loc, gran, q, k, v, op.getPageTable(), op.getLens(), windows,
-        topUnits > 0 ? indices : Value(), Value(), po, pml, anchor, window,
-        windowMax, b.getI64IntegerAttr(0), b.getI64IntegerAttr(topUnits),
-        b.getBoolAttr(true), op.getScaleAttr());
+        topUnits > 0 ? indices : Value(), Value(), early, po, pml, anchor,
+        window, windowMax, b.getI64IntegerAttr(0),
+        b.getI64IntegerAttr(topUnits), b.getBoolAttr(true), op.getScaleAttr());
 
     if (!certified) {
       MergeOp::create(b, loc, ValueRange{po, pml}, Value(), ValueRange{}, out,
@@ -216,13 +232,8 @@ private:
     // or dense fallback per group.
     // block_mean scores are not bounds: the certificate takes min/max ones.
     Value bounds = scores;
-    if (policy.getSelector() == Selector::block_mean) {
-      bounds = alloc({dyn, runQHeads, dyn}, f32, {batch, maxPages});
-      ScorePagesOp::create(
-          b, loc, SelectorAttr::get(b.getContext(), Selector::block_minmax), q,
-          summaries, op.getPageTable(), op.getLens(), bounds, pageSize,
-          op.getScaleAttr());
-    }
+    if (policy.getSelector() == Selector::block_mean)
+      bounds = emitMinMaxBounds(pageSize);
     Value extraCount = alloc({dyn, runKVHeads}, i32, {batch});
     Value fallback = alloc({dyn, runKVHeads}, i32, {batch});
     Value statsBuffer = stats;
@@ -236,10 +247,10 @@ private:
       boxSummaries = summaries;
       boxPages = op.getPageTable();
     }
-    CertifyOp::create(b, loc, gran, bounds, op.getLens(), windows, indices,
-                      po, pml, extraCount, fallback, statsBuffer, boxSummaries,
-                      boxPages, vbox, anchor, window, windowMax, pageSize,
-                      b.getI64IntegerAttr(topUnits),
+    CertifyOp::create(b, loc, gran, bounds, op.getLens(), windows, indices, po,
+                      pml, extraCount, fallback, statsBuffer, early,
+                      boxSummaries, boxPages, vbox, anchor, window, windowMax,
+                      pageSize, b.getI64IntegerAttr(topUnits),
                       b.getF64FloatAttr(policy.getTauValue()));
 
     SmallVector<Value> partials{po, pml};
@@ -251,7 +262,7 @@ private:
           alloc({dyn, runQHeads, extraSplits, kPartialMLWidth}, f32, {batch});
       SparseAttendOp::create(
           b, loc, gran, q, k, v, op.getPageTable(), op.getLens(), windows,
-          indices, extraCount, po2, pml2, anchor, window, windowMax,
+          indices, extraCount, Value(), po2, pml2, anchor, window, windowMax,
           b.getI64IntegerAttr(topUnits), b.getI64IntegerAttr(extra),
           b.getBoolAttr(false), op.getScaleAttr());
       partials.append({po2, pml2});
@@ -259,6 +270,21 @@ private:
     auto [pod, pmld] = emitDenseAttend(fallback);
     MergeOp::create(b, loc, partials, fallback, ValueRange{pod, pmld}, out,
                     statsBuffer, vbox, FloatAttr());
+  }
+
+  /// The min/max page bounds that certify block_mean policies (block_mean
+  /// scores rank but bound nothing); computed once per run.
+  Value emitMinMaxBounds(IntegerAttr pageSize) {
+    if (minMaxBounds)
+      return minMaxBounds;
+    minMaxBounds =
+        alloc({ShapedType::kDynamic, runQHeads, ShapedType::kDynamic},
+              b.getF32Type(), {batch, maxPages});
+    ScorePagesOp::create(
+        b, loc, SelectorAttr::get(b.getContext(), Selector::block_minmax), q,
+        summaries, op.getPageTable(), op.getLens(), minMaxBounds, pageSize,
+        op.getScaleAttr());
+    return minMaxBounds;
   }
 
   DecodeAttentionOp op;
@@ -269,6 +295,7 @@ private:
   Value batch, maxPages;
   Value q, k, v, summaries, out, stats;
   int64_t runQHeads = 0, runKVHeads = 0;
+  Value minMaxBounds; // per run: emitRun resets it
   SmallVector<Value> scratch;
 };
 

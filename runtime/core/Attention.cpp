@@ -57,8 +57,14 @@ double bytesRead(const Policy &p, const ModelShape &s, int64_t n,
         break;
       }
     }
-    const bool fallback = p.certified() && stats[abi::StatFallback] != 0.0f;
-    if (fallback) {
+    // The certificate's early test reads the anchor and window keys.
+    if (p.certified() && p.tau > 0.0)
+      bytes += double(std::min<int64_t>(p.anchor + p.windowMax, n)) * row;
+    const float flag = p.certified() ? stats[abi::StatFallback] : 0.0f;
+    if (flag == abi::kFellBackEarly) {
+      // Dense attention only: no sparse pass.
+      bytes += dense;
+    } else if (flag != 0.0f) {
       // The sparse pass ran before the decision, then the dense one.
       bytes += 2.0 * double(std::min<int64_t>(p.budget(), n)) * row + dense;
     } else {

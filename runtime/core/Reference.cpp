@@ -352,6 +352,41 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
               worst = std::max(worst, epsOf(headMassTerms(i, ms[i]), zs[i]));
             return worst;
           };
+          // The early test (precertify): a lower bound on every eps_hat the
+          // certificate can reach, from the exact logits of anchor and
+          // window, the base units' bounds (at least their logits) and the
+          // units no extra can take in; above tau the certificate cannot
+          // pass, so the kernels fall back before the sparse pass.
+          double worstEarly = 0.0;
+          if (p.certified()) {
+            std::vector<char> kept(numUnits, 0);
+            for (int64_t u : base)
+              kept[u] = 1;
+            for (int64_t u : extras)
+              kept[u] = 1;
+            for (int64_t i = 0; i < group; ++i) {
+              double m = -kInf;
+              for (int64_t u = 0; u < numUnits; ++u)
+                m = std::max(m, bound[i][u]);
+              double zHat = 0.0, uLo = 0.0;
+              int64_t h = g * group + i;
+              for (int64_t t = 0; t < n; ++t)
+                if (t < p.anchor || t >= n - w)
+                  zHat += std::exp(s.logit(h, g, t) - m);
+              for (int64_t u = 0; u < numUnits; ++u) {
+                if (unitCount[u] == 0)
+                  continue;
+                double mass = unitCount[u] * std::exp(bound[i][u] - m);
+                if (kept[u] && std::binary_search(base.begin(), base.end(), u))
+                  zHat += mass;
+                else if (!kept[u])
+                  uLo += mass;
+              }
+              double eps = zHat + uLo > 0 ? uLo / (zHat + uLo) : 0.0;
+              worstEarly = std::max(worstEarly, eps <= 1.0 ? eps : 1.0);
+            }
+          }
+          bool early = p.certified() && p.tau > 0.0 && worstEarly > p.tau;
           int64_t extra = 0;
           bool fallback = false;
           if (p.certified()) {
@@ -386,6 +421,8 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
             hr.epsHat = fallback ? 0.0 : epsOf(u, zs[i]);
             hr.extra = extra;
             hr.fallback = fallback;
+            hr.epsEarly = worstEarly;
+            hr.early = early;
           }
         }
       }

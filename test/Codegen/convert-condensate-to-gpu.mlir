@@ -333,3 +333,20 @@ func.func @score_sketch(%q: memref<?x4x64xf32>, %s: memref<?x2x7x64xf32>, %pt: m
   condensate.score_sketch q(%q : memref<?x4x64xf32>) summaries(%s : memref<?x2x7x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.125 : f32}
   return
 }
+
+// -----
+
+// The certificate's early test: one block of 256 threads per (kv head,
+// sequence); the rank end of the slots by shared unsigned-min and signed-max
+// atomics, then Zhat and Ulow summed per head in f64 shared memory.
+// CHECK-LABEL: func.func @precertify(
+// CHECK: gpu.launch_func @condensate_kernels::@precertify_precertify blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x16x64xf16>, %arg2 : memref<?x?xi32>, %arg3 : memref<?x4x?xf32>, %arg3 : memref<?x4x?xf32>, %arg4 : memref<?xi32>, %arg5 : memref<?x2x6xi32>, %arg6 : memref<?x2xi32>)
+// CHECK: gpu.func @precertify_precertify({{.*}}) workgroup(%[[END:.*]] : memref<3xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<8x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[Z:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[U:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: memref.atomic_rmw minu %{{.*}}, %[[END]][%{{.*}}]
+// CHECK: memref.atomic_rmw maxs %{{.*}}, %[[END]][%{{.*}}]
+// CHECK: memref.atomic_rmw addf %{{.*}}, %[[Z]][%{{.*}}] : (f64,
+// CHECK: memref.atomic_rmw addf %{{.*}}, %[[U]][%{{.*}}] : (f64,
+func.func @precertify(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xf16>, %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %e: memref<?x2xi32>) {
+  condensate.precertify token q(%q : memref<?x4x64xf32>) k(%k : memref<?x2x16x64xf16>) pages(%pt : memref<?x?xi32>) scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) early(%e : memref<?x2xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-2 : f64, scale = 0.125 : f32}
+  return
+}

@@ -430,3 +430,22 @@ func.func @append_sketch(%kn: memref<?x2x16xf32>, %vn: memref<?x2x16xf32>, %k: m
   condensate.append_kv k(%kn : memref<?x2x16xf32>) v(%vn : memref<?x2x16xf32>) into(%k, %v : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) positions(%pos : memref<?xi32>) summaries(%s : memref<?x2x7x16xf32>) {sketch_bits = 4 : i64}
   return
 }
+
+// -----
+
+// The certificate's early test, per (sequence, kv head): the rank end of
+// the slots, then per query head (two here) the bound reference, Zhat over
+// anchor, window and base units, Ulow over the units ranked after the end;
+// one flag stored per group.
+// CHECK-LABEL: func.func @precertify
+// CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
+// CHECK: scf.for %{{.*}} = %c0 to %c6 step %c1 iter_args(%{{.*}} = %true, %{{.*}} = %c-1_i32, %{{.*}} = %c-1) -> (i1, i32, index)
+// CHECK-COUNT-2: scf.for %{{.*}} iter_args(%{{.*}} = %cst{{(_[0-9]+)?}}) -> (f32)
+// CHECK: arith.cmpf ogt, %{{.*}}, %cst{{(_[0-9]+)?}} : f64
+// CHECK: memref.store %{{.*}}, %arg6[%[[B]], %[[G]]] : memref<?x2xi32>
+// CHECK-NOT: condensate.
+func.func @precertify(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xf16>, %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %e: memref<?x2xi32>) {
+  condensate.precertify token q(%q : memref<?x4x64xf32>) k(%k : memref<?x2x16x64xf16>) pages(%pt : memref<?x?xi32>) scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) early(%e : memref<?x2xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-2 : f64, scale = 0.125 : f32}
+  return
+}

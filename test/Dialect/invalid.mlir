@@ -1145,6 +1145,50 @@ func.func @f(%q: memref<?x4x4xf32>, %k: memref<?x2x16x4xf32>, %pt: memref<?x?xi3
 }
 
 //===----------------------------------------------------------------------===//
+// condensate.precertify
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %e: memref<?x2xi32>) {
+  // expected-error@+1 {{'condensate.precertify' op tau must be in (0, 1), got 0}}
+  condensate.precertify token q(%q : memref<?x4x16xf32>) k(%k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) early(%e : memref<?x2xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 0.0 : f64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %e: memref<?x2xi32>) {
+  // expected-error@+1 {{'condensate.precertify' op tau must be in (0, 1), got 1}}
+  condensate.precertify token q(%q : memref<?x4x16xf32>) k(%k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) early(%e : memref<?x2xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0 : f64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %e: memref<?x2xi32>) {
+  // expected-error@+1 {{'condensate.precertify' op budget mismatch: base_units 7 exceeds the 6 index slots}}
+  condensate.precertify token q(%q : memref<?x4x16xf32>) k(%k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) early(%e : memref<?x2xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base_units = 7 : i64, tau = 1.0e-2 : f64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %e: memref<?x2xi32>) {
+  // expected-error@+1 {{'condensate.precertify' op page_size = 32 but the key cache has pages of 16}}
+  condensate.precertify token q(%q : memref<?x4x16xf32>) k(%k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) early(%e : memref<?x2xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 32 : i64, base_units = 4 : i64, tau = 1.0e-2 : f64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %e: memref<?x3xi32>) {
+  // expected-error@+1 {{'condensate.precertify' op key/value head count mismatch: 'k_cache' has 2 but 'early' has 3}}
+  condensate.precertify token q(%q : memref<?x4x16xf32>) k(%k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) early(%e : memref<?x3xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-2 : f64, scale = 0.25 : f32}
+  return
+}
+
+//===----------------------------------------------------------------------===//
 // condensate.certify
 //===----------------------------------------------------------------------===//
 

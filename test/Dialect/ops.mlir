@@ -220,9 +220,9 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>,
 // CHECK: condensate.sparse_attend page q(%{{.*}} : memref<?x4x16xf32>) kv(%{{.*}}, %{{.*}} : memref<?x2x16x16xf16>) pages(%{{.*}} : memref<?x?xi32>) lens(%{{.*}} : memref<?xi32>) indices(%{{.*}} : memref<?x2x6xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, count = 4 : i64, first = 0 : i64, include_forced = true, scale = 2.500000e-01 : f32, window = 64 : i64, window_max = 64 : i64}
 // CHECK: condensate.sparse_attend token q(%{{.*}} : memref<?x4x16xf32>) kv(%{{.*}}, %{{.*}} : memref<?x2x16x16xf16>) pages(%{{.*}} : memref<?x?xi32>) lens(%{{.*}} : memref<?xi32>) windows(%{{.*}} : memref<?xi32>) indices(%{{.*}} : memref<?x2x6xi32>) limits(%{{.*}} : memref<?x2xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 0 : i64, count = 2 : i64, first = 4 : i64, include_forced = false, scale = 2.500000e-01 : f32, window = 8 : i64, window_max = 16 : i64}
 // CHECK: condensate.sparse_attend page q(%{{.*}} : memref<?x4x16xf32>) kv(%{{.*}}, %{{.*}} : memref<?x2x16x16xf16>) pages(%{{.*}} : memref<?x?xi32>) lens(%{{.*}} : memref<?xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 4 : i64, count = 0 : i64, first = 0 : i64, include_forced = true, scale = 2.500000e-01 : f32, window = 60 : i64, window_max = 60 : i64}
-// GENERIC: "condensate.sparse_attend"({{.*}}) <{anchor = 1 : i64, count = 4 : i64, first = 0 : i64, granularity = #condensate<granularity page>, include_forced = true, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 1, 0, 1, 1>,
-// GENERIC: "condensate.sparse_attend"({{.*}}) <{anchor = 0 : i64, count = 2 : i64, first = 4 : i64, granularity = #condensate<granularity token>, include_forced = false, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1>,
-// GENERIC: "condensate.sparse_attend"({{.*}}) <{anchor = 4 : i64, count = 0 : i64, first = 0 : i64, granularity = #condensate<granularity page>, include_forced = true, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 1, 1>,
+// GENERIC: "condensate.sparse_attend"({{.*}}) <{anchor = 1 : i64, count = 4 : i64, first = 0 : i64, granularity = #condensate<granularity page>, include_forced = true, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 1, 0, 0, 1, 1>,
+// GENERIC: "condensate.sparse_attend"({{.*}}) <{anchor = 0 : i64, count = 2 : i64, first = 4 : i64, granularity = #condensate<granularity token>, include_forced = false, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1>,
+// GENERIC: "condensate.sparse_attend"({{.*}}) <{anchor = 4 : i64, count = 0 : i64, first = 0 : i64, granularity = #condensate<granularity page>, include_forced = true, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1>,
 func.func @sparse_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>,
                          %v: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>,
                          %len: memref<?xi32>, %w: memref<?xi32>,
@@ -286,9 +286,9 @@ func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>,
 // CHECK: condensate.certify page scores(%{{.*}} : memref<?x4x?xf32>) lens(%{{.*}} : memref<?xi32>) indices(%{{.*}} : memref<?x2x6xi32>) base(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) extra(%{{.*}} : memref<?x2xi32>) fallback(%{{.*}} : memref<?x2xi32>) stats(%{{.*}} : memref<?x4x5xf32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, tau = 1.000000e-04 : f64, window = 64 : i64, window_max = 64 : i64}
 // CHECK: condensate.certify token scores(%{{.*}} : memref<?x4x?xf32>) lens(%{{.*}} : memref<?xi32>) windows(%{{.*}} : memref<?xi32>) indices(%{{.*}} : memref<?x2x6xi32>) base({{.*}}) extra({{.*}}) fallback({{.*}}) stats({{.*}}) {anchor = 0 : i64, base_units = 6 : i64, page_size = 16 : i64, tau = 0.000000e+00 : f64, window = 8 : i64, window_max = 32 : i64}
 // CHECK: condensate.certify page {{.*}} stats(%{{.*}} : memref<?x4x5xf32>) summaries(%{{.*}} : memref<?x2x5x16xf32>) pages(%{{.*}} : memref<?x?xi32>) vbox(%{{.*}} : memref<?x2x2x16xf32>) {anchor = 1 : i64,
-// GENERIC: "condensate.certify"(%arg0, %arg1, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8) <{anchor = 1 : i64, base_units = 4 : i64, granularity = #condensate<granularity page>, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0>, page_size = 16 : i64, tau = 1.000000e-04 : f64,
-// GENERIC: "condensate.certify"(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8) <{anchor = 0 : i64, base_units = 6 : i64, granularity = #condensate<granularity token>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0>, page_size = 16 : i64, tau = 0.000000e+00 : f64,
-// GENERIC: "condensate.certify"(%arg0, %arg1, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8, %arg9, %arg10, %arg11) <{anchor = 1 : i64, base_units = 4 : i64, granularity = #condensate<granularity page>, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1>,
+// GENERIC: "condensate.certify"(%arg0, %arg1, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8) <{anchor = 1 : i64, base_units = 4 : i64, granularity = #condensate<granularity page>, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>, page_size = 16 : i64, tau = 1.000000e-04 : f64,
+// GENERIC: "condensate.certify"(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8) <{anchor = 0 : i64, base_units = 6 : i64, granularity = #condensate<granularity token>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>, page_size = 16 : i64, tau = 0.000000e+00 : f64,
+// GENERIC: "condensate.certify"(%arg0, %arg1, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8, %arg9, %arg10, %arg11) <{anchor = 1 : i64, base_units = 4 : i64, granularity = #condensate<granularity page>, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1>,
 func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>,
                    %w: memref<?xi32>, %idx: memref<?x2x6xi32>,
                    %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>,
@@ -318,6 +318,41 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>,
       pages(%pt : memref<?x?xi32>) vbox(%vb : memref<?x2x2x16xf32>)
       {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64,
        page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-04 : f64}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>)
+      lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>)
+      base(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>)
+      extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>)
+      stats(%st : memref<?x4x5xf32>) early(%e : memref<?x2xi32>)
+      {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64,
+       page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-04 : f64}
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @precertify
+// CHECK: condensate.precertify token q(%{{.*}} : memref<?x4x16xf32>) k(%{{.*}} : memref<?x2x16x16xf16>) pages(%{{.*}} : memref<?x?xi32>) scores(%[[SC:.*]] : memref<?x4x?xf32>) bounds(%[[SC]] : memref<?x4x?xf32>) lens(%{{.*}} : memref<?xi32>) indices(%{{.*}} : memref<?x2x6xi32>) early(%{{.*}} : memref<?x2xi32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, scale = 2.500000e-01 : f32, tau = 1.000000e-02 : f64, window = 16 : i64, window_max = 16 : i64}
+// CHECK: condensate.precertify page {{.*}} windows(%{{.*}} : memref<?xi32>) indices
+func.func @precertify(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>,
+                      %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>,
+                      %len: memref<?xi32>, %w: memref<?xi32>,
+                      %idx: memref<?x2x6xi32>, %e: memref<?x2xi32>) {
+  condensate.precertify token q(%q : memref<?x4x16xf32>)
+      k(%k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>)
+      scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>)
+      lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>)
+      early(%e : memref<?x2xi32>)
+      {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64,
+       page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-02 : f64,
+       scale = 0.25 : f32}
+  condensate.precertify page q(%q : memref<?x4x16xf32>)
+      k(%k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>)
+      scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>)
+      lens(%len : memref<?xi32>) windows(%w : memref<?xi32>)
+      indices(%idx : memref<?x2x6xi32>) early(%e : memref<?x2xi32>)
+      {anchor = 0 : i64, window = 8 : i64, window_max = 32 : i64,
+       page_size = 16 : i64, base_units = 6 : i64, tau = 0.5 : f64,
+       scale = 0.25 : f32}
   return
 }
 

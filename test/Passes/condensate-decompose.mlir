@@ -72,24 +72,29 @@ func.func @token(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?
 // -----
 
 // block_mean ranks pages by their mean key, which bounds nothing: the
-// certificate gets a second, block_minmax scoring of the same pages. With
-// max_extra = 0 a failing group goes straight to dense attention.
+// certificate gets a second, block_minmax scoring of the same pages, which
+// the early test reads too (it ranks by the mean scores, as selection
+// did). With max_extra = 0 a failing group goes straight to dense
+// attention.
 // CHECK-LABEL: func.func @mean
 // CHECK: %[[SC:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
 // CHECK-NEXT: condensate.score_pages block_mean {{.*}} scores(%[[SC]] : memref<?x4x?xf32>)
 // CHECK: condensate.select_topk page scores(%[[SC]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX:.*]] : memref<?x2x2xi32>)
-// CHECK: condensate.sparse_attend page {{.*}} partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>)
-// CHECK: %[[BND:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
+// CHECK: %[[EARLY:.*]] = memref.alloc(%{{.*}}) : memref<?x2xi32>
+// CHECK-NEXT: %[[BND:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
 // CHECK-NEXT: condensate.score_pages block_minmax {{.*}} scores(%[[BND]] : memref<?x4x?xf32>)
+// CHECK-NEXT: condensate.precertify page {{.*}} scores(%[[SC]] : memref<?x4x?xf32>) bounds(%[[BND]] : memref<?x4x?xf32>) {{.*}} indices(%[[IDX]] : memref<?x2x2xi32>) early(%[[EARLY]] : memref<?x2xi32>)
+// CHECK: condensate.sparse_attend page {{.*}} skip(%[[EARLY]] : memref<?x2xi32>) partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>)
+// CHECK-NOT: score_pages
 // With stats and summaries the certificate also boxes the omitted values
 // (one [min, max] row pair per kv head) for the merge's output bound.
 // CHECK: %[[VB:.*]] = memref.alloc(%{{.*}}) : memref<?x2x2x16xf32>
-// CHECK-NEXT: condensate.certify page scores(%[[BND]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x2xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%{{.*}} : memref<?x2xi32>) fallback(%[[FB:.*]] : memref<?x2xi32>) stats(%arg7 : memref<?x4x5xf32>) summaries(%arg5 : memref<?x2x5x16xf32>) pages(%arg3 : memref<?x?xi32>) vbox(%[[VB]] : memref<?x2x2x16xf32>) {anchor = 1 : i64, base_units = 2 : i64, page_size = 16 : i64, tau = 1.000000e-03 : f64, window = 16 : i64, window_max = 16 : i64}
+// CHECK-NEXT: condensate.certify page scores(%[[BND]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x2xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%{{.*}} : memref<?x2xi32>) fallback(%[[FB:.*]] : memref<?x2xi32>) stats(%arg7 : memref<?x4x5xf32>) early(%[[EARLY]] : memref<?x2xi32>) summaries(%arg5 : memref<?x2x5x16xf32>) pages(%arg3 : memref<?x?xi32>) vbox(%[[VB]] : memref<?x2x2x16xf32>) {anchor = 1 : i64, base_units = 2 : i64, page_size = 16 : i64, tau = 1.000000e-03 : f64, window = 16 : i64, window_max = 16 : i64}
 // CHECK-NOT: condensate.sparse_attend
 // CHECK: condensate.dense_attend {{.*}} mask(%[[FB]] : memref<?x2xi32>)
 // The certificate wrote eps_hat: the merge adds the output bound from it.
 // CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) fallback(%[[FB]] : memref<?x2xi32>) dense({{.*}}) out(%arg6 : memref<?x4x16xf32>) stats(%arg7 : memref<?x4x5xf32>) vbox(%[[VB]] : memref<?x2x2x16xf32>){{$}}
-// CHECK-COUNT-10: memref.dealloc
+// CHECK-COUNT-11: memref.dealloc
 // CHECK-NEXT: return
 func.func @mean(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>) {
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = block_mean, tau = 1.0e-3>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 1, target = cpu>}
@@ -133,25 +138,29 @@ func.func @window_stats(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: m
 
 // -----
 
-// tau > 0 with up to 8 extra pages: indices hold 4 + 8 slots; the extra
-// pass reads slots [4, 12) limited per group by the certificate's count; the
-// dense fallback is masked by the fallback flags; the merge takes all three.
+// tau > 0 with up to 8 extra pages: indices hold 4 + 8 slots; the early
+// test sends the groups whose certificate cannot pass to dense before the
+// sparse pass, which skips them; the extra pass reads slots [4, 12) limited
+// per group by the certificate's count; the dense fallback is masked by the
+// fallback flags; the merge takes all three.
 // CHECK-LABEL: func.func @certified
 // CHECK: condensate.score_pages block_minmax {{.*}} scores(%[[SC:.*]] : memref<?x4x?xf32>)
 // CHECK: %[[IDX:.*]] = memref.alloc(%{{.*}}) : memref<?x2x12xi32>
 // CHECK-NEXT: condensate.select_topk page {{.*}} indices(%[[IDX]] : memref<?x2x12xi32>) {anchor = 1 : i64, base = 4 : i64,
-// CHECK: condensate.sparse_attend page {{.*}} indices(%[[IDX]] : memref<?x2x12xi32>) partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 4 : i64, first = 0 : i64, include_forced = true,
+// CHECK-NEXT: %[[EARLY:.*]] = memref.alloc(%{{.*}}) : memref<?x2xi32>
+// CHECK-NEXT: condensate.precertify page q(%arg0 : memref<?x4x16xf32>) k(%arg1 : memref<?x2x16x16xf32>) pages(%arg3 : memref<?x?xi32>) scores(%[[SC]] : memref<?x4x?xf32>) bounds(%[[SC]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x12xi32>) early(%[[EARLY]] : memref<?x2xi32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, scale = 2.500000e-01 : f32, tau = 1.000000e-04 : f64, window = 64 : i64, window_max = 64 : i64}
+// CHECK: condensate.sparse_attend page {{.*}} indices(%[[IDX]] : memref<?x2x12xi32>) skip(%[[EARLY]] : memref<?x2xi32>) partials(%[[PO:.*]], %[[PML:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 4 : i64, first = 0 : i64, include_forced = true,
 // CHECK: %[[EXTRA:.*]] = memref.alloc(%{{.*}}) : memref<?x2xi32>
 // CHECK-NEXT: %[[FB:.*]] = memref.alloc(%{{.*}}) : memref<?x2xi32>
 // CHECK-NEXT: %[[ST:.*]] = memref.alloc(%{{.*}}) : memref<?x4x5xf32>
 // Without stats nobody reads an output bound: no value box.
-// CHECK-NEXT: condensate.certify page scores(%[[SC]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x12xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%[[EXTRA]] : memref<?x2xi32>) fallback(%[[FB]] : memref<?x2xi32>) stats(%[[ST]] : memref<?x4x5xf32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, tau = 1.000000e-04 : f64, window = 64 : i64, window_max = 64 : i64}
+// CHECK-NEXT: condensate.certify page scores(%[[SC]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) indices(%[[IDX]] : memref<?x2x12xi32>) base(%[[PO]], %[[PML]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%[[EXTRA]] : memref<?x2xi32>) fallback(%[[FB]] : memref<?x2xi32>) stats(%[[ST]] : memref<?x4x5xf32>) early(%[[EARLY]] : memref<?x2xi32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, tau = 1.000000e-04 : f64, window = 64 : i64, window_max = 64 : i64}
 // CHECK: condensate.sparse_attend page {{.*}} indices(%[[IDX]] : memref<?x2x12xi32>) limits(%[[EXTRA]] : memref<?x2xi32>) partials(%[[PO2:.*]], %[[PML2:.*]] : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 8 : i64, first = 4 : i64, include_forced = false,
 // CHECK: condensate.dense_attend {{.*}} mask(%[[FB]] : memref<?x2xi32>) partials(%[[POD:.*]], %[[PMLD:.*]] : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
 // CHECK-NEXT: condensate.merge partials(%[[PO]], %[[PML]], %[[PO2]], %[[PML2]] : {{.*}}) fallback(%[[FB]] : memref<?x2xi32>) dense(%[[POD]], %[[PMLD]] : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) out(%arg6 : memref<?x4x16xf32>) stats(%[[ST]] : memref<?x4x5xf32>){{$}}
 // SPLITS-LABEL: func.func @certified
 // SPLITS: condensate.dense_attend {{.*}} mask(%{{.*}} : memref<?x2xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x4x16xf32>, memref<?x4x4x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
-// CHECK-COUNT-11: memref.dealloc
+// CHECK-COUNT-12: memref.dealloc
 // CHECK-NEXT: return
 func.func @certified(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>) {
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<anchor = 1, window = 64, topk = 64, tau = 1.0e-4, max_extra = 8>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 4, extra_units = 8, splits = 1, target = cpu>}
@@ -166,7 +175,7 @@ func.func @certified(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memr
 // CHECK-LABEL: func.func @certified_token
 // CHECK: condensate.score_tokens
 // CHECK: %[[VB:.*]] = memref.alloc(%{{.*}}) : memref<?x2x2x16xf32>
-// CHECK-NEXT: condensate.certify token {{.*}} stats(%arg7 : memref<?x4x5xf32>) summaries(%arg5 : memref<?x2x5x16xf32>) pages(%arg3 : memref<?x?xi32>) vbox(%[[VB]] : memref<?x2x2x16xf32>) {anchor = 1 : i64, base_units = 8 : i64, page_size = 16 : i64,
+// CHECK-NEXT: condensate.certify token {{.*}} stats(%arg7 : memref<?x4x5xf32>) early(%{{.*}} : memref<?x2xi32>) summaries(%arg5 : memref<?x2x5x16xf32>) pages(%arg3 : memref<?x?xi32>) vbox(%[[VB]] : memref<?x2x2x16xf32>) {anchor = 1 : i64, base_units = 8 : i64, page_size = 16 : i64,
 // CHECK: condensate.merge {{.*}} stats(%arg7 : memref<?x4x5xf32>) vbox(%[[VB]] : memref<?x2x2x16xf32>){{$}}
 func.func @certified_token(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>) {
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 8, selector = exact, tau = 1.0e-3, max_extra = 4>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 8, extra_units = 4, splits = 1, target = cpu>}
@@ -179,7 +188,7 @@ func.func @certified_token(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v
 // the omitted values with: certify runs without a box and the merge reports
 // the output bound as NaN (not computed).
 // CHECK-LABEL: func.func @certified_token_no_summaries
-// CHECK: condensate.certify token {{.*}} stats(%arg6 : memref<?x4x5xf32>) {anchor
+// CHECK: condensate.certify token {{.*}} stats(%arg6 : memref<?x4x5xf32>) early(%{{.*}} : memref<?x2xi32>) {anchor
 // CHECK: condensate.merge {{.*}} stats(%arg6 : memref<?x4x5xf32>){{$}}
 func.func @certified_token_no_summaries(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>) {
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 8, selector = exact, tau = 1.0e-3, max_extra = 4>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 8, extra_units = 4, splits = 1, target = cpu>}

@@ -109,6 +109,7 @@ json accJSON(const Acc &a, const Acc *denseAcc, int64_t naturalTokens) {
     j["certified_head_steps"] = s.certified;
     j["cert_pass_rate"] = s.passRate();
     j["cert_fallback_rate"] = s.fallbackRate();
+    j["cert_early_fallback_rate"] = s.earlyFallbackRate();
     j["eps_hat_mean"] = s.epsMean;
     j["eps_hat_max"] = s.epsMax;
     j["extra_units_mean"] = s.extraMean;
@@ -228,7 +229,8 @@ Status writeResults(const StudyOptions &o, const StudyResults &r, bool final,
          "identical_logits,kl_mean,kl_p99,kl_max,natural_runs,surv16,"
          "surv32,surv64,surv128,surv256,qa_identical_answers,ppl,"
          "ppl_change,passkey_acc,multikey_acc,vartrack_acc,copy_acc,"
-         "positions_attended,bytes_read,cert_pass_rate,cert_fallback_rate,eps_true_mean,"
+         "positions_attended,bytes_read,cert_pass_rate,cert_fallback_rate,"
+         "cert_early_fallback_rate,eps_true_mean,"
          "eps_true_max,eps_true_above_ulp,certified_tokens_read,oracle_tokens,"
          "seconds\n";
   scsv << "policy,context,tokens,surviving_fraction,runs\n";
@@ -265,13 +267,13 @@ Status writeResults(const StudyOptions &o, const StudyResults &r, bool final,
                << j["natural_runs"].get<int64_t>() << "\n";
         }
       }
-      csv << "," << csvNum(j, "qa_identical_answers") << ","
-          << csvNum(j, "ppl") << "," << csvNum(j, "ppl_change") << ","
-          << accOf("passkey") << "," << accOf("multikey") << ","
-          << accOf("vartrack") << "," << accOf("copy") << ","
-          << csvNum(j, "positions_attended") << ","
+      csv << "," << csvNum(j, "qa_identical_answers") << "," << csvNum(j, "ppl")
+          << "," << csvNum(j, "ppl_change") << "," << accOf("passkey") << ","
+          << accOf("multikey") << "," << accOf("vartrack") << ","
+          << accOf("copy") << "," << csvNum(j, "positions_attended") << ","
           << csvNum(j, "bytes_read") << "," << csvNum(j, "cert_pass_rate")
           << "," << csvNum(j, "cert_fallback_rate") << ","
+          << csvNum(j, "cert_early_fallback_rate") << ","
           << csvNum(j, "eps_true_mean") << "," << csvNum(j, "eps_true_max")
           << "," << csvNum(j, "eps_true_above_float32_ulp") << ","
           << csvNum(j, "certified_tokens_read") << ","

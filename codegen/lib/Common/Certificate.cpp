@@ -92,6 +92,13 @@ ExtrasWalk mlir::condensate::walkExtras(
   return {walk[0], walk[1]};
 }
 
+Value mlir::condensate::ranksAfter(Emitter &e, const SelectionEnd &end,
+                                   Value key, Value u) {
+  Value below = e.cmp(arith::CmpIPredicate::ult, key, end.key);
+  Value tieAfter = e.band(e.eq(key, end.key), e.gt(u, end.unit));
+  return e.band(end.full, e.bor(below, tieAfter));
+}
+
 Value mlir::condensate::reportedEpsHat(Emitter &e, Value eps, Value fallback) {
   eps = e.truncf(eps, e.builder().getF32Type());
   eps = e.fmul(eps, e.f32(1.0 + 1.0 / (1 << 20)));

@@ -45,6 +45,21 @@ walkExtras(Emitter &e, const TargetInfo &target, Value indices, Value b,
            ValueRange zs,
            llvm::function_ref<Value(Emitter &, Value, int64_t)> mass);
 
+/// The certificate's early test (precertify) needs the units a selection
+/// can still leave out after all its extras: the candidates ranked after
+/// the rank-last unit of the slots, in select_topk's order (higher ranking
+/// key first, the lower unit on ties). `key` is that unit's ranking key
+/// (i32, compared unsigned), `unit` its index; `full` is false when a slot
+/// holds no unit (fewer candidates than slots: none is left out).
+struct SelectionEnd {
+  Value full; // i1
+  Value key;  // i32
+  Value unit; // index
+};
+/// Whether a candidate with ranking key `key` and index u ranks after the
+/// end, so that no extra can take it in.
+Value ranksAfter(Emitter &e, const SelectionEnd &end, Value key, Value u);
+
 /// eps_hat as reported in the stats: narrowed to f32 and rounded up so the
 /// narrowing cannot shrink it; 0 after a fallback (attention was dense).
 Value reportedEpsHat(Emitter &e, Value eps, Value fallback);

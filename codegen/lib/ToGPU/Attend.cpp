@@ -246,7 +246,7 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
   SmallVector<Value> operands{
       op.getQ(),    op.getKCache(),   op.getVCache(),   op.getPageTable(),
       op.getLens(), op.getPartialO(), op.getPartialMl()};
-  int64_t windowsIdx = -1, indicesIdx = -1, limitsIdx = -1;
+  int64_t windowsIdx = -1, indicesIdx = -1, limitsIdx = -1, skipIdx = -1;
   if (op.getWindows()) {
     windowsIdx = operands.size();
     operands.push_back(op.getWindows());
@@ -258,6 +258,10 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
   if (op.getLimits()) {
     limitsIdx = operands.size();
     operands.push_back(op.getLimits());
+  }
+  if (op.getSkip()) {
+    skipIdx = operands.size();
+    operands.push_back(op.getSkip());
   }
   auto fn = kb.createKernel(
       name, operands, attentionSharedTypes(op.getContext(), s),
@@ -276,6 +280,9 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
         CondensateSlots slotsInfo = CondensateSlots::of(e, op, list, w, n);
         Value limit = list.limit(e, limits, bb, g);
         auto [v0, v1] = list.splitRange(e, split);
+        // A skipped group attends nothing: its blocks write empty partials.
+        if (skipIdx >= 0)
+          v1 = e.select(e.ne(e.load(a[skipIdx], {bb, g}), e.i32(0)), v0, v1);
         Value scale = e.f32(op.getScale().convertToDouble());
         emitAttentionBody(
             e, s, q, k, v, pt, po, pml, bb, g, split, v0, v1, scale, smem,

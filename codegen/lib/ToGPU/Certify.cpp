@@ -1,6 +1,7 @@
 //===- Certify.cpp - the certificate kernel -------------------------------===//
 //
-// Lowers certify to one block per (kv head, sequence) with f64 mass sums;
+// Lowers precertify (the certificate's early test) and certify to one
+// block per (kv head, sequence) with f64 mass sums;
 // the omitted-value box with threads over (page rows, channels), rows
 // combined through shared memory.
 //
@@ -16,6 +17,217 @@ using namespace mlir::condensate;
 using namespace mlir::condensate::kernel;
 
 namespace {
+
+/// Lowers precertify (CondensateOps.td) to one block per (kv head,
+/// sequence): the slots' rank end by shared atomics, the per-head bound
+/// reference M by warp and block maxima, then Zhat and Ulow in f64; the
+/// forced positions' exact logits one position per thread.
+void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
+                     StringRef name) {
+  Location loc = op.getLoc();
+  MLIRContext *ctx = op.getContext();
+  int64_t hq = staticDim(op.getScores(), 1), d = staticDim(op.getQ(), 2);
+  int64_t hkv = staticDim(op.getIndices(), 1);
+  int64_t slots = staticDim(op.getIndices(), 2);
+  int64_t G = hq / hkv, base = op.getBaseUnits(), p = op.getPageSize();
+  int64_t forcedSlots = op.getAnchor() + op.getWindowMax();
+  double tau = op.getTau().convertToDouble();
+  int64_t unitTokens = op.getGranularity() == Granularity::page ? p : 1;
+  const int64_t threads = 256, warps = threads / kWarp;
+  Type f32 = b.getF32Type(), f64 = b.getF64Type(), i32 = b.getI32Type();
+  SmallVector<Value> operands{
+      op.getQ(),      op.getKCache(), op.getPageTable(), op.getScores(),
+      op.getBounds(), op.getLens(),   op.getIndices(),   op.getEarly()};
+  bool hasWindows = static_cast<bool>(op.getWindows());
+  if (hasWindows)
+    operands.push_back(op.getWindows());
+  SmallVector<Type> smem{
+      KernelBuilder::workgroupType(ctx, {3}, i32),        // full, key, unit
+      KernelBuilder::workgroupType(ctx, {warps, G}, f32), // warp maxima
+      KernelBuilder::workgroupType(ctx, {G}, f64),        // Zhat
+      KernelBuilder::workgroupType(ctx, {G}, f64)};       // Ulow
+  auto fn = kb.createKernel(
+      name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
+        Value q = a[0], kCache = a[1], pageTable = a[2], scores = a[3];
+        Value bounds = a[4], lens = a[5], indices = a[6], earlyOut = a[7];
+        Value windows = hasWindows ? a[8] : Value();
+        Value smEnd = sm[0], smMax = sm[1], smZ = sm[2], smU = sm[3];
+        Value tid = e.tid();
+        Value g = e.bid(gpu::Dimension::x), bb = e.bid(gpu::Dimension::y);
+        Value n = e.loadIndex(lens, {bb});
+        Value w =
+            effectiveWindow(e, windows, bb, op.getWindow(), op.getWindowMax());
+        Value unit = e.idx(unitTokens), anchor = e.idx(op.getAnchor());
+        Value numUnits = e.ceilDiv(n, unit);
+        const TargetInfo &target = nvvmTarget();
+        CandidateUnits units{unit, anchor, n, w};
+        auto head = [&](Emitter &e, int64_t i) {
+          return e.add(e.mul(g, e.idx(G)), e.idx(i));
+        };
+        auto key = [&](Emitter &e, Value u) {
+          return rankingKey(e, target, units, scores, bb, g, u, G).key;
+        };
+        e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
+          e.store(e.i32(1), smEnd, {e.idx(0)});
+          e.store(e.i32(-1), smEnd, {e.idx(1)});
+          e.store(e.i32(-1), smEnd, {e.idx(2)});
+        });
+        for (int64_t i = 0; i < G; ++i)
+          e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &e) {
+            e.store(e.f64(0.0), smZ, {e.idx(i)});
+            e.store(e.f64(0.0), smU, {e.idx(i)});
+          });
+        e.barrier();
+        // The rank end of the slots: the lowest key, then the highest unit
+        // holding it; an empty slot means nothing is left out.
+        e.forLoop(tid, e.idx(slots), e.idx(threads), {},
+                  [&](Emitter &ee, Value j, ValueRange) -> SmallVector<Value> {
+                    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                    Value u = e.loadIndex(indices, {bb, g, j});
+                    Value have = e.ge(u, e.idx(0));
+                    e.ifThen(e.bnot(have), [&](Emitter &e) {
+                      e.store(e.i32(0), smEnd, {e.idx(0)});
+                    });
+                    e.ifThen(have, [&](Emitter &ee) {
+                      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                      e.atomic(arith::AtomicRMWKind::minu, smEnd, {e.idx(1)},
+                               key(e, u));
+                    });
+                    return {};
+                  });
+        e.barrier();
+        Value endKey = e.load(smEnd, {e.idx(1)});
+        e.forLoop(tid, e.idx(slots), e.idx(threads), {},
+                  [&](Emitter &ee, Value j, ValueRange) -> SmallVector<Value> {
+                    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                    Value u = e.loadIndex(indices, {bb, g, j});
+                    Value have = e.ge(u, e.idx(0));
+                    Value uSafe = e.select(have, u, e.idx(0));
+                    e.ifThen(e.band(have, e.eq(key(e, uSafe), endKey)),
+                             [&](Emitter &ee) {
+                               GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                               e.atomic(arith::AtomicRMWKind::maxs, smEnd,
+                                        {e.idx(2)}, e.toI32(uSafe));
+                             });
+                    return {};
+                  });
+        // The bound reference M of each head: thread, warp, block maxima.
+        SmallVector<Value> init(G, e.negInf());
+        auto local = e.forLoop(
+            tid, numUnits, e.idx(threads), init,
+            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
+              SmallVector<Value> out;
+              for (int64_t i = 0; i < G; ++i)
+                out.push_back(
+                    e.fmax(acc[i], e.load(bounds, {bb, head(e, i), u})));
+              return out;
+            });
+        Value lane = e.rems(tid, e.idx(kWarp)),
+              warp = e.divs(tid, e.idx(kWarp));
+        for (int64_t i = 0; i < G; ++i) {
+          Value mw = laneMax(e, target, local[i], kWarp);
+          e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+            e.store(mw, smMax, {warp, e.idx(i)});
+          });
+        }
+        e.barrier();
+        SmallVector<Value> ms;
+        for (int64_t i = 0; i < G; ++i) {
+          Value m = e.load(smMax, {e.idx(0), e.idx(i)});
+          for (int64_t r = 1; r < warps; ++r)
+            m = e.fmax(m, e.load(smMax, {e.idx(r), e.idx(i)}));
+          ms.push_back(m);
+        }
+        SelectionEnd end{e.ne(e.load(smEnd, {e.idx(0)}), e.i32(0)), endKey,
+                         e.loadIndex(smEnd, {e.idx(2)})};
+        auto mass = [&](Emitter &e, Value u, int64_t i) {
+          return unitMassBound(e, target, units.count(e, u),
+                               e.load(bounds, {bb, head(e, i), u}), ms[i]);
+        };
+        SmallVector<Value> zero(G, e.f64(0.0));
+        // Ulow: the candidates no extra can take in.
+        auto low = e.forLoop(
+            tid, numUnits, e.idx(threads), zero,
+            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
+              Value after = ranksAfter(e, end, key(e, u), u);
+              SmallVector<Value> out;
+              for (int64_t i = 0; i < G; ++i)
+                out.push_back(
+                    e.select(after, e.fadd(acc[i], mass(e, u, i)), acc[i]));
+              return out;
+            });
+        // Zhat: the base units' bounds ...
+        auto zBase = e.forLoop(
+            tid, e.idx(base), e.idx(threads), zero,
+            [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+              Value u = e.loadIndex(indices, {bb, g, j});
+              Value have = e.ge(u, e.idx(0));
+              Value uSafe = e.select(have, u, e.idx(0));
+              SmallVector<Value> out;
+              for (int64_t i = 0; i < G; ++i)
+                out.push_back(
+                    e.select(have, e.fadd(acc[i], mass(e, uSafe, i)), acc[i]));
+              return out;
+            });
+        // ... and the forced positions' exact logits, one position a
+        // thread: [0, min(A, n)) and [max(A, n - W), n).
+        Value scale = e.f32(op.getScale().convertToDouble());
+        Value anchorEnd = e.mins(anchor, n);
+        Value windowBegin = e.maxs(anchor, e.sub(n, w));
+        auto zForced = e.forLoop(
+            tid, e.idx(forcedSlots), e.idx(threads), zBase,
+            [&](Emitter &e, Value v, ValueRange acc) -> SmallVector<Value> {
+              Value inAnchor = e.lt(v, anchor);
+              Value t =
+                  e.select(inAnchor, v, e.add(windowBegin, e.sub(v, anchor)));
+              Value valid = e.select(inAnchor, e.lt(v, anchorEnd), e.lt(t, n));
+              return e.ifElse(
+                  valid, ValueRange(acc).getTypes(),
+                  [&](Emitter &e) -> SmallVector<Value> {
+                    Value page =
+                        e.loadIndex(pageTable, {bb, e.divs(t, e.idx(p))});
+                    Value off = e.rems(t, e.idx(p));
+                    SmallVector<Value> dots(G, e.f32(0.0));
+                    auto sums = e.forLoop(
+                        e.idx(0), e.idx(d), e.idx(1), dots,
+                        [&](Emitter &e, Value c,
+                            ValueRange s) -> SmallVector<Value> {
+                          Value kc = e.toF32(e.load(kCache, {page, g, off, c}));
+                          SmallVector<Value> out;
+                          for (int64_t i = 0; i < G; ++i)
+                            out.push_back(e.fadd(
+                                s[i],
+                                e.fmul(e.load(q, {bb, head(e, i), c}), kc)));
+                          return out;
+                        });
+                    SmallVector<Value> out;
+                    for (int64_t i = 0; i < G; ++i)
+                      out.push_back(
+                          e.fadd(acc[i],
+                                 unitMassBound(e, target, e.idx(1),
+                                               e.fmul(sums[i], scale), ms[i])));
+                    return out;
+                  },
+                  [&](Emitter &) -> SmallVector<Value> {
+                    return SmallVector<Value>(acc);
+                  });
+            });
+        for (int64_t i = 0; i < G; ++i) {
+          e.atomicAddF64(smZ, {e.idx(i)}, zForced[i]);
+          e.atomicAddF64(smU, {e.idx(i)}, low[i]);
+        }
+        e.barrier();
+        e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
+          Value worst = e.f64(0.0);
+          for (int64_t i = 0; i < G; ++i)
+            worst = e.fmax(worst, epsHat(e, target, e.load(smU, {e.idx(i)}),
+                                         e.load(smZ, {e.idx(i)})));
+          Value early = e.fcmp(arith::CmpFPredicate::OGT, worst, e.f64(tau));
+          e.store(e.select(early, e.i32(1), e.i32(0)), earlyOut, {bb, g});
+        });
+      });
+  launchPerGroup(b, loc, fn, op.getScores(), hkv, threads, operands);
+}
 
 void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                   StringRef name) {
@@ -36,6 +248,11 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   if (op.getWindows())
     operands.push_back(op.getWindows());
   bool hasWindows = static_cast<bool>(op.getWindows());
+  int64_t earlyIdx = -1;
+  if (op.getEarly()) {
+    earlyIdx = operands.size();
+    operands.push_back(op.getEarly());
+  }
   // The value box: one warp per page row (lanes over channels, `boxPer`
   // channels each), `boxRows` rows in flight, combined through shared
   // memory.
@@ -65,7 +282,12 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         Value n = e.loadIndex(lens, {bb});
         Value w =
             effectiveWindow(e, windows, bb, op.getWindow(), op.getWindowMax());
-        Value nu = e.dim(scores, 2);
+        // A group the early test sent to dense had no sparse pass: it sums
+        // nothing and falls back.
+        Value early = e.i1(false);
+        if (earlyIdx >= 0)
+          early = e.ne(e.load(a[earlyIdx], {bb, g}), e.i32(0));
+        Value nu = e.select(early, e.idx(0), e.dim(scores, 2));
         Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
         Value splits = e.dim(pml, 2);
         auto head = [&](Emitter &e, int64_t i) {
@@ -190,6 +412,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           Value fits = e.fcmp(arith::CmpFPredicate::OLE, worstEps, e.f64(tau));
           fallback = e.bor(fallback, e.bnot(fits));
         }
+        fallback = e.bor(fallback, early);
         Value extraKept = e.select(fallback, e.idx(0), extra);
         if (hasBox) {
           Value summaries = a[boxIdx], pageTable = a[boxIdx + 1];
@@ -288,7 +511,8 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             Value h = head(e, i);
             e.store(eps, stats, {bb, h, e.idx(StatEpsHat)});
             e.store(e.indexToF32(extraKept), stats, {bb, h, e.idx(StatExtra)});
-            e.store(e.select(fallback, e.f32(1.0), e.f32(0.0)), stats,
+            Value flag = e.select(fallback, e.f32(kFellBack), e.f32(0.0));
+            e.store(e.select(early, e.f32(kFellBackEarly), flag), stats,
                     {bb, h, e.idx(StatFallback)});
           });
         }
@@ -306,4 +530,6 @@ void mlir::condensate::populateCertifyToGPUPatterns(RewritePatternSet &patterns,
                                                     gpu::GPUModuleOp kernels) {
   MLIRContext *ctx = patterns.getContext();
   patterns.add<KernelPattern<CertifyOp, lowerCertify>>(ctx, kernels, "certify");
+  patterns.add<KernelPattern<PrecertifyOp, lowerPrecertify>>(ctx, kernels,
+                                                             "precertify");
 }

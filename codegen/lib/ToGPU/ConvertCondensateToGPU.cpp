@@ -36,9 +36,7 @@ struct ConvertCondensateToGPUPass
     SmallVector<Operation *> stages;
     bool decomposed = true;
     module.walk([&](Operation *op) {
-      if (isa<ScorePagesOp, ScoreTokensOp, ScoreSketchOp, SelectTopKOp,
-              SparseAttendOp, DenseAttendOp, CertifyOp, MergeOp, AppendKVOp>(
-              op))
+      if (isStageOp(op))
         stages.push_back(op);
       if (auto d = dyn_cast<DecodeAttentionOp>(op)) {
         d.emitOpError() << "must be decomposed before lowering to GPU "

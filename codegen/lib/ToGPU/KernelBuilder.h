@@ -135,6 +135,10 @@ public:
     return memref::AtomicRMWOp::create(builder(), location(),
                                        arith::AtomicRMWKind::addf, v, mem, ivs);
   }
+  Value atomic(arith::AtomicRMWKind kind, Value mem, ValueRange ivs, Value v) {
+    return memref::AtomicRMWOp::create(builder(), location(), kind, v, mem,
+                                       ivs);
+  }
 };
 
 /// Builds kernels into one gpu.module and launches them from the host.

@@ -69,9 +69,14 @@ void lowerSparseAttend(SparseAttendOp op, Emitter &e,
       Value g = e.divs(h, e.idx(group));
       SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
       Value limit = list.limit(e, op.getLimits(), b, g);
+      Value skipped;
+      if (op.getSkip())
+        skipped = e.ne(e.load(op.getSkip(), {b, g}), e.i32(0));
       e.forEach(e.idx(0), e.idx(list.splits), [&](Emitter &e, Value s) {
         RowOps row{e, d};
         auto [v0, v1] = list.splitRange(e, s);
+        if (skipped)
+          v1 = e.select(skipped, v0, v1);
         SmallVector<Value> init = Softmax::init(e, row);
         auto state = e.forLoop(
             v0, v1, e.idx(1), init,

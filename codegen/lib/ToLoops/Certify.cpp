@@ -1,8 +1,9 @@
 //===- Certify.cpp - the certificate as loops -----------------------------===//
 //
-// Lowers certify: the omitted-mass bound eps_hat in f64 over the base set,
-// the walk over the extras until it is within tau, and the value box of the
-// omitted positions.
+// Lowers precertify, the certificate's early test, and certify: the
+// omitted-mass bound eps_hat in f64 over the base set, the walk over the
+// extras until it is within tau, and the value box of the omitted
+// positions.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -78,6 +79,112 @@ void emitValueBox(Emitter &e, CertifyOp op, Value marks, Value b, Value g,
   row.storeRow(all.drop_front(row.chunks()), op.getVbox(), {b, g, e.idx(1)});
 }
 
+/// Lowers precertify (CondensateOps.td): per (sequence, kv head) the rank
+/// end of the slots, then per query head the bound reference M, Zhat over
+/// the forced positions' exact logits and the base units' bounds, and Ulow
+/// over the candidates no extra can take in.
+void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
+  int64_t hq = staticDim(op.getScores(), 1), d = staticDim(op.getQ(), 2);
+  int64_t hkv = staticDim(op.getIndices(), 1);
+  int64_t slots = staticDim(op.getIndices(), 2);
+  int64_t group = hq / hkv, base = op.getBaseUnits(), p = op.getPageSize();
+  double tau = op.getTau().convertToDouble();
+  int64_t unitTokens = op.getGranularity() == Granularity::page ? p : 1;
+  Value scale = e.f32(op.getScale().convertToDouble());
+  Value batch = e.dim(op.getScores(), 0);
+  Value zero32 = e.i32(0), one32 = e.i32(1);
+  Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
+  const TargetInfo &target = loopsTarget();
+  e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
+    Value n = e.loadIndex(op.getLens(), {b});
+    Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
+                              op.getWindowMax());
+    Value numUnits = e.ceilDiv(n, unit);
+    CandidateUnits units{unit, anchor, n, w};
+    // Forced positions: [0, min(A, n)) and [max(A, n - W), n).
+    Value anchorEnd = e.mins(anchor, n);
+    Value windowBegin = e.maxs(anchor, e.sub(n, w));
+    e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
+      auto key = [&](Emitter &e, Value u) {
+        return rankingKey(e, target, units, op.getScores(), b, g, u, group,
+                          zero32, one32)
+            .key;
+      };
+      // The rank end of the slots.
+      SmallVector<Value> endInit{e.i1(true), e.i32(-1), e.idx(-1)};
+      auto end = e.forLoop(
+          e.idx(0), e.idx(slots), e.idx(1), endInit,
+          [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+            Value u = e.loadIndex(op.getIndices(), {b, g, j});
+            Value have = e.ge(u, e.idx(0));
+            Value uSafe = e.select(have, u, e.idx(0));
+            Value k = key(e, uSafe);
+            SelectionEnd cur{acc[0], acc[1], acc[2]};
+            // A unit ranked after the running end becomes the end.
+            Value later = ranksAfter(
+                e, SelectionEnd{e.i1(true), acc[1], acc[2]}, k, uSafe);
+            Value first = e.lt(acc[2], e.idx(0));
+            Value take = e.band(have, e.bor(first, later));
+            return {e.band(cur.full, have), e.select(take, k, acc[1]),
+                    e.select(take, uSafe, acc[2])};
+          });
+      SelectionEnd selEnd{end[0], end[1], end[2]};
+      SmallVector<Value> eps;
+      for (int64_t i = 0; i < group; ++i) {
+        Value h = e.add(e.mul(g, e.idx(group)), e.idx(i));
+        Value bounds = op.getBounds();
+        Value m = e.forLoop(
+            e.idx(0), numUnits, e.idx(1), {e.negInf()},
+            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
+              return {e.fmax(acc[0], e.load(bounds, {b, h, u}))};
+            })[0];
+        RowOps row{e, d};
+        SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
+        auto forcedMass = [&](Emitter &e, Value t0, Value t1, Value z) {
+          return e.forLoop(
+              t0, t1, e.idx(1), {z},
+              [&](Emitter &e, Value t, ValueRange acc) -> SmallVector<Value> {
+                RowOps row{e, d};
+                Value page =
+                    e.loadIndex(op.getPageTable(), {b, e.divs(t, e.idx(p))});
+                Value off = e.rems(t, e.idx(p));
+                Value l =
+                    e.fmul(row.dot(q, op.getKCache(), {page, g, off}), scale);
+                return {
+                    e.fadd(acc[0], unitMassBound(e, target, e.idx(1), l, m))};
+              })[0];
+        };
+        Value z = forcedMass(e, e.idx(0), anchorEnd, e.f64(0.0));
+        z = forcedMass(e, windowBegin, n, z);
+        z = e.forLoop(
+            e.idx(0), e.idx(base), e.idx(1), {z},
+            [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+              Value u = e.loadIndex(op.getIndices(), {b, g, j});
+              Value have = e.ge(u, e.idx(0));
+              Value uSafe = e.select(have, u, e.idx(0));
+              Value mass = unitMassBound(e, target, units.count(e, uSafe),
+                                         e.load(bounds, {b, h, uSafe}), m);
+              return {e.select(have, e.fadd(acc[0], mass), acc[0])};
+            })[0];
+        Value low = e.forLoop(
+            e.idx(0), numUnits, e.idx(1), {e.f64(0.0)},
+            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
+              Value after = ranksAfter(e, selEnd, key(e, u), u);
+              Value mass = unitMassBound(e, target, units.count(e, u),
+                                         e.load(bounds, {b, h, u}), m);
+              return {e.select(after, e.fadd(acc[0], mass), acc[0])};
+            })[0];
+        eps.push_back(epsHat(e, target, low, z));
+      }
+      Value worst = e.f64(0.0);
+      for (Value x : eps)
+        worst = e.fmax(worst, x);
+      Value early = e.fcmp(arith::CmpFPredicate::OGT, worst, e.f64(tau));
+      e.store(e.select(early, one32, zero32), op.getEarly(), {b, g});
+    });
+  });
+}
+
 void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
   Location loc = op.getLoc();
   int64_t hq = staticDim(op.getScores(), 1);
@@ -112,80 +219,100 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
     Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
                               op.getWindowMax());
     e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
-      SmallVector<Value> heads, ms, zs;
-      for (int64_t i = 0; i < group; ++i) {
-        Value h = e.add(e.mul(g, e.idx(group)), e.idx(i));
-        auto [m, z] = partialMaxAndTotal(e, op.getPartialMl(),
-                                         e.dim(op.getPartialMl(), 2), b, h);
-        heads.push_back(h);
-        ms.push_back(m);
-        zs.push_back(e.extf(z, f64));
-      }
-      const TargetInfo &target = loopsTarget();
-      CandidateUnits units{unit, anchor, n, w};
-      // The mass bound of unit u for head i, in f64.
-      auto unitMass = [&](Emitter &e, Value u, int64_t i) {
-        Value cnt = units.count(e, u);
-        Value bound = e.load(op.getScores(), {b, heads[i], u});
-        return unitMassBound(e, target, cnt, bound, ms[i]);
-      };
-      // U over every unmarked candidate unit.
-      auto omitted = [&](Emitter &e) {
-        SmallVector<Value> init(group, e.f64(0.0));
-        return e.forLoop(
-            e.idx(0), nu, e.idx(1), init,
-            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
-              Value unmarked = e.eq(e.load(marks, {u}), zero8);
-              return e.ifElse(
-                  unmarked, ValueRange(acc).getTypes(),
-                  [&](Emitter &e) -> SmallVector<Value> {
-                    SmallVector<Value> out;
-                    for (int64_t i = 0; i < group; ++i)
-                      out.push_back(e.fadd(acc[i], unitMass(e, u, i)));
-                    return out;
-                  },
-                  [&](Emitter &) -> SmallVector<Value> {
-                    return SmallVector<Value>(acc);
-                  });
-            });
-      };
-      markUnits(e, b, g, e.idx(0), e.idx(base), one8);
-      SmallVector<Value> us = omitted(e);
-      Value extra = e.idx(0), fallback = e.i1(false);
-      if (tau > 0.0) {
-        // Walk the extras in order, removing their mass, until the worst
-        // head's bound is within tau.
-        ExtrasWalk walk = walkExtras(e, target, op.getIndices(), b, g, base,
-                                     extraMax, tau, us, zs, unitMass);
-        Value done = walk.done;
-        extra = e.select(done, walk.taken, e.idx(0));
-        // Sum the bound afresh for the final set and decide on it: the
-        // walk subtracts, and subtracting a dominant (or infinite) term
-        // cancels the rest.
-        markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), one8);
-        us = omitted(e);
-        Value fits = e.fcmp(arith::CmpFPredicate::OLE,
-                            worstEpsHat(e, target, us, zs), e.f64(tau));
-        fallback = e.bnot(e.band(done, fits));
-      }
-      // The marks now hold the final set: box the values it leaves out.
-      if (op.getVbox())
-        emitValueBox(e, op, marks, b, g, n, w, fallback);
-      if (tau > 0.0)
-        markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), zero8);
-      markUnits(e, b, g, e.idx(0), e.idx(base), zero8);
-      Value extraKept = e.select(fallback, e.idx(0), extra);
-      e.store(e.toI32(extraKept), op.getExtra(), {b, g});
-      e.store(e.select(fallback, e.i32(1), e.i32(0)), op.getFallback(), {b, g});
-      Value extraF = e.indexToF32(extraKept);
-      Value fbF = e.select(fallback, e.f32(1.0), e.f32(0.0));
-      for (int64_t i = 0; i < group; ++i) {
-        Value eps =
-            reportedEpsHat(e, epsHat(e, target, us[i], zs[i]), fallback);
-        e.store(eps, op.getStats(), {b, heads[i], e.idx(StatEpsHat)});
-        e.store(extraF, op.getStats(), {b, heads[i], e.idx(StatExtra)});
-        e.store(fbF, op.getStats(), {b, heads[i], e.idx(StatFallback)});
-      }
+      // A group the early test sent to dense had no sparse pass.
+      Value early = e.i1(false);
+      if (op.getEarly())
+        early = e.ne(e.load(op.getEarly(), {b, g}), e.i32(0));
+      e.ifThen(early, [&](Emitter &e) {
+        if (op.getVbox())
+          emitValueBox(e, op, marks, b, g, n, w, e.i1(true));
+        e.store(e.i32(0), op.getExtra(), {b, g});
+        e.store(e.i32(1), op.getFallback(), {b, g});
+        for (int64_t i = 0; i < group; ++i) {
+          Value h = e.add(e.mul(g, e.idx(group)), e.idx(i));
+          e.store(e.f32(0.0), op.getStats(), {b, h, e.idx(StatEpsHat)});
+          e.store(e.f32(0.0), op.getStats(), {b, h, e.idx(StatExtra)});
+          e.store(e.f32(kFellBackEarly), op.getStats(),
+                  {b, h, e.idx(StatFallback)});
+        }
+      });
+      e.ifThen(e.bnot(early), [&](Emitter &e) {
+        SmallVector<Value> heads, ms, zs;
+        for (int64_t i = 0; i < group; ++i) {
+          Value h = e.add(e.mul(g, e.idx(group)), e.idx(i));
+          auto [m, z] = partialMaxAndTotal(e, op.getPartialMl(),
+                                           e.dim(op.getPartialMl(), 2), b, h);
+          heads.push_back(h);
+          ms.push_back(m);
+          zs.push_back(e.extf(z, f64));
+        }
+        const TargetInfo &target = loopsTarget();
+        CandidateUnits units{unit, anchor, n, w};
+        // The mass bound of unit u for head i, in f64.
+        auto unitMass = [&](Emitter &e, Value u, int64_t i) {
+          Value cnt = units.count(e, u);
+          Value bound = e.load(op.getScores(), {b, heads[i], u});
+          return unitMassBound(e, target, cnt, bound, ms[i]);
+        };
+        // U over every unmarked candidate unit.
+        auto omitted = [&](Emitter &e) {
+          SmallVector<Value> init(group, e.f64(0.0));
+          return e.forLoop(
+              e.idx(0), nu, e.idx(1), init,
+              [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
+                Value unmarked = e.eq(e.load(marks, {u}), zero8);
+                return e.ifElse(
+                    unmarked, ValueRange(acc).getTypes(),
+                    [&](Emitter &e) -> SmallVector<Value> {
+                      SmallVector<Value> out;
+                      for (int64_t i = 0; i < group; ++i)
+                        out.push_back(e.fadd(acc[i], unitMass(e, u, i)));
+                      return out;
+                    },
+                    [&](Emitter &) -> SmallVector<Value> {
+                      return SmallVector<Value>(acc);
+                    });
+              });
+        };
+        markUnits(e, b, g, e.idx(0), e.idx(base), one8);
+        SmallVector<Value> us = omitted(e);
+        Value extra = e.idx(0), fallback = e.i1(false);
+        if (tau > 0.0) {
+          // Walk the extras in order, removing their mass, until the worst
+          // head's bound is within tau.
+          ExtrasWalk walk = walkExtras(e, target, op.getIndices(), b, g, base,
+                                       extraMax, tau, us, zs, unitMass);
+          Value done = walk.done;
+          extra = e.select(done, walk.taken, e.idx(0));
+          // Sum the bound afresh for the final set and decide on it: the
+          // walk subtracts, and subtracting a dominant (or infinite) term
+          // cancels the rest.
+          markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), one8);
+          us = omitted(e);
+          Value fits = e.fcmp(arith::CmpFPredicate::OLE,
+                              worstEpsHat(e, target, us, zs), e.f64(tau));
+          fallback = e.bnot(e.band(done, fits));
+        }
+        // The marks now hold the final set: box the values it leaves out.
+        if (op.getVbox())
+          emitValueBox(e, op, marks, b, g, n, w, fallback);
+        if (tau > 0.0)
+          markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), zero8);
+        markUnits(e, b, g, e.idx(0), e.idx(base), zero8);
+        Value extraKept = e.select(fallback, e.idx(0), extra);
+        e.store(e.toI32(extraKept), op.getExtra(), {b, g});
+        e.store(e.select(fallback, e.i32(1), e.i32(0)), op.getFallback(),
+                {b, g});
+        Value extraF = e.indexToF32(extraKept);
+        Value fbF = e.select(fallback, e.f32(kFellBack), e.f32(0.0));
+        for (int64_t i = 0; i < group; ++i) {
+          Value eps =
+              reportedEpsHat(e, epsHat(e, target, us[i], zs[i]), fallback);
+          e.store(eps, op.getStats(), {b, heads[i], e.idx(StatEpsHat)});
+          e.store(extraF, op.getStats(), {b, heads[i], e.idx(StatExtra)});
+          e.store(fbF, op.getStats(), {b, heads[i], e.idx(StatFallback)});
+        }
+      });
     });
   });
   memref::DeallocOp::create(rewriter, loc, marks);
@@ -196,4 +323,6 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
 void mlir::condensate::populateCertifyToLoopsPatterns(
     RewritePatternSet &patterns) {
   patterns.add<LoopPattern<CertifyOp, lowerCertify>>(patterns.getContext());
+  patterns.add<LoopPattern<PrecertifyOp, lowerPrecertify>>(
+      patterns.getContext());
 }

@@ -46,9 +46,7 @@ struct ConvertCondensateToLoopsPass
             applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
     WalkResult left = getOperation().walk([](Operation *op) {
-      if (isa<ScorePagesOp, ScoreTokensOp, ScoreSketchOp, SelectTopKOp,
-              SparseAttendOp,
-              DenseAttendOp, CertifyOp, MergeOp, AppendKVOp>(op)) {
+      if (isStageOp(op)) {
         op->emitOpError() << "could not be lowered to loops";
         return WalkResult::interrupt();
       }

@@ -15,6 +15,7 @@
 
 #include "Half.h"
 
+#include "condensate/ABI/AttentionABI.h"
 #include "condensate/Compiler/CPUProgram.h"
 #include "condensate/Compiler/Compiler.h"
 #include "condensate/Runtime/Reference.h"
@@ -364,6 +365,14 @@ inline bool expectSummariesMatch(const ModelShape &s, const CacheCase &c,
   return true;
 }
 
+/// Whether the early test's bound eps_early is too near tau for a kernel and
+/// the float64 reference to agree on it: the kernels add the certificate's
+/// margin to every term and round the anchor and window logits in float32,
+/// so they may differ by 2% (+1e-7, as eps_hat is compared).
+inline bool earlyNearTau(double epsEarly, double tau) {
+  return std::fabs(epsEarly - tau) <= 0.02 * tau + 1e-7;
+}
+
 /// Summary of one comparison.
 struct CheckReport {
   int64_t heads = 0;
@@ -371,6 +380,8 @@ struct CheckReport {
   double worstRelError = 0.0;
   double worstEpsRatio = 0.0; ///< max epsTrue / eps_hat over checked heads
   int64_t withExtra = 0, fallbacks = 0, certified = 0;
+  /// Fallbacks the certificate's early test decided before the sparse pass.
+  int64_t early = 0;
   /// Certified, non-fallback heads whose output error was checked against
   /// the bound, and those among them with an error over 100 times the float
   /// rounding allowance (where the check has something to hold).
@@ -385,6 +396,7 @@ struct CheckReport {
     certified += r.certified;
     withExtra += r.withExtra;
     fallbacks += r.fallbacks;
+    early += r.early;
     boundChecked += r.boundChecked;
     boundNontrivial += r.boundNontrivial;
     worstRelError = std::max(worstRelError, r.worstRelError);
@@ -514,6 +526,15 @@ inline CheckReport checkLayer(Executor &exec, int64_t layer,
         ++report.certified;
         report.withExtra += st0[2] > 0;
         report.fallbacks += st0[3] != 0;
+        // The early test agrees with the reference's, up to rounding at
+        // tau.
+        const bool early =
+            st0[kStatFallback] == ::condensate::abi::kFellBackEarly;
+        report.early += early;
+        if (p.tau > 0.0 && !earlyNearTau(hr.epsEarly, p.tau)) {
+          EXPECT_EQ(early, hr.early)
+              << where.str() << " reference eps_early " << hr.epsEarly;
+        }
       }
       if (p.certified() && st0[3] == 0.0f) {
         EXPECT_LE(st0[0], p.tau * (1 + 1e-3) + 1e-12) << where.str();

@@ -86,18 +86,22 @@ TEST_P(CPUAttention, MatchesReferenceOnRandomCaches) {
   // 9 nontrivial per query head are typical).
   EXPECT_GT(total.withExtra, 0);
   EXPECT_GT(total.fallbacks, 0);
+  // ... some of them decided by the early test, before the sparse pass.
+  EXPECT_GT(total.early, 0);
+  EXPECT_LT(total.early, total.fallbacks + 1);
   // Most sketch heads are checked (two sketch layers, 9 sequences, 3 modes).
   EXPECT_GT(sketchHeads, 27 * shape.qHeads);
   EXPECT_GT(total.boundChecked, 40 * shape.qHeads);
   EXPECT_GT(total.boundNontrivial, 3 * shape.qHeads);
   std::printf("heads %lld, certified %lld (with extras %lld, dense fallback "
-              "%lld), worst relative error %.2e, worst eps/eps_hat %.3f; "
+              "%lld, %lld of them early), worst relative error %.2e, worst "
+              "eps/eps_hat %.3f; "
               "output bound checked on %lld heads (%lld with error beyond "
               "rounding), worst error/bound %.3f, worst bound vs reference "
               "%.2e\n",
               (long long)total.heads, (long long)total.certified,
               (long long)total.withExtra, (long long)total.fallbacks,
-              total.worstRelError, total.worstEpsRatio,
+              (long long)total.early, total.worstRelError, total.worstEpsRatio,
               (long long)total.boundChecked, (long long)total.boundNontrivial,
               total.worstBoundRatio, total.worstBoundRelDiff);
 }

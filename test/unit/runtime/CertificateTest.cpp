@@ -30,6 +30,8 @@
 //===----------------------------------------------------------------------===//
 #include "AttentionHarness.h"
 
+#include "condensate/ABI/AttentionABI.h"
+
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -80,6 +82,7 @@ struct Tally {
   int64_t passes = 0;    ///< certified with the base set
   int64_t extras = 0;    ///< certified after adding extra units
   int64_t fallbacks = 0; ///< fell back to dense attention
+  int64_t early = 0;     ///< of which decided before the sparse pass
   int64_t nearTies = 0;  ///< checked against the reference's own bound
   /// eps_true > eps_hat with eps_true below float32's normal range.
   int64_t belowFloat32 = 0;
@@ -97,6 +100,7 @@ struct Tally {
     passes += o.passes;
     extras += o.extras;
     fallbacks += o.fallbacks;
+    early += o.early;
     nearTies += o.nearTies;
     belowFloat32 += o.belowFloat32;
     failures += o.failures;
@@ -105,8 +109,8 @@ struct Tally {
   std::string text() const {
     std::ostringstream os;
     os << checks << " head-checks: " << passes << " passed, " << extras
-       << " with extras, " << fallbacks << " fell back, " << nearTies
-       << " near-ties, " << belowFloat32
+       << " with extras, " << fallbacks << " fell back (" << early
+       << " early), " << nearTies << " near-ties, " << belowFloat32
        << " below float32's normal range; worst eps/eps_hat " << worstRatio
        << "; output bound held on " << boundChecks
        << " certified heads (worst error/bound " << worstBoundRatio << ")";
@@ -318,6 +322,28 @@ Tally checkCall(Executor &exec, int64_t layer, const std::vector<Policy> &kv,
       if (!(hat >= 0.0f) || !std::isfinite(hat)) {
         fail("eps_hat is not a finite non-negative number");
         continue;
+      }
+      // The early test fires only where the certificate cannot pass: the
+      // reference deciding alone falls back too, unless the selection or
+      // the early bound is within rounding of a tie.
+      const bool early = st0[3] == ::condensate::abi::kFellBackEarly;
+      if (early != hr.early && !earlyNearTau(hr.epsEarly, p.tau) &&
+          !(ref.selectionMargin[static_cast<size_t>(b * s.kvHeads + g)] < 1e-5))
+        fail(std::string("the early test ") + (early ? "fired" : "held") +
+             " where the reference's " + (hr.early ? "fires" : "holds") +
+             " (reference eps_early " + std::to_string(hr.epsEarly) + ")");
+      if (early) {
+        ++t.early;
+        if (!own)
+          own = reference::attend(in, kv);
+        const reference::HeadResult &oh =
+            own->heads[static_cast<size_t>(b * hq + h)];
+        if (!oh.fallback &&
+            !(ref.selectionMargin[static_cast<size_t>(b * s.kvHeads + g)] <
+              1e-5))
+          fail("fell back early where the certificate passes (reference "
+               "eps_hat " +
+               std::to_string(oh.epsHat) + ")");
       }
       if (fallback) {
         ++t.fallbacks;

@@ -159,18 +159,21 @@ TEST_P(GPUAttention, MatchesReferenceOnRandomCaches) {
     }
   EXPECT_GT(total.withExtra, 0);
   EXPECT_GT(total.fallbacks, 0);
+  EXPECT_GT(total.early, 0);
   // The output bound held against real errors on many heads (as on the
   // CPU, mostly the loose certificates on clustered keys).
   EXPECT_GT(total.boundChecked, 40 * shape.qHeads);
   EXPECT_GT(total.boundNontrivial, 3 * shape.qHeads);
-  std::printf("GPU heads %lld, with extras %lld, fallbacks %lld, worst "
-              "relative error %.2e; output bound checked on %lld heads (%lld "
+  std::printf("GPU heads %lld, with extras %lld, fallbacks %lld (%lld "
+              "early), worst relative error %.2e; output bound checked on %lld "
+              "heads (%lld "
               "with error beyond rounding), worst error/bound %.3f, worst "
               "bound vs reference %.2e\n",
               (long long)total.heads, (long long)total.withExtra,
-              (long long)total.fallbacks, total.worstRelError,
-              (long long)total.boundChecked, (long long)total.boundNontrivial,
-              total.worstBoundRatio, total.worstBoundRelDiff);
+              (long long)total.fallbacks, (long long)total.early,
+              total.worstRelError, (long long)total.boundChecked,
+              (long long)total.boundNontrivial, total.worstBoundRatio,
+              total.worstBoundRelDiff);
 }
 
 INSTANTIATE_TEST_SUITE_P(

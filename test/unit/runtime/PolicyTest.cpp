@@ -366,7 +366,7 @@ TEST(Policy, DeepMLIRIsRefusedBeforeParsing) {
 // dense reads K and V of every position; exact top-k reads every key to
 // score and K, V of what it attends; a sketch reads the box rows of every
 // page and the word rows of every full page; a fallback pays the sparse
-// pass and the dense one.
+// pass and the dense one, unless the early test decided it.
 TEST(Policy, BytesReadFollowsWhatEachStageReads) {
   ModelShape s{1, 8, 2, 64, 16, KVType::F16, 0.0f}; // group 4, 2-byte KV
   const int64_t n = 1000, D = 64, G = 4;
@@ -391,15 +391,23 @@ TEST(Policy, BytesReadFollowsWhatEachStageReads) {
                        G);
   sketch.tau = 1e-2;
   sketch.maxExtra = 100;
-  // Certified without fallback: the value box of the omitted pages too.
+  // Certified without fallback: the early test's anchor and window keys
+  // (65 here) and the value box of the omitted pages too.
+  const double forced = double(sketch.anchor + sketch.windowMax) * row;
   EXPECT_DOUBLE_EQ(bytesRead(sketch, s, n, stats),
-                   (pages * 2 * summaryRow + full * 2 * summaryRow +
+                   (pages * 2 * summaryRow + full * 2 * summaryRow + forced +
                     2 * 300 * row + pages * 2 * summaryRow) /
                        G);
-  stats[condensate::abi::StatFallback] = 1;
+  stats[condensate::abi::StatFallback] = condensate::abi::kFellBack;
   stats[condensate::abi::StatAttended] = float(n);
   EXPECT_DOUBLE_EQ(bytesRead(sketch, s, n, stats),
-                   (pages * 2 * summaryRow + full * 2 * summaryRow +
+                   (pages * 2 * summaryRow + full * 2 * summaryRow + forced +
                     2 * double(sketch.budget()) * row + 2 * n * row) /
                        G);
+  // Decided early: no sparse pass.
+  stats[condensate::abi::StatFallback] = condensate::abi::kFellBackEarly;
+  EXPECT_DOUBLE_EQ(
+      bytesRead(sketch, s, n, stats),
+      (pages * 2 * summaryRow + full * 2 * summaryRow + forced + 2 * n * row) /
+          G);
 }

@@ -86,6 +86,8 @@ struct AttentionSummary {
   double epsMax = 0.0;
   int64_t passed = 0;       ///< non-fallback certified entries, eps_hat <= tau
   int64_t fallbacks = 0;    ///< certified entries that fell back to dense
+  /// Of those, the ones the early test sent to dense before the sparse pass.
+  int64_t earlyFallbacks = 0;
   double extraMean = 0.0;   ///< mean extra units over certified entries
 
   double passRate() const {
@@ -93,6 +95,9 @@ struct AttentionSummary {
   }
   double fallbackRate() const {
     return certified ? double(fallbacks) / double(certified) : 0.0;
+  }
+  double earlyFallbackRate() const {
+    return certified ? double(earlyFallbacks) / double(certified) : 0.0;
   }
 };
 
@@ -114,7 +119,7 @@ private:
   int64_t numLayers_, qHeads_;
   double bytesRead_ = 0.0, denseBytes_ = 0.0;
   int64_t count_ = 0, certified_ = 0, epsComputed_ = 0, passed_ = 0,
-          fallbacks_ = 0;
+          fallbacks_ = 0, earlyFallbacks_ = 0;
   double keysRead_ = 0.0, epsSum_ = 0.0, epsMax_ = 0.0, extraSum_ = 0.0;
 };
 

@@ -82,7 +82,9 @@ enum StatsEntry : int64_t {
   StatAttended = 1,
   /// Extra units the certificate added.
   StatExtra = 2,
-  /// 1 when the head's group fell back to dense attention.
+  /// Nonzero when the head's group fell back to dense attention:
+  /// kFellBack after its sparse pass, kFellBackEarly when the certificate's
+  /// early test decided before it (no sparse pass ran).
   StatFallback = 3,
   /// Bound on ||o_dense - o||_2 of the output:
   /// eps_hat * sqrt(sum_c max(Vmax_c - o_c, o_c - Vmin_c, 0)^2) over the
@@ -94,6 +96,10 @@ enum StatsEntry : int64_t {
 constexpr const char *kStatsNames[] = {"eps_hat", "attended", "extra",
                                        "fallback", "output_bound"};
 static_assert(sizeof(kStatsNames) / sizeof(kStatsNames[0]) == kStatsWidth);
+
+/// The values of stats[b, h, StatFallback] after a fallback.
+constexpr float kFellBack = 1.0f;
+constexpr float kFellBackEarly = 2.0f;
 
 /// Written by a CPU decode-attention function to stats[0][0][StatFallback]
 /// when it could not allocate its scratch memory; it returns at once (other

@@ -32,20 +32,22 @@ namespace mlir::condensate {
 
 // The calling convention of the generated functions (summary slots, stats
 // columns, argument order) is defined once, in plain C++, by AttentionABI.h.
-using ::condensate::abi::kStatsWidth;
-using ::condensate::abi::kSummarySlots;
-using ::condensate::abi::StatsEntry;
-using ::condensate::abi::SummarySlot;
+using ::condensate::abi::kFellBack;
+using ::condensate::abi::kFellBackEarly;
 using ::condensate::abi::KMax;
 using ::condensate::abi::KMin;
+using ::condensate::abi::kStatsWidth;
 using ::condensate::abi::KSum;
-using ::condensate::abi::VMax;
-using ::condensate::abi::VMin;
+using ::condensate::abi::kSummarySlots;
 using ::condensate::abi::StatAttended;
 using ::condensate::abi::StatEpsHat;
 using ::condensate::abi::StatExtra;
 using ::condensate::abi::StatFallback;
 using ::condensate::abi::StatOutputBound;
+using ::condensate::abi::StatsEntry;
+using ::condensate::abi::SummarySlot;
+using ::condensate::abi::VMax;
+using ::condensate::abi::VMin;
 /// Rows of a value box (certify's `vbox`): per-channel min, then max.
 constexpr int64_t kValueBoxRows = 2;
 /// Entries per split in a partial (m, l, c) buffer.
@@ -58,6 +60,10 @@ constexpr llvm::StringLiteral kLayerTablesAttrName = "condensate.layer_tables";
 
 /// True if `attr` is a PolicyAttr or a DenseAttr.
 bool isPolicyLike(Attribute attr);
+
+/// Whether `op` is a stage op (the ops condensate-decompose emits, and
+/// append_kv): the ops both lowerings must replace.
+bool isStageOp(Operation *op);
 
 } // namespace mlir::condensate
 

@@ -363,7 +363,9 @@ def Condensate_SparseAttendOp : Condensate_Op<"sparse_attend",
     (b, g) by `limits` when given). Positions that fall past the context, or
     into anchor/window when reached through a unit, are masked, so each
     position is attended at most once. `include_forced = false` drops the
-    anchor and window slots (used for the certificate's extra units).
+    anchor and window slots (used for the certificate's extra units). With
+    `skip`, groups with skip[b, g] != 0 attend nothing (their partials are
+    empty): the groups the certificate's early test sent to dense.
     The list is cut into `splits` equal chunks; for chunk s and query head h
     it writes m = max logit, l = sum exp(logit - m), c = positions attended
     to partial_ml[b, h, s] and sum exp(logit - m) v to partial_o[b, h, s].
@@ -388,6 +390,7 @@ def Condensate_SparseAttendOp : Condensate_Op<"sparse_attend",
     Optional<Condensate_I32Buffer>:$windows,
     Optional<Condensate_I32Buffer>:$indices,
     Optional<Condensate_I32Buffer>:$limits,
+    Optional<Condensate_I32Buffer>:$skip,
     Condensate_F32Buffer:$partial_o,
     Condensate_F32Buffer:$partial_ml,
     I64Attr:$anchor,
@@ -406,6 +409,7 @@ def Condensate_SparseAttendOp : Condensate_Op<"sparse_attend",
     (`windows` `(` $windows^ `:` type($windows) `)`)?
     (`indices` `(` $indices^ `:` type($indices) `)`)?
     (`limits` `(` $limits^ `:` type($limits) `)`)?
+    (`skip` `(` $skip^ `:` type($skip) `)`)?
     `partials` `(` $partial_o `,` $partial_ml `:` type($partial_o) `,`
     type($partial_ml) `)` attr-dict
   }];
@@ -462,6 +466,76 @@ def Condensate_DenseAttendOp : Condensate_Op<"dense_attend",
   let hasVerifier = 1;
 }
 
+def Condensate_PrecertifyOp : Condensate_Op<"precertify"> {
+  let summary = "The certificate's early test: dense before attention when it must fail";
+  let description = [{
+    Decides, before any attention, which groups a certify op with the same
+    set and tolerance cannot pass, from the bounds alone. For (b, query
+    head h) with M = max_u bounds[b, h, u] over the units of the context:
+
+        Zhat = sum over anchor and window positions t of exp(l_t - M)
+             + sum over base units u of n_u exp(bound_u - M)
+        Ulow = sum over candidate units ranked after every slot of
+               indices[b, g] of n_u exp(bound_u - M)
+        eps_low = Ulow / (Zhat + Ulow)
+
+    with l_t the exact logit scale * q.k_t (read from the cache: anchor and
+    window only) and each term taken with the certificate's margin
+    (unitMassBound). Every logit of the base set is at most its term's, so
+    Zhat >= the certificate's Z_S; every unit the certificate can leave out
+    after all max_extra extras is in Ulow (ranked by `scores` as
+    select_topk ranks them, ties to the lower unit), so eps_low <= every
+    eps_hat the
+    certificate can reach. When the group's worst head has eps_low > tau,
+    early[b, g] = 1 (the certificate would fail): the group skips its
+    sparse pass and goes dense. Otherwise early[b, g] = 0. An overflowing
+    bound makes eps_low 1 (early). Without a free slot (fewer candidates
+    than slots) nothing can be left out and early is 0.
+
+    ```mlir
+    condensate.precertify token q(%q : memref<?x9x64xf32>)
+        k(%k : memref<?x3x16x64xf16>) pages(%pt : memref<?x?xi32>)
+        scores(%sc : memref<?x9x?xf32>) bounds(%sc : memref<?x9x?xf32>)
+        lens(%len : memref<?xi32>) indices(%idx : memref<?x3x704xi32>)
+        early(%e : memref<?x3xi32>)
+        {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64,
+         page_size = 16 : i64, base_units = 192 : i64, tau = 1.0e-02 : f64,
+         scale = 0.125 : f32}
+    ```
+  }];
+  let arguments = (ins
+    Condensate_GranularityAttr:$granularity,
+    Condensate_F32Buffer:$q,
+    Condensate_KVBuffer:$k_cache,
+    Condensate_I32Buffer:$page_table,
+    Condensate_F32Buffer:$scores,
+    Condensate_F32Buffer:$bounds,
+    Condensate_I32Buffer:$lens,
+    Optional<Condensate_I32Buffer>:$windows,
+    Condensate_I32Buffer:$indices,
+    Condensate_I32Buffer:$early,
+    I64Attr:$anchor,
+    I64Attr:$window,
+    I64Attr:$window_max,
+    I64Attr:$page_size,
+    I64Attr:$base_units,
+    F64Attr:$tau,
+    F32Attr:$scale
+  );
+  let assemblyFormat = [{
+    $granularity `q` `(` $q `:` type($q) `)`
+    `k` `(` $k_cache `:` type($k_cache) `)`
+    `pages` `(` $page_table `:` type($page_table) `)`
+    `scores` `(` $scores `:` type($scores) `)`
+    `bounds` `(` $bounds `:` type($bounds) `)`
+    `lens` `(` $lens `:` type($lens) `)`
+    (`windows` `(` $windows^ `:` type($windows) `)`)?
+    `indices` `(` $indices `:` type($indices) `)`
+    `early` `(` $early `:` type($early) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 def Condensate_CertifyOp : Condensate_Op<"certify",
     [AttrSizedOperandSegments]> {
   let summary = "Bounds the omitted softmax mass; picks extra units or dense";
@@ -479,7 +553,9 @@ def Condensate_CertifyOp : Condensate_Op<"certify",
     group falls back to dense attention. Writes the group's e to
     extra[b, g], the fallback flag to fallback[b, g], and the final bound to
     stats[b, h, 0] (0 after a fallback), e to stats[b, h, 2] and the flag to
-    stats[b, h, 3].
+    stats[b, h, 3]. With `early` (a precertify op's flags), a group with
+    early[b, g] != 0 had no sparse pass: it falls back at once, and its
+    stats[b, h, 3] is 2 (decided early) instead of 1.
 
     With `summaries`, `pages` and `vbox`, it also writes the per-channel box
     of the values the final set leaves out, for `condensate.merge` to bound
@@ -515,6 +591,7 @@ def Condensate_CertifyOp : Condensate_Op<"certify",
     Condensate_I32Buffer:$extra,
     Condensate_I32Buffer:$fallback,
     Condensate_F32Buffer:$stats,
+    Optional<Condensate_I32Buffer>:$early,
     Optional<Condensate_F32Buffer>:$summaries,
     Optional<Condensate_I32Buffer>:$page_table,
     Optional<Condensate_F32Buffer>:$vbox,
@@ -535,6 +612,7 @@ def Condensate_CertifyOp : Condensate_Op<"certify",
     `extra` `(` $extra `:` type($extra) `)`
     `fallback` `(` $fallback `:` type($fallback) `)`
     `stats` `(` $stats `:` type($stats) `)`
+    (`early` `(` $early^ `:` type($early) `)`)?
     (`summaries` `(` $summaries^ `:` type($summaries) `)`)?
     (`pages` `(` $page_table^ `:` type($page_table) `)`)?
     (`vbox` `(` $vbox^ `:` type($vbox) `)`)? attr-dict

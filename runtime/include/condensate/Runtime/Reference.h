@@ -14,6 +14,7 @@
 #include "condensate/Runtime/Policy.h"
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace condensate::reference {
@@ -53,6 +54,13 @@ struct HeadResult {
   int64_t attended = 0; ///< positions in the attended set
   int64_t extra = 0;
   bool fallback = false;
+  /// The early test's lower bound on the certificate's best eps_hat (its
+  /// group's worst head; docs/CERTIFICATE.md "Deciding early"): when it
+  /// exceeds tau the group falls back before any exact key is read. NaN
+  /// where no certificate runs.
+  double epsEarly = std::numeric_limits<double>::quiet_NaN();
+  /// Whether the early test fired (then the certificate fails: a fallback).
+  bool early = false;
   /// sqrt(sum_c max(Vmax_c - o_c, o_c - Vmin_c, 0)^2) for the exact output
   /// o over the attended set and the per-channel box [Vmin, Vmax] of the
   /// values of every page holding an omitted position (the box the kernels
