@@ -365,9 +365,14 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
             for (int64_t u : extras)
               kept[u] = 1;
             for (int64_t i = 0; i < group; ++i) {
+              // M: the base set's largest bound (any reference point
+              // gives the same ratio; the kernels take this one).
               double m = -kInf;
-              for (int64_t u = 0; u < numUnits; ++u)
+              for (int64_t u : base)
                 m = std::max(m, bound[i][u]);
+              for (int64_t t = 0; t < n; ++t)
+                if (t < p.anchor || t >= n - w)
+                  m = std::max(m, bound[i][t / unit]);
               double zHat = 0.0, uLo = 0.0;
               int64_t h = g * group + i;
               for (int64_t t = 0; t < n; ++t)

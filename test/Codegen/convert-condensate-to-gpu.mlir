@@ -341,7 +341,7 @@ func.func @score_sketch(%q: memref<?x4x64xf32>, %s: memref<?x2x7x64xf32>, %pt: m
 // atomics, then Zhat and Ulow summed per head in f64 shared memory.
 // CHECK-LABEL: func.func @precertify(
 // CHECK: gpu.launch_func @condensate_kernels::@precertify_precertify blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x16x64xf16>, %arg2 : memref<?x?xi32>, %arg3 : memref<?x4x?xf32>, %arg3 : memref<?x4x?xf32>, %arg4 : memref<?xi32>, %arg5 : memref<?x2x6xi32>, %arg6 : memref<?x2xi32>)
-// CHECK: gpu.func @precertify_precertify({{.*}}) workgroup(%[[END:.*]] : memref<3xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<8x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[Z:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[U:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: gpu.func @precertify_precertify({{.*}}) workgroup(%[[END:.*]] : memref<3xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<8x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[Z:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[U:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {{.*}}nvvm.maxntid = array<i32: 256, 1, 1>{{.*}} {
 // CHECK: memref.atomic_rmw minu %{{.*}}, %[[END]][%{{.*}}]
 // CHECK: memref.atomic_rmw maxs %{{.*}}, %[[END]][%{{.*}}]
 // CHECK: memref.atomic_rmw addf %{{.*}}, %[[Z]][%{{.*}}] : (f64,

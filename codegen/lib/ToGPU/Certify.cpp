@@ -19,9 +19,14 @@ using namespace mlir::condensate::kernel;
 namespace {
 
 /// Lowers precertify (CondensateOps.td) to one block per (kv head,
-/// sequence): the slots' rank end by shared atomics, the per-head bound
-/// reference M by warp and block maxima, then Zhat and Ulow in f64; the
-/// forced positions' exact logits one position per thread.
+/// sequence). The bound reference M is the largest bound of the base set
+/// (base units and the forced positions' units: at least every logit the
+/// sparse pass would see), so the only pass over every unit is Ulow's; a
+/// unit bound more than ~709 above M overflows Ulow to inf, which fires the
+/// test, as the certificate would fail too. The forced positions' exact
+/// logits come one position a thread from straight-line vector loads (no
+/// dependent load chain), and the unit pass takes kUnroll units a round so
+/// their loads are in flight together.
 void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                      StringRef name) {
   Location loc = op.getLoc();
@@ -33,7 +38,9 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   int64_t forcedSlots = op.getAnchor() + op.getWindowMax();
   double tau = op.getTau().convertToDouble();
   int64_t unitTokens = op.getGranularity() == Granularity::page ? p : 1;
-  const int64_t threads = 256, warps = threads / kWarp;
+  const int64_t threads = 256, warps = threads / kWarp, kUnroll = 4;
+  Type kElt = elementType(op.getKCache());
+  int64_t vecElems = 16 / elementBytes(kElt); // 16-byte K loads
   Type f32 = b.getF32Type(), f64 = b.getF64Type(), i32 = b.getI32Type();
   SmallVector<Value> operands{
       op.getQ(),      op.getKCache(), op.getPageTable(), op.getScores(),
@@ -67,6 +74,17 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         auto key = [&](Emitter &e, Value u) {
           return rankingKey(e, target, units, scores, bb, g, u, G).key;
         };
+        // Forced slot v: position t of the anchor [0, min(A, n)) or the
+        // window [max(A, n - W), n), and whether it holds one.
+        Value anchorEnd = e.mins(anchor, n);
+        Value windowBegin = e.maxs(anchor, e.sub(n, w));
+        auto forced = [&](Emitter &e, Value v) -> std::pair<Value, Value> {
+          Value inAnchor = e.lt(v, anchor);
+          Value t =
+              e.select(inAnchor, v, e.add(windowBegin, e.sub(v, anchor)));
+          Value valid = e.select(inAnchor, e.lt(v, anchorEnd), e.lt(t, n));
+          return {e.select(valid, t, e.idx(0)), valid};
+        };
         e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
           e.store(e.i32(1), smEnd, {e.idx(0)});
           e.store(e.i32(-1), smEnd, {e.idx(1)});
@@ -78,24 +96,55 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             e.store(e.f64(0.0), smU, {e.idx(i)});
           });
         e.barrier();
-        // The rank end of the slots: the lowest key, then the highest unit
-        // holding it; an empty slot means nothing is left out.
-        e.forLoop(tid, e.idx(slots), e.idx(threads), {},
-                  [&](Emitter &ee, Value j, ValueRange) -> SmallVector<Value> {
-                    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                    Value u = e.loadIndex(indices, {bb, g, j});
-                    Value have = e.ge(u, e.idx(0));
-                    e.ifThen(e.bnot(have), [&](Emitter &e) {
-                      e.store(e.i32(0), smEnd, {e.idx(0)});
-                    });
-                    e.ifThen(have, [&](Emitter &ee) {
-                      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                      e.atomic(arith::AtomicRMWKind::minu, smEnd, {e.idx(1)},
-                               key(e, u));
-                    });
-                    return {};
-                  });
+        // The slots: the rank end's key (an empty slot means nothing is
+        // left out) and each head's largest base bound.
+        SmallVector<Value> init(G, e.negInf());
+        auto local = e.forLoop(
+            tid, e.idx(slots), e.idx(threads), init,
+            [&](Emitter &ee, Value j, ValueRange acc) -> SmallVector<Value> {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              Value u = e.loadIndex(indices, {bb, g, j});
+              Value have = e.ge(u, e.idx(0));
+              Value uSafe = e.select(have, u, e.idx(0));
+              e.ifThen(e.bnot(have), [&](Emitter &e) {
+                e.store(e.i32(0), smEnd, {e.idx(0)});
+              });
+              e.ifThen(have, [&](Emitter &ee) {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                e.atomic(arith::AtomicRMWKind::minu, smEnd, {e.idx(1)},
+                         key(e, uSafe));
+              });
+              Value isBase = e.band(have, e.lt(j, e.idx(base)));
+              SmallVector<Value> out;
+              for (int64_t i = 0; i < G; ++i) {
+                Value bd = e.load(bounds, {bb, head(e, i), uSafe});
+                out.push_back(e.select(isBase, e.fmax(acc[i], bd), acc[i]));
+              }
+              return out;
+            });
+        // ... and the forced positions' bounds.
+        local = e.forLoop(
+            tid, e.idx(forcedSlots), e.idx(threads), local,
+            [&](Emitter &e, Value v, ValueRange acc) -> SmallVector<Value> {
+              auto [t, valid] = forced(e, v);
+              Value u = e.divs(t, unit);
+              SmallVector<Value> out;
+              for (int64_t i = 0; i < G; ++i) {
+                Value bd = e.load(bounds, {bb, head(e, i), u});
+                out.push_back(e.select(valid, e.fmax(acc[i], bd), acc[i]));
+              }
+              return out;
+            });
+        Value lane = e.rems(tid, e.idx(kWarp));
+        Value warp = e.divs(tid, e.idx(kWarp));
+        for (int64_t i = 0; i < G; ++i) {
+          Value mw = laneMax(e, target, local[i], kWarp);
+          e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+            e.store(mw, smMax, {warp, e.idx(i)});
+          });
+        }
         e.barrier();
+        // The rank end's unit: the highest holding the lowest key.
         Value endKey = e.load(smEnd, {e.idx(1)});
         e.forLoop(tid, e.idx(slots), e.idx(threads), {},
                   [&](Emitter &ee, Value j, ValueRange) -> SmallVector<Value> {
@@ -111,26 +160,6 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                              });
                     return {};
                   });
-        // The bound reference M of each head: thread, warp, block maxima.
-        SmallVector<Value> init(G, e.negInf());
-        auto local = e.forLoop(
-            tid, numUnits, e.idx(threads), init,
-            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
-              SmallVector<Value> out;
-              for (int64_t i = 0; i < G; ++i)
-                out.push_back(
-                    e.fmax(acc[i], e.load(bounds, {bb, head(e, i), u})));
-              return out;
-            });
-        Value lane = e.rems(tid, e.idx(kWarp)),
-              warp = e.divs(tid, e.idx(kWarp));
-        for (int64_t i = 0; i < G; ++i) {
-          Value mw = laneMax(e, target, local[i], kWarp);
-          e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
-            e.store(mw, smMax, {warp, e.idx(i)});
-          });
-        }
-        e.barrier();
         SmallVector<Value> ms;
         for (int64_t i = 0; i < G; ++i) {
           Value m = e.load(smMax, {e.idx(0), e.idx(i)});
@@ -138,24 +167,11 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             m = e.fmax(m, e.load(smMax, {e.idx(r), e.idx(i)}));
           ms.push_back(m);
         }
-        SelectionEnd end{e.ne(e.load(smEnd, {e.idx(0)}), e.i32(0)), endKey,
-                         e.loadIndex(smEnd, {e.idx(2)})};
         auto mass = [&](Emitter &e, Value u, int64_t i) {
           return unitMassBound(e, target, units.count(e, u),
                                e.load(bounds, {bb, head(e, i), u}), ms[i]);
         };
         SmallVector<Value> zero(G, e.f64(0.0));
-        // Ulow: the candidates no extra can take in.
-        auto low = e.forLoop(
-            tid, numUnits, e.idx(threads), zero,
-            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
-              Value after = ranksAfter(e, end, key(e, u), u);
-              SmallVector<Value> out;
-              for (int64_t i = 0; i < G; ++i)
-                out.push_back(
-                    e.select(after, e.fadd(acc[i], mass(e, u, i)), acc[i]));
-              return out;
-            });
         // Zhat: the base units' bounds ...
         auto zBase = e.forLoop(
             tid, e.idx(base), e.idx(threads), zero,
@@ -169,48 +185,52 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                     e.select(have, e.fadd(acc[i], mass(e, uSafe, i)), acc[i]));
               return out;
             });
-        // ... and the forced positions' exact logits, one position a
-        // thread: [0, min(A, n)) and [max(A, n - W), n).
+        // ... and the forced positions' exact logits.
         Value scale = e.f32(op.getScale().convertToDouble());
-        Value anchorEnd = e.mins(anchor, n);
-        Value windowBegin = e.maxs(anchor, e.sub(n, w));
         auto zForced = e.forLoop(
             tid, e.idx(forcedSlots), e.idx(threads), zBase,
-            [&](Emitter &e, Value v, ValueRange acc) -> SmallVector<Value> {
-              Value inAnchor = e.lt(v, anchor);
-              Value t =
-                  e.select(inAnchor, v, e.add(windowBegin, e.sub(v, anchor)));
-              Value valid = e.select(inAnchor, e.lt(v, anchorEnd), e.lt(t, n));
-              return e.ifElse(
-                  valid, ValueRange(acc).getTypes(),
-                  [&](Emitter &e) -> SmallVector<Value> {
-                    Value page =
-                        e.loadIndex(pageTable, {bb, e.divs(t, e.idx(p))});
-                    Value off = e.rems(t, e.idx(p));
-                    SmallVector<Value> dots(G, e.f32(0.0));
-                    auto sums = e.forLoop(
-                        e.idx(0), e.idx(d), e.idx(1), dots,
-                        [&](Emitter &e, Value c,
-                            ValueRange s) -> SmallVector<Value> {
-                          Value kc = e.toF32(e.load(kCache, {page, g, off, c}));
-                          SmallVector<Value> out;
-                          for (int64_t i = 0; i < G; ++i)
-                            out.push_back(e.fadd(
-                                s[i],
-                                e.fmul(e.load(q, {bb, head(e, i), c}), kc)));
-                          return out;
-                        });
-                    SmallVector<Value> out;
-                    for (int64_t i = 0; i < G; ++i)
-                      out.push_back(
-                          e.fadd(acc[i],
-                                 unitMassBound(e, target, e.idx(1),
-                                               e.fmul(sums[i], scale), ms[i])));
-                    return out;
-                  },
-                  [&](Emitter &) -> SmallVector<Value> {
-                    return SmallVector<Value>(acc);
-                  });
+            [&](Emitter &ee, Value v, ValueRange acc) -> SmallVector<Value> {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              auto [t, valid] = forced(e, v);
+              Value page = e.loadIndex(pageTable, {bb, e.divs(t, e.idx(p))});
+              Value off = e.rems(t, e.idx(p));
+              SmallVector<Value> rows;
+              for (int64_t c = 0; c < d; c += vecElems)
+                rows.push_back(e.toF32(
+                    e.vecLoad(kCache, {page, g, off, e.idx(c)}, vecElems, 16)));
+              SmallVector<Value> out;
+              for (int64_t i = 0; i < G; ++i) {
+                Value dot = e.splat(e.f32(0.0), vecElems);
+                for (int64_t c = 0; c < d; c += vecElems) {
+                  Value qv = e.vecLoad(q, {bb, head(e, i), e.idx(c)}, vecElems,
+                                       16);
+                  dot = e.fadd(dot, e.fmul(qv, rows[c / vecElems]));
+                }
+                Value l = e.fmul(e.reduceAdd(dot), scale);
+                Value term = unitMassBound(e, target, e.idx(1), l, ms[i]);
+                out.push_back(e.select(valid, e.fadd(acc[i], term), acc[i]));
+              }
+              return out;
+            });
+        SelectionEnd end{e.ne(e.load(smEnd, {e.idx(0)}), e.i32(0)), endKey,
+                         e.loadIndex(smEnd, {e.idx(2)})};
+        // Ulow: the candidates no extra can take in, kUnroll units a round.
+        auto low = e.forLoop(
+            e.mul(tid, e.idx(kUnroll)), numUnits, e.idx(threads * kUnroll),
+            zero,
+            [&](Emitter &e, Value u0, ValueRange acc) -> SmallVector<Value> {
+              SmallVector<Value> out(acc.begin(), acc.end());
+              for (int64_t r = 0; r < kUnroll; ++r) {
+                Value u = e.add(u0, e.idx(r));
+                Value in = e.lt(u, numUnits);
+                Value uSafe = e.select(in, u, e.idx(0));
+                Value after =
+                    e.band(in, ranksAfter(e, end, key(e, uSafe), uSafe));
+                for (int64_t i = 0; i < G; ++i)
+                  out[i] = e.select(after, e.fadd(out[i], mass(e, uSafe, i)),
+                                    out[i]);
+              }
+              return out;
             });
         for (int64_t i = 0; i < G; ++i) {
           e.atomicAddF64(smZ, {e.idx(i)}, zForced[i]);
@@ -226,6 +246,9 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           e.store(e.select(early, e.i32(1), e.i32(0)), earlyOut, {bb, g});
         });
       });
+  // The unrolled loads want registers; cap them so that every shape
+  // launches (128 a thread), spilling rather than failing.
+  KernelBuilder::launchBounds(fn, threads, 2);
   launchPerGroup(b, loc, fn, op.getScores(), hkv, threads, operands);
 }
 

@@ -80,9 +80,10 @@ void emitValueBox(Emitter &e, CertifyOp op, Value marks, Value b, Value g,
 }
 
 /// Lowers precertify (CondensateOps.td): per (sequence, kv head) the rank
-/// end of the slots, then per query head the bound reference M, Zhat over
-/// the forced positions' exact logits and the base units' bounds, and Ulow
-/// over the candidates no extra can take in.
+/// end of the slots, then per query head the bound reference M (the base
+/// set's largest bound), Zhat over the forced positions' exact logits and
+/// the base units' bounds, and Ulow over the candidates no extra can take
+/// in.
 void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
   int64_t hq = staticDim(op.getScores(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getIndices(), 1);
@@ -133,10 +134,25 @@ void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
       for (int64_t i = 0; i < group; ++i) {
         Value h = e.add(e.mul(g, e.idx(group)), e.idx(i));
         Value bounds = op.getBounds();
-        Value m = e.forLoop(
-            e.idx(0), numUnits, e.idx(1), {e.negInf()},
-            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
-              return {e.fmax(acc[0], e.load(bounds, {b, h, u}))};
+        // M: the largest bound of the base set (base units, and the units
+        // of the anchor and window positions).
+        auto maxOver = [&](Emitter &e, Value t0, Value t1, Value m) {
+          return e.forLoop(t0, t1, e.idx(1), {m},
+                           [&](Emitter &e, Value t,
+                               ValueRange acc) -> SmallVector<Value> {
+                             Value u = e.divs(t, unit);
+                             return {e.fmax(acc[0], e.load(bounds, {b, h, u}))};
+                           })[0];
+        };
+        Value m = maxOver(e, e.idx(0), anchorEnd, e.negInf());
+        m = maxOver(e, windowBegin, n, m);
+        m = e.forLoop(
+            e.idx(0), e.idx(base), e.idx(1), {m},
+            [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+              Value u = e.loadIndex(op.getIndices(), {b, g, j});
+              Value have = e.ge(u, e.idx(0));
+              Value bd = e.load(bounds, {b, h, e.select(have, u, e.idx(0))});
+              return {e.select(have, e.fmax(acc[0], bd), acc[0])};
             })[0];
         RowOps row{e, d};
         SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});

@@ -471,7 +471,8 @@ def Condensate_PrecertifyOp : Condensate_Op<"precertify"> {
   let description = [{
     Decides, before any attention, which groups a certify op with the same
     set and tolerance cannot pass, from the bounds alone. For (b, query
-    head h) with M = max_u bounds[b, h, u] over the units of the context:
+    head h) with M the largest bound of the base set (bounds[b, h, u] over
+    the base units and the units of the anchor and window positions):
 
         Zhat = sum over anchor and window positions t of exp(l_t - M)
              + sum over base units u of n_u exp(bound_u - M)
@@ -488,9 +489,11 @@ def Condensate_PrecertifyOp : Condensate_Op<"precertify"> {
     eps_hat the
     certificate can reach. When the group's worst head has eps_low > tau,
     early[b, g] = 1 (the certificate would fail): the group skips its
-    sparse pass and goes dense. Otherwise early[b, g] = 0. An overflowing
-    bound makes eps_low 1 (early). Without a free slot (fewer candidates
-    than slots) nothing can be left out and early is 0.
+    sparse pass and goes dense. Otherwise early[b, g] = 0. An omitted
+    bound that overflows Ulow makes eps_low 1 (early: the certificate fails
+    on it too); sums that are NaN make it 0 (the certificate decides).
+    Without a free slot (fewer candidates than slots) nothing can be left
+    out and early is 0.
 
     ```mlir
     condensate.precertify token q(%q : memref<?x9x64xf32>)
