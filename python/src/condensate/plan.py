@@ -156,7 +156,9 @@ class Plan:
             out: Optional[torch.Tensor] = None,
             stats: Optional[torch.Tensor] = None):
         """Decode attention of `layer`: returns (out [B, Hq, D] f32, stats
-        [B, Hq, 5] f32: eps_hat, attended, extra, fallback, output_bound).
+        [B, Hq, 5] f32: eps_hat, attended, extra, fallback, output_bound;
+        fallback is 1 after the sparse pass, 2 when the certificate's early
+        test sent the group to dense before it, see AttentionABI.h).
         Pass `out` and `stats` to allocate nothing (graphs, engines)."""
         if out is None:
             out = torch.empty_like(q)
