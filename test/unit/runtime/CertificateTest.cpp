@@ -35,6 +35,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <sys/stat.h>
 
@@ -1184,6 +1185,130 @@ TEST(Certificate, RealModelKV) {
   }
   EXPECT_EQ(total.failures, 0);
   report("real SmolLM2-135M KV (GPL-3, 1.5K tokens)", total);
+}
+
+
+// Page boxes as a first filter (the hierarchical selector's first stage),
+// measured on real KV: not a CI test, a measurement run by
+//   build/test/unit/runtime/CertificateTest --gtest_also_run_disabled_tests
+//     --gtest_filter='*PagePruningOnRealKV'
+// (CONDENSATE_PRUNE_CONTEXT sets the context, default 4096). SmolLM2
+// prefills the GPL-3 text; after one decode step, for every layer and kv
+// head it prints, over pages of the cache: the share a rigorous filter may
+// drop (page box upper bound below the 1024th largest token lower bound,
+// both the max over the group's query heads), and the share of the exact
+// top-1024 tokens that lie in the best pages by box bound holding 2x, 4x
+// and 8x 1024 tokens.
+TEST(Certificate, DISABLED_PagePruningOnRealKV) {
+  const std::string path = modelPath();
+  if (!fileExists(path))
+    GTEST_SKIP() << "real model not found at " << path;
+  const int64_t context = envCount("CONDENSATE_PRUNE_CONTEXT", 4096);
+  const int64_t K = 1024;
+  constexpr double kInfinity = std::numeric_limits<double>::infinity();
+  auto file = model::GGUFFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  auto tok = model::Tokenizer::fromGGUF(*file);
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  auto weights = decoder::ModelWeights::load(*file);
+  ASSERT_TRUE(weights.ok()) << weights.message();
+  const decoder::ModelConfig &cfg = (*weights)->config();
+  std::ifstream in("/usr/share/common-licenses/GPL-3");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::vector<int32_t> ids = tok->encode(ss.str() + ss.str() + ss.str());
+  ASSERT_GT(static_cast<int64_t>(ids.size()), context);
+  decoder::DecoderOptions opts;
+  opts.maxTokens = context + 64;
+  auto dec = decoder::Decoder::create(
+      *weights, Schedule::uniform(cfg.numLayers, Policy::makeDense()), opts);
+  ASSERT_TRUE(dec.ok()) << dec.message();
+  decoder::Decoder &d = **dec;
+  const auto seq = d.newSequence();
+  ASSERT_TRUE(d.prefill(seq, ids.data(), context, nullptr).ok());
+  std::vector<float> logits(static_cast<size_t>(cfg.vocab));
+  ASSERT_TRUE(d.step(seq, ids[static_cast<size_t>(context)], logits.data())
+                  .ok());
+  const ModelShape &ds = d.shape();
+  const int64_t P = ds.pageSize, D = ds.headDim, G = ds.group();
+  const int64_t n = d.length(seq), numPages = (n + P - 1) / P;
+  const double scale = ds.effectiveScale();
+  const std::vector<int32_t> &pages = d.pages(seq);
+  double dropped = 0.0, groups = 0.0;
+  double recall[3] = {0.0, 0.0, 0.0};
+  for (int64_t l = 0; l < cfg.numLayers; ++l) {
+    const auto *kc = static_cast<const float *>(d.cache(l).k);
+    const float *q0 = d.lastQueries().data() + l * ds.qHeads * D;
+    for (int64_t g = 0; g < ds.kvHeads; ++g) {
+      auto key = [&](int64_t t) {
+        return kc + ((pages[size_t(t / P)] * ds.kvHeads + g) * P + t % P) * D;
+      };
+      // Per page the group's box bounds; per token its exact ranking key.
+      std::vector<double> lo(numPages, -kInfinity), hi(numPages, -kInfinity);
+      std::vector<double> rank(n, -kInfinity);
+      for (int64_t j = 0; j < numPages; ++j) {
+        const int64_t t0 = j * P, t1 = std::min(n, t0 + P);
+        std::vector<double> mn(D, kInfinity), mx(D, -kInfinity);
+        for (int64_t t = t0; t < t1; ++t)
+          for (int64_t c = 0; c < D; ++c) {
+            mn[c] = std::min(mn[c], double(key(t)[c]));
+            mx[c] = std::max(mx[c], double(key(t)[c]));
+          }
+        for (int64_t i = 0; i < G; ++i) {
+          const float *q = q0 + (g * G + i) * D;
+          double a = 0.0, b = 0.0;
+          for (int64_t c = 0; c < D; ++c) {
+            a += std::min(q[c] * mn[c], q[c] * mx[c]);
+            b += std::max(q[c] * mn[c], q[c] * mx[c]);
+          }
+          lo[j] = std::max(lo[j], scale * a);
+          hi[j] = std::max(hi[j], scale * b);
+          for (int64_t t = t0; t < t1; ++t) {
+            double x = 0.0;
+            for (int64_t c = 0; c < D; ++c)
+              x += double(q[c]) * key(t)[c];
+            rank[t] = std::max(rank[t], scale * x);
+          }
+        }
+      }
+      std::vector<double> lows;
+      for (int64_t t = 0; t < n; ++t)
+        lows.push_back(lo[t / P]);
+      std::sort(lows.begin(), lows.end(), std::greater<double>());
+      const double kth = lows[std::min<int64_t>(K, n) - 1];
+      int64_t drop = 0;
+      for (int64_t j = 0; j < numPages; ++j)
+        drop += hi[j] < kth;
+      dropped += double(drop) / double(numPages);
+      groups += 1.0;
+      std::vector<int64_t> tokens(n), byBox(numPages);
+      std::iota(tokens.begin(), tokens.end(), 0);
+      std::iota(byBox.begin(), byBox.end(), 0);
+      std::sort(tokens.begin(), tokens.end(),
+                [&](int64_t a, int64_t b) { return rank[a] > rank[b]; });
+      std::sort(byBox.begin(), byBox.end(),
+                [&](int64_t a, int64_t b) { return hi[a] > hi[b]; });
+      for (int m = 0; m < 3; ++m) {
+        const int64_t keep = std::min<int64_t>(numPages, (2 << m) * K / P);
+        std::vector<char> kept(numPages, 0);
+        for (int64_t x = 0; x < keep; ++x)
+          kept[size_t(byBox[size_t(x)])] = 1;
+        const int64_t top = std::min<int64_t>(K, n);
+        int64_t hit = 0;
+        for (int64_t x = 0; x < top; ++x)
+          hit += kept[size_t(tokens[size_t(x)] / P)];
+        recall[m] += double(hit) / double(top);
+      }
+    }
+  }
+  std::printf("[pruning] context %lld, top %lld: a rigorous box filter drops "
+              "%.1f%% of pages; the best pages by box bound holding 2x / 4x "
+              "/ 8x %lld tokens hold %.1f%% / %.1f%% / %.1f%% of the exact "
+              "top %lld\n",
+              (long long)n, (long long)K, 100.0 * dropped / groups,
+              (long long)K, 100.0 * recall[0] / groups,
+              100.0 * recall[1] / groups, 100.0 * recall[2] / groups,
+              (long long)K);
 }
 
 #endif // CONDENSATE_HAVE_DECODER
