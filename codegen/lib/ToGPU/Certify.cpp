@@ -212,6 +212,8 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
               }
               return out;
             });
+        // The rank end's unit is complete once every thread's atomic is.
+        e.barrier();
         SelectionEnd end{e.ne(e.load(smEnd, {e.idx(0)}), e.i32(0)), endKey,
                          e.loadIndex(smEnd, {e.idx(2)})};
         // Ulow: the candidates no extra can take in, kUnroll units a round.
