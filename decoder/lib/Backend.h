@@ -56,6 +56,7 @@ struct Param {
 };
 struct LayerParams {
   Param attnNorm, wqkv, bqkv, wo, bo, ffnNorm, wGateUp, wDown;
+  Param qNorm, kNorm, postAttnNorm, postFfnNorm; ///< absent unless the model has them
 };
 struct ModelParams {
   Param embedding, outputNorm, output;
@@ -144,22 +145,29 @@ public:
   virtual const std::vector<float> &queries() const = 0;
 
   // The ops of the recipe.
-  /// X = embedding rows of the tokens.
-  virtual Status embed() = 0;
+  /// X = scale * embedding rows of the tokens.
+  virtual Status embed(float scale) = 0;
+  /// out = rmsnorm(in) * weight, or out += that when `accumulate`; in
+  /// place (in == out) is allowed.
   virtual Status rmsNorm(Buf in, const Param &weight, Buf out,
-                         Rows rows = {}) = 0;
+                         Rows rows = {}, bool accumulate = false) = 0;
+  /// RMSNorm of every head of Q or K in place (weight [headDim]).
+  virtual Status headNorm(Buf qOrK, const Param &weight) = 0;
   /// out (+)= in * weight^T (+ bias); weight [width(out), width(in)].
   virtual Status linear(Buf in, const Param &weight, const Param &bias, Buf out,
                         bool accumulate, Rows rows = {}) = 0;
   /// QKV rows split into Q, K and V.
   virtual Status splitQKV() = 0;
-  /// Rotates the heads of Q or K in place at the rows' positions.
-  virtual Status rope(Buf qOrK) = 0;
+  /// Rotates the heads of Q or K in place at the rows' positions, with
+  /// layer `layer`'s RoPE base and scaling (ModelConfig::ropeThetaFor).
+  virtual Status rope(Buf qOrK, int64_t layer) = 0;
   /// Writes K and V at the rows' positions (and the page summaries).
   virtual Status append(int64_t layer) = 0;
   /// Attn = decode attention of Q under the program (statistics kept).
   virtual Status attend(int64_t layer) = 0;
-  /// Attn = dense causal attention of Q over the sequence's cache.
+  /// Attn = the model's own causal attention of Q over the sequence's cache:
+  /// dense, or the last ModelConfig::slidingWindow positions on a local
+  /// layer.
   virtual Status prefillAttend(int64_t layer) = 0;
   /// Act = activation(gate) * up of GU.
   virtual Status activation(Activation kind) = 0;

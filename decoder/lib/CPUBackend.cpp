@@ -45,9 +45,10 @@ void addBias(float *y, int64_t rows, const float *bias, int64_t n) {
       y[r * n + i] += bias[i];
 }
 
-/// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for `rows` rows of `n`.
+/// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w (+ out[r] when
+/// `accumulate`) for `rows` rows of `n`; out may be x.
 void rmsNorm(const float *x, int64_t rows, int64_t n, const float *w,
-             double eps, float *out) {
+             double eps, float *out, bool accumulate = false) {
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * n;
     double ss = 0.0;
@@ -55,8 +56,12 @@ void rmsNorm(const float *x, int64_t rows, int64_t n, const float *w,
       ss += double(xr[i]) * double(xr[i]);
     const float inv = float(1.0 / std::sqrt(ss / double(n) + eps));
     float *o = out + r * n;
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = xr[i] * inv * w[i];
+    if (accumulate)
+      for (int64_t i = 0; i < n; ++i)
+        o[i] += xr[i] * inv * w[i];
+    else
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = xr[i] * inv * w[i];
   }
 }
 
@@ -102,10 +107,31 @@ void swiglu(const float *gu, int64_t rows, int64_t ffn, float *act) {
   }
 }
 
-/// s[0, valid) becomes softmax(s[0, valid)); s[valid, end) becomes 0 (the
-/// causal mask). Written as lane-parallel loops the compiler vectorises:
-/// prefill spends a third of its time here otherwise.
-void causalSoftmax(float *s, int64_t valid, int64_t end) {
+/// act[r, i] = gelu(gu[r, i]) * gu[r, ffn + i], gelu's tanh form with
+/// tanh(u) = 1 - 2 / (exp(2u) + 1) from exp(-2|u|) <= 1 (no overflow).
+void geglu(const float *gu, int64_t rows, int64_t ffn, float *act) {
+  const float c = 0.7978845608028654f; // sqrt(2 / pi)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *g = gu + r * 2 * ffn, *u = g + ffn;
+    float *a = act + r * ffn;
+    for (int64_t i = 0; i < ffn; ++i) {
+      const float x = g[i], v = c * (x + 0.044715f * x * x * x);
+      const float t = expNonPositive(-2.0f * std::fabs(v));
+      const float th = (1.0f - t) / (1.0f + t);
+      a[i] = 0.5f * x * (1.0f + (v >= 0.0f ? th : -th)) * u[i];
+    }
+  }
+}
+
+/// s[begin, valid) becomes its softmax; s[0, begin) and s[valid, end)
+/// become 0 (a sliding window's and the causal mask). Written as
+/// lane-parallel loops the compiler vectorises: prefill spends a third of
+/// its time here otherwise.
+void causalSoftmax(float *row, int64_t begin, int64_t valid, int64_t end) {
+  std::fill(row, row + begin, 0.0f);
+  float *s = row + begin;
+  valid -= begin;
+  end -= begin;
   constexpr int64_t W = 16;
   float lanes[W];
   std::fill(lanes, lanes + W, -std::numeric_limits<float>::infinity());
@@ -273,19 +299,28 @@ public:
   const std::vector<float> &stats() const override { return stats_; }
   const std::vector<float> &queries() const override { return queries_; }
 
-  Status embed() override {
+  Status embed(float scale) override {
     const int64_t H = cfg_.hidden;
-    for (int64_t r = 0; r < batch_->rows; ++r)
-      std::memcpy(buf(Buf::X) + r * H,
-                  host(params_.embedding) +
-                      int64_t(batch_->tokens[size_t(r)]) * H,
-                  size_t(H) * 4);
+    for (int64_t r = 0; r < batch_->rows; ++r) {
+      const float *src =
+          host(params_.embedding) + int64_t(batch_->tokens[size_t(r)]) * H;
+      float *x = buf(Buf::X) + r * H;
+      for (int64_t i = 0; i < H; ++i)
+        x[i] = src[i] * scale;
+    }
     return Status::success();
   }
-  Status rmsNorm(Buf in, const Param &weight, Buf out, Rows rows) override {
+  Status rmsNorm(Buf in, const Param &weight, Buf out, Rows rows,
+                 bool accumulate) override {
     const int64_t H = width(in);
     decoder::rmsNorm(buf(in) + rows.first * H, count(rows), H, host(weight),
-                     cfg_.rmsEps, buf(out));
+                     cfg_.rmsEps, buf(out), accumulate);
+    return Status::success();
+  }
+  Status headNorm(Buf qOrK, const Param &weight) override {
+    const int64_t D = cfg_.headDim, rows = batch_->rows * width(qOrK) / D;
+    decoder::rmsNorm(buf(qOrK), rows, D, host(weight), cfg_.rmsEps,
+                     buf(qOrK));
     return Status::success();
   }
   Status linear(Buf in, const Param &weight, const Param &bias, Buf out,
@@ -314,15 +349,16 @@ public:
     }
     return Status::success();
   }
-  Status rope(Buf qOrK) override {
+  Status rope(Buf qOrK, int64_t layer) override {
     const int64_t half = cfg_.ropeDim / 2, D = cfg_.headDim,
                   heads = qOrK == Buf::Q ? cfg_.qHeads : cfg_.kvHeads;
     const bool adjacent = cfg_.ropeMode == RopeMode::Adjacent;
+    const std::vector<double> &invFreq =
+        cfg_.localLayer(layer) ? invFreqLocal_ : invFreq_;
     for (int64_t r = 0; r < batch_->rows; ++r) {
-      const double p =
-          double(batch_->positions[size_t(r)]) / cfg_.ropeLinearScale;
-      for (size_t i = 0; i < invFreq_.size(); ++i) {
-        const double a = p * invFreq_[i];
+      const double p = double(batch_->positions[size_t(r)]);
+      for (size_t i = 0; i < invFreq.size(); ++i) {
+        const double a = p * invFreq[i];
         ropeCos_[i] = float(std::cos(a));
         ropeSin_[i] = float(std::sin(a));
       }
@@ -391,31 +427,43 @@ public:
   Status prefillAttend(int64_t l) override {
     const int64_t T = batch_->rows, D = cfg_.headDim, Hq = cfg_.qHeads,
                   G = Hq / cfg_.kvHeads, qDim = cfg_.qDim();
+    // Rows are consecutive positions; a local layer's first row sees no key
+    // before `first`, so keys [first, end) are all the block reads.
+    const int64_t window = cfg_.localLayer(l) ? cfg_.slidingWindow : 0;
     const int64_t end = batch_->positions[size_t(T - 1)] + 1;
-    const size_t kvFloats = size_t(cfg_.kvHeads * end * D);
+    const int64_t first =
+        window > 0 ? std::max<int64_t>(0, batch_->positions[0] + 1 - window)
+                   : 0;
+    const int64_t n = end - first;
+    const size_t kvFloats = size_t(cfg_.kvHeads * n * D);
     if (kSeq_.size() < kvFloats) {
       kSeq_.resize(kvFloats);
       vSeq_.resize(kvFloats);
     }
-    if (scores_.size() < size_t(T * end))
-      scores_.resize(size_t(T * end));
-    gather(l, batch_->pageTable.data(), end);
-    // Dense causal attention of the T query rows over keys [0, end):
-    // S = scale Q K^T, row-wise masked softmax, O = S V.
+    if (scores_.size() < size_t(T * n))
+      scores_.resize(size_t(T * n));
+    gather(l, batch_->pageTable.data(), first, end);
+    // Causal attention of the T query rows over keys [first, end): S =
+    // scale Q K^T, row-wise masked softmax (the window's lower bound too),
+    // O = S V.
     const float scale = shape_.effectiveScale();
     for (int64_t hq = 0; hq < Hq; ++hq) {
-      const float *kg = kSeq_.data() + (hq / G) * end * D;
-      const float *vg = vSeq_.data() + (hq / G) * end * D;
+      const float *kg = kSeq_.data() + (hq / G) * n * D;
+      const float *vg = vSeq_.data() + (hq / G) * n * D;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(T),
-                  blas_int(end), blas_int(D), scale, buf(Buf::Q) + hq * D,
+                  blas_int(n), blas_int(D), scale, buf(Buf::Q) + hq * D,
                   blas_int(qDim), kg, blas_int(D), 0.0f, scores_.data(),
-                  blas_int(end));
-      for (int64_t t = 0; t < T; ++t)
-        causalSoftmax(scores_.data() + t * end,
-                      batch_->positions[size_t(t)] + 1, end);
+                  blas_int(n));
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t valid = batch_->positions[size_t(t)] + 1;
+        const int64_t begin =
+            window > 0 ? std::max<int64_t>(first, valid - window) : 0;
+        causalSoftmax(scores_.data() + t * n, begin - first, valid - first,
+                      n);
+      }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(T),
-                  blas_int(D), blas_int(end), 1.0f, scores_.data(),
-                  blas_int(end), vg, blas_int(D), 0.0f, buf(Buf::Attn) + hq * D,
+                  blas_int(D), blas_int(n), 1.0f, scores_.data(),
+                  blas_int(n), vg, blas_int(D), 0.0f, buf(Buf::Attn) + hq * D,
                   blas_int(qDim));
     }
     return Status::success();
@@ -424,6 +472,9 @@ public:
     switch (kind) {
     case Activation::SwiGLU:
       swiglu(buf(Buf::GU), batch_->rows, cfg_.ffn, buf(Buf::Act));
+      return Status::success();
+    case Activation::GeGLU:
+      geglu(buf(Buf::GU), batch_->rows, cfg_.ffn, buf(Buf::Act));
       return Status::success();
     }
     return Status::error("unknown activation");
@@ -438,10 +489,10 @@ private:
   float *buf(Buf b) { return bufs_[size_t(b)].data(); }
   int64_t width(Buf b) const { return bufferWidth(b, cfg_); }
   int64_t count(Rows r) const { return r.count < 0 ? batch_->rows : r.count; }
-  /// Reads positions [0, end) of the sequence whose page-table row is
+  /// Reads positions [first, end) of the sequence whose page-table row is
   /// `pages` in layer `l` back from the cache as float32 into kSeq/vSeq
-  /// [Hkv][end][D].
-  void gather(int64_t l, const int32_t *pages, int64_t end);
+  /// [Hkv][end - first][D].
+  void gather(int64_t l, const int32_t *pages, int64_t first, int64_t end);
 
   std::shared_ptr<const ModelWeights> weights_;
   ModelConfig cfg_;
@@ -452,7 +503,8 @@ private:
   int64_t numPages_ = 0;
   int64_t pageElems_ = 0; ///< floats of storage per page of K (or V)
   std::vector<LayerCache> caches_;
-  std::vector<double> invFreq_; ///< [ropeDim / 2]
+  /// ModelWeights::ropeFrequencies of the global and the local layers.
+  std::vector<double> invFreq_, invFreqLocal_;
 
   const ForwardBatch *batch_ = nullptr;
   // Scratch, grown on demand and reused so steady-state steps allocate
@@ -486,7 +538,9 @@ Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
     const LayerWeights &L = w.layer(l);
     be->params_.layers.push_back(
         {param(L.attnNorm), param(L.wqkv), param(L.bqkv), param(L.wo),
-         param(L.bo), param(L.ffnNorm), param(L.wGateUp), param(L.wDown)});
+         param(L.bo), param(L.ffnNorm), param(L.wGateUp), param(L.wDown),
+         param(L.qNorm), param(L.kNorm), param(L.postAttnNorm),
+         param(L.postFfnNorm)});
   }
 
   be->numPages_ = setup.numPages;
@@ -504,24 +558,24 @@ Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
     return Status::error("out of memory allocating a KV cache of " +
                          std::to_string(be->numPages_) + " pages");
   }
-  be->invFreq_.resize(size_t(cfg.ropeDim / 2));
-  for (int64_t i = 0; i < cfg.ropeDim / 2; ++i)
-    be->invFreq_[size_t(i)] =
-        std::pow(cfg.ropeTheta, -2.0 * double(i) / double(cfg.ropeDim));
+  be->invFreq_ = w.ropeFrequencies(false);
+  be->invFreqLocal_ = w.ropeFrequencies(true);
   be->ropeCos_.resize(be->invFreq_.size());
   be->ropeSin_.resize(be->invFreq_.size());
   return std::unique_ptr<Backend>(std::move(be));
 }
 
-void CPUBackend::gather(int64_t l, const int32_t *pages, int64_t end) {
-  const int64_t P = shape_.pageSize, D = cfg_.headDim, G = cfg_.kvHeads;
+void CPUBackend::gather(int64_t l, const int32_t *pages, int64_t first,
+                        int64_t end) {
+  const int64_t P = shape_.pageSize, D = cfg_.headDim, G = cfg_.kvHeads,
+                n = end - first;
   const LayerCache &c = caches_[size_t(l)];
-  for (int64_t pos = 0; pos < end; ++pos) {
+  for (int64_t pos = first; pos < end; ++pos) {
     const int64_t page = pages[pos / P], slot = pos % P;
     for (int64_t g = 0; g < G; ++g) {
       const int64_t src = ((page * G + g) * P + slot) * D;
-      float *kd = kSeq_.data() + (g * end + pos) * D;
-      float *vd = vSeq_.data() + (g * end + pos) * D;
+      float *kd = kSeq_.data() + (g * n + pos - first) * D;
+      float *vd = vSeq_.data() + (g * n + pos - first) * D;
       switch (shape_.kvType) {
       case KVType::F32:
         std::memcpy(kd, c.k.data() + src, size_t(D) * 4);

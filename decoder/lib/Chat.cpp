@@ -1,7 +1,7 @@
 //===- Chat.cpp - A model's ChatML chat template --------------------------===//
 //
-// Recognises ChatML templates and renders one user turn plus the assistant
-// generation prompt, as the template would.
+// Recognises ChatML and Gemma templates and renders one user turn plus the
+// assistant generation prompt, as the template would.
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Decoder/Chat.h"
@@ -51,9 +51,16 @@ std::string defaultSystemPrompt(const std::string &tmpl) {
 Result<std::string> applyChatTemplate(const std::string &tmpl,
                                       const std::string &user,
                                       const std::string &system) {
+  if (tmpl.find("<start_of_turn>") != std::string::npos) {
+    // Gemma's turns; a system prompt opens the first user turn.
+    std::string first = system.empty() ? user : system + "\n\n" + user;
+    return "<start_of_turn>user\n" + first +
+           "<end_of_turn>\n<start_of_turn>model\n";
+  }
   if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos)
-    return Status::error("the model's chat template is not ChatML "
-                         "(<|im_start|>...<|im_end|>); only ChatML is "
+    return Status::error("the model's chat template is neither ChatML "
+                         "(<|im_start|>...<|im_end|>) nor Gemma's "
+                         "(<start_of_turn>...<end_of_turn>); only those are "
                          "supported");
   std::string sys = system.empty() ? defaultSystemPrompt(tmpl) : system;
   std::string out;
@@ -73,6 +80,11 @@ Result<std::string> applyChatTemplate(const model::GGUFFile &file,
     if (!t)
       return t.status();
     tmpl = *t;
+  } else if (file.has("general.architecture")) {
+    // A Gemma file without a template (a base model) still speaks Gemma's.
+    Result<std::string> arch = file.getString("general.architecture");
+    if (arch && arch->rfind("gemma", 0) == 0)
+      tmpl = "<start_of_turn>";
   }
   return applyChatTemplate(tmpl, user, system);
 }

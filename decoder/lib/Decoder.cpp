@@ -55,6 +55,21 @@ Schedule withPageSize(Schedule schedule, int64_t pageSize) {
   return schedule;
 }
 
+Schedule withModelRoles(const ModelConfig &config, Schedule schedule,
+                        int64_t pageSize) {
+  ScheduleRule local;
+  for (int64_t l = 0; l < config.numLayers; ++l)
+    if (config.localLayer(l))
+      local.layers.push_back(l);
+  if (local.layers.empty())
+    return schedule;
+  local.policy.anchor = 0;
+  local.policy.window = local.policy.windowMax = config.slidingWindow;
+  local.policy.pageSize = pageSize;
+  schedule.rules.push_back(std::move(local)); // later rules win
+  return schedule;
+}
+
 int32_t layerWindow(const Schedule &schedule, int64_t layer, int64_t kvHeads,
                     double repScore) {
   for (int64_t g = 0; g < kvHeads; ++g) {
@@ -141,7 +156,7 @@ Decoder::create(std::shared_ptr<const ModelWeights> weights,
 
   BackendSetup setup;
   setup.weights = weights;
-  setup.schedule = schedule;
+  setup.schedule = withModelRoles(cfg, schedule, pageSize);
   setup.options = options;
   ModelShape &shape = setup.shape;
   shape.numLayers = cfg.numLayers;
@@ -150,10 +165,11 @@ Decoder::create(std::shared_ptr<const ModelWeights> weights,
   shape.headDim = cfg.headDim;
   shape.pageSize = pageSize;
   shape.kvType = options.kvType;
+  shape.scale = cfg.attentionScale;
   // The sparse and the dense programs share the cache: one summary layout.
   shape.sketchBits = options.sketchBits;
   {
-    Result<ModelShape> cache = cacheShapeFor(shape, schedule);
+    Result<ModelShape> cache = cacheShapeFor(shape, setup.schedule);
     if (!cache)
       return cache.status();
     shape = *cache;
@@ -220,7 +236,8 @@ Decoder::compile(const Schedule &schedule) const {
         (impl_->shape.sketchBits
              ? std::to_string(impl_->shape.sketchBits) + "-bit sketches"
              : std::string("none (set DecoderOptions::sketchBits)")));
-  return impl_->backend->compile(schedule);
+  return impl_->backend->compile(
+      withModelRoles(impl_->cfg, schedule, impl_->shape.pageSize));
 }
 
 Status Decoder::setProgram(std::shared_ptr<const AttentionProgram> program) {

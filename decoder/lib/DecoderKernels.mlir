@@ -8,9 +8,9 @@
 module attributes {gpu.container_module} {
 gpu.module @decoder_kernels {
 
-  // x[t, i] = table[tokens[t], i]; grid (ceil(hidden / 256), rows).
+  // x[t, i] = table[tokens[t], i] * scale; grid (ceil(hidden / 256), rows).
   gpu.func @embed(%table: memref<?x?xf32>, %tokens: memref<?xi32>,
-                  %x: memref<?x?xf32>) kernel {
+                  %x: memref<?x?xf32>, %scale: f32) kernel {
     %c256 = arith.constant 256 : index
     %tid = gpu.thread_id x
     %bx = gpu.block_id x
@@ -23,16 +23,19 @@ gpu.module @decoder_kernels {
     scf.if %in {
       %tok = memref.load %tokens[%t] : memref<?xi32>
       %row = arith.index_cast %tok : i32 to index
-      %v = memref.load %table[%row, %i] : memref<?x?xf32>
+      %e = memref.load %table[%row, %i] : memref<?x?xf32>
+      %v = arith.mulf %e, %scale : f32
       memref.store %v, %x[%t, %i] : memref<?x?xf32>
     }
     gpu.return
   }
 
-  // y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w; one 256-thread block per
-  // row: strided partial sums, warp shuffles, then the 8 warp sums.
+  // y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w, or y[t] += that when
+  // accumulate != 0; one 256-thread block per row: strided partial sums,
+  // warp shuffles, then the 8 warp sums. y may be x (each thread reads an
+  // element before it writes it, after the barrier).
   gpu.func @rmsnorm(%x: memref<?x?xf32>, %w: memref<?xf32>,
-                    %y: memref<?x?xf32>, %eps: f32)
+                    %y: memref<?x?xf32>, %eps: f32, %accumulate: i32)
       workgroup(%red: memref<8xf32, #gpu.address_space<workgroup>>)
       kernel {
     %c0 = arith.constant 0 : index
@@ -83,12 +86,17 @@ gpu.module @decoder_kernels {
     %mean = arith.divf %total, %nF : f32
     %me = arith.addf %mean, %eps : f32
     %inv = math.rsqrt %me : f32
+    %zeroI = arith.constant 0 : i32
+    %acc = arith.cmpi ne, %accumulate, %zeroI : i32
     scf.for %i = %tid to %n step %c256 {
       %v = memref.load %x[%t, %i] : memref<?x?xf32>
       %g = memref.load %w[%i] : memref<?xf32>
       %a = arith.mulf %v, %inv : f32
       %b = arith.mulf %a, %g : f32
-      memref.store %b, %y[%t, %i] : memref<?x?xf32>
+      %old = memref.load %y[%t, %i] : memref<?x?xf32>
+      %sum = arith.addf %old, %b : f32
+      %r = arith.select %acc, %sum, %b : f32
+      memref.store %r, %y[%t, %i] : memref<?x?xf32>
     }
     gpu.return
   }
@@ -157,6 +165,50 @@ gpu.module @decoder_kernels {
       %den = arith.addf %one, %e : f32
       %s = arith.divf %g, %den : f32
       %r = arith.mulf %s, %u : f32
+      memref.store %r, %act[%t, %i] : memref<?x?xf32>
+    }
+    gpu.return
+  }
+
+  // act[t, i] = gelu(gu[t, i]) * gu[t, ffn + i] with gelu's tanh form,
+  // 0.5 g (1 + tanh(v)), v = sqrt(2/pi) (g + 0.044715 g^3), and tanh(|v|) =
+  // (1 - e) / (1 + e), e = exp(-2|v|) <= 1 (no overflow); grid
+  // (ceil(ffn/256), rows).
+  gpu.func @gelu_mul(%gu: memref<?x?xf32>, %act: memref<?x?xf32>) kernel {
+    %c1 = arith.constant 1 : index
+    %c256 = arith.constant 256 : index
+    %tid = gpu.thread_id x
+    %bx = gpu.block_id x
+    %t = gpu.block_id y
+    %base = arith.muli %bx, %c256 : index
+    %i = arith.addi %base, %tid : index
+    %ffn = memref.dim %act, %c1 : memref<?x?xf32>
+    %in = arith.cmpi slt, %i, %ffn : index
+    scf.if %in {
+      %g = memref.load %gu[%t, %i] : memref<?x?xf32>
+      %j = arith.addi %i, %ffn : index
+      %u = memref.load %gu[%t, %j] : memref<?x?xf32>
+      %half = arith.constant 0.5 : f32
+      %one = arith.constant 1.0 : f32
+      %k = arith.constant 0.7978845608028654 : f32
+      %c = arith.constant 0.044715 : f32
+      %mtwo = arith.constant -2.0 : f32
+      %g2 = arith.mulf %g, %g : f32
+      %g3 = arith.mulf %g2, %g : f32
+      %cg3 = arith.mulf %c, %g3 : f32
+      %inner = arith.addf %g, %cg3 : f32
+      %v = arith.mulf %k, %inner : f32
+      %av = math.absf %v : f32
+      %x = arith.mulf %mtwo, %av : f32
+      %e = math.exp %x : f32
+      %num = arith.subf %one, %e : f32
+      %den = arith.addf %one, %e : f32
+      %th = arith.divf %num, %den : f32
+      %copy = math.copysign %th, %v : f32
+      %onep = arith.addf %one, %copy : f32
+      %hg = arith.mulf %half, %g : f32
+      %gel = arith.mulf %hg, %onep : f32
+      %r = arith.mulf %gel, %u : f32
       memref.store %r, %act[%t, %i] : memref<?x?xf32>
     }
     gpu.return

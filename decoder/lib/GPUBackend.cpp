@@ -88,6 +88,7 @@ public:
 
 struct DeviceLayer {
   cuda::DeviceBuffer attnNorm, wqkv, bqkv, wo, bo, ffnNorm, wGateUp, wDown;
+  cuda::DeviceBuffer qNorm, kNorm, postAttnNorm, postFfnNorm;
   cuda::DeviceBuffer k, v, summaries;
 };
 
@@ -123,12 +124,14 @@ public:
   const std::vector<float> &stats() const override { return hostStats_; }
   const std::vector<float> &queries() const override;
 
-  Status embed() override;
-  Status rmsNorm(Buf in, const Param &weight, Buf out, Rows rows) override;
+  Status embed(float scale) override;
+  Status rmsNorm(Buf in, const Param &weight, Buf out, Rows rows,
+                 bool accumulate) override;
+  Status headNorm(Buf qOrK, const Param &weight) override;
   Status linear(Buf in, const Param &weight, const Param &bias, Buf out,
                 bool accumulate, Rows rows) override;
   Status splitQKV() override;
-  Status rope(Buf qOrK) override;
+  Status rope(Buf qOrK, int64_t layer) override;
   Status append(int64_t layer) override;
   Status attend(int64_t layer) override;
   Status prefillAttend(int64_t layer) override;
@@ -178,7 +181,9 @@ private:
   std::shared_ptr<GPUAttention> program_, dense_;
 
   std::vector<DeviceLayer> layers_;
-  cuda::DeviceBuffer embedding_, outputNorm_, output_, invFreq_;
+  /// invFreq_/invFreqLocal_: RoPE of the global and the local layers.
+  cuda::DeviceBuffer embedding_, outputNorm_, output_, invFreq_,
+      invFreqLocal_;
   ModelParams params_;
   std::vector<cuda::DeviceBuffer> bufs_ =
       std::vector<cuda::DeviceBuffer>(kNumBufs);
@@ -259,7 +264,8 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
     return module.status();
   d.kernels_ = module.take();
   for (const char *name :
-       {"embed", "rmsnorm", "rope", "silu_mul", "add_bias", "split_qkv"}) {
+       {"embed", "rmsnorm", "rope", "silu_mul", "gelu_mul", "add_bias",
+        "split_qkv"}) {
     auto f = d.kernels_.getFunction(name);
     if (!f.ok())
       return f.status();
@@ -269,7 +275,10 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
   if (!program.ok())
     return program.status();
   d.program_ = program.take();
-  auto dense = d.load(Schedule::uniform(cfg.numLayers, Policy::makeDense()));
+  // Prefill attends as the model does: dense, windowed on local layers.
+  auto dense = d.load(withModelRoles(
+      cfg, Schedule::uniform(cfg.numLayers, Policy::makeDense()),
+      d.shape_.pageSize));
   if (!dense.ok())
     return dense.status();
   d.dense_ = dense.take();
@@ -333,6 +342,12 @@ Status GPUBackend::uploadWeights(const ModelWeights &w) {
     CONDENSATE_RETURN_IF_ERROR(put(src.ffnNorm, L.ffnNorm, P.ffnNorm));
     CONDENSATE_RETURN_IF_ERROR(put(src.wGateUp, L.wGateUp, P.wGateUp));
     CONDENSATE_RETURN_IF_ERROR(put(src.wDown, L.wDown, P.wDown));
+    CONDENSATE_RETURN_IF_ERROR(put(src.qNorm, L.qNorm, P.qNorm));
+    CONDENSATE_RETURN_IF_ERROR(put(src.kNorm, L.kNorm, P.kNorm));
+    CONDENSATE_RETURN_IF_ERROR(
+        put(src.postAttnNorm, L.postAttnNorm, P.postAttnNorm));
+    CONDENSATE_RETURN_IF_ERROR(
+        put(src.postFfnNorm, L.postFfnNorm, P.postFfnNorm));
   }
   const size_t table = size_t(cfg.vocab * cfg.hidden);
   CONDENSATE_RETURN_IF_ERROR(upload(w.tokenEmbedding(), table, embedding_));
@@ -346,14 +361,14 @@ Status GPUBackend::uploadWeights(const ModelWeights &w) {
   CONDENSATE_RETURN_IF_ERROR(
       upload(w.outputNorm(), size_t(cfg.hidden), outputNorm_));
   params_.outputNorm = Param{outputNorm_.address(), cfg.hidden};
-  // Inverse frequencies with the linear scale folded in: the rope kernel's
-  // angle is position * invFreq.
-  std::vector<float> inv(size_t(cfg.ropeDim / 2));
-  for (size_t i = 0; i < inv.size(); ++i)
-    inv[i] = static_cast<float>(
-        std::pow(cfg.ropeTheta, -2.0 * double(i) / double(cfg.ropeDim)) /
-        cfg.ropeLinearScale);
-  return upload(inv.data(), inv.size(), invFreq_);
+  // The rope kernel's angle is position * invFreq (ropeFrequencies).
+  for (auto [local, out] : {std::pair{false, &invFreq_},
+                            std::pair{true, &invFreqLocal_}}) {
+    const std::vector<double> f = w.ropeFrequencies(local);
+    std::vector<float> inv(f.begin(), f.end());
+    CONDENSATE_RETURN_IF_ERROR(upload(inv.data(), inv.size(), *out));
+  }
+  return Status::success();
 }
 
 std::string GPUBackend::description() const {
@@ -482,22 +497,37 @@ const std::vector<float> &GPUBackend::queries() const {
   return hostQueries_;
 }
 
-Status GPUBackend::embed() {
+Status GPUBackend::embed(float scale) {
   cuda::KernelArgs a;
   pushMemRef(a, params_.embedding.address, {cfg_.vocab, cfg_.hidden});
   pushMemRef(a, tokens_.address(), {rows()});
   pushMemRef(a, addr(Buf::X), {rows(), cfg_.hidden});
+  a.f32(scale);
   return launch("embed", {blocksFor(cfg_.hidden), unsigned(rows()), 1},
                 {256, 1, 1}, a);
 }
 
-Status GPUBackend::rmsNorm(Buf in, const Param &weight, Buf out, Rows r) {
+Status GPUBackend::rmsNorm(Buf in, const Param &weight, Buf out, Rows r,
+                           bool accumulate) {
   const int64_t H = width(in), n = count(r);
   cuda::KernelArgs a;
   pushMemRef(a, addr(in) + DevicePtr(r.first * H * 4), {n, H});
   pushMemRef(a, weight.address, {H});
   pushMemRef(a, addr(out), {n, H});
   a.f32(static_cast<float>(cfg_.rmsEps));
+  a.i32(accumulate ? 1 : 0);
+  return launch("rmsnorm", {unsigned(n), 1, 1}, {256, 1, 1}, a);
+}
+
+Status GPUBackend::headNorm(Buf qOrK, const Param &weight) {
+  // The rows' heads as rows of head_dim, normalised in place.
+  const int64_t D = cfg_.headDim, n = rows() * width(qOrK) / D;
+  cuda::KernelArgs a;
+  pushMemRef(a, addr(qOrK), {n, D});
+  pushMemRef(a, weight.address, {D});
+  pushMemRef(a, addr(qOrK), {n, D});
+  a.f32(static_cast<float>(cfg_.rmsEps));
+  a.i32(0);
   return launch("rmsnorm", {unsigned(n), 1, 1}, {256, 1, 1}, a);
 }
 
@@ -531,13 +561,15 @@ Status GPUBackend::splitQKV() {
                 {256, 1, 1}, a);
 }
 
-Status GPUBackend::rope(Buf qOrK) {
+Status GPUBackend::rope(Buf qOrK, int64_t layer) {
   const int64_t heads = qOrK == Buf::Q ? cfg_.qHeads : cfg_.kvHeads,
                 pairs = cfg_.ropeDim / 2;
   cuda::KernelArgs a;
   pushMemRef(a, addr(qOrK), {rows(), heads, cfg_.headDim});
   pushMemRef(a, positions_.address(), {rows()});
-  pushMemRef(a, invFreq_.address(), {pairs});
+  pushMemRef(a,
+             (cfg_.localLayer(layer) ? invFreqLocal_ : invFreq_).address(),
+             {pairs});
   a.i32(cfg_.ropeMode == RopeMode::Adjacent ? 1 : 0);
   const unsigned threads = static_cast<unsigned>((pairs + 31) / 32 * 32);
   return launch("rope", {unsigned(heads), unsigned(rows()), 1}, {threads, 1, 1},
@@ -590,7 +622,8 @@ Status GPUBackend::attend(int64_t l) {
 
 Status GPUBackend::prefillAttend(int64_t l) {
   // One "sequence" per prompt row: its own length over the shared page
-  // row, so the dense kernel is causal.
+  // row, so the model's dense (or, on local layers, window) kernel is
+  // causal.
   AttentionArgs a = attentionArgs(l);
   a.windows = dev<const int32_t>(windows_.address()); // dense: unread
   a.stats = dev<float>(prefillStats_.address());
@@ -602,6 +635,9 @@ Status GPUBackend::activation(Activation kind) {
   switch (kind) {
   case Activation::SwiGLU:
     name = "silu_mul";
+    break;
+  case Activation::GeGLU:
+    name = "gelu_mul";
     break;
   }
   if (!name)

@@ -35,6 +35,13 @@ constexpr Architecture kArchitectures[] = {
      Presence::Optional, Presence::Optional},
     {"qwen2", RopeMode::Halves, Activation::SwiGLU, Presence::Optional,
      Presence::Optional, Presence::Optional},
+    // llama.cpp's LLM_ARCH_GEMMA3: NEOX rope, local layers in runs of five
+    // between global ones (set_swa_pattern(6)) with base 10000
+    // (rope_freq_base_train_swa), the 27B's 62 layers scaled by width.
+    // Its GGUF norm weights already hold Gemma's (1 + w).
+    {"gemma3", RopeMode::Halves, Activation::GeGLU, Presence::Absent,
+     Presence::Absent, Presence::Optional, Presence::Required,
+     Presence::Required, true, 6, 10000.0, 62},
 };
 
 /// Whether file `f` holds the tensor an architecture gives `presence`,
@@ -140,6 +147,8 @@ Status checkShapes(const GGUFFile &f, const ModelConfig &c) {
       {"token_embd.weight", H, c.vocab}, {"output_norm.weight", H, 0}};
   if (!c.tiedOutput)
     want.emplace_back("output.weight", H, c.vocab);
+  if (c.ropeFactors)
+    want.emplace_back("rope_freqs.weight", c.ropeDim / 2, 0);
   for (int64_t l = 0; l < c.numLayers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     for (auto [name, ne0, ne1] :
@@ -160,6 +169,14 @@ Status checkShapes(const GGUFFile &f, const ModelConfig &c) {
     }
     if (c.outputBias)
       want.emplace_back(b + "attn_output.bias", H, 0);
+    if (c.qkNorm) {
+      want.emplace_back(b + "attn_q_norm.weight", c.headDim, 0);
+      want.emplace_back(b + "attn_k_norm.weight", c.headDim, 0);
+    }
+    if (c.postNorms) {
+      want.emplace_back(b + "post_attention_norm.weight", H, 0);
+      want.emplace_back(b + "post_ffw_norm.weight", H, 0);
+    }
   }
   for (const auto &[name, ne0, ne1] : want) {
     Result<const TensorInfo *> t = expectTensor(f, name, ne0, ne1);
@@ -193,8 +210,22 @@ std::string ModelConfig::describe() const {
      << (ropeMode == RopeMode::Adjacent ? " (adjacent pairs)" : " (halves)");
   if (ropeLinearScale != 1.0)
     os << " linear x" << ropeLinearScale;
+  if (ropeFactors)
+    os << " with per-pair factors";
+  if (slidingWindow > 0)
+    os << "; local layers: window " << slidingWindow << ", rope theta "
+       << localRopeTheta << ", all but every " << slidingWindowPattern
+       << "th";
   if (attentionBias)
     os << ", qkv bias";
+  if (qkNorm)
+    os << ", qk-norm";
+  if (postNorms)
+    os << ", post-norms";
+  if (embedScale != 1.0f)
+    os << ", embedding x" << embedScale;
+  if (activation == Activation::GeGLU)
+    os << ", GeGLU";
   if (outputBias)
     os << ", output bias";
   os << (tiedOutput ? ", tied output" : "");
@@ -268,6 +299,18 @@ Result<ModelConfig> ModelWeights::readConfig(const GGUFFile &f) {
   CONDENSATE_TAKE(c.ropeTheta, optionalFloat(f, p + "rope.freq_base", 10000.0));
   CONDENSATE_TAKE(c.rmsEps, optionalFloat(f, p + "attention.layer_norm_rms_epsilon",
                                           1e-5));
+  if (info->slidingWindowPattern > 0) {
+    CONDENSATE_TAKE(c.slidingWindow,
+                    optionalInt(f, p + "attention.sliding_window", 0));
+    c.slidingWindowPattern = info->slidingWindowPattern;
+    c.localRopeTheta = info->localRopeTheta;
+    if (c.slidingWindow > limits::kMaxPolicyTokens)
+      return Status::error(f.name() + ": " + p + "attention.sliding_window = " +
+                           std::to_string(c.slidingWindow) +
+                           " is larger than " +
+                           std::to_string(limits::kMaxPolicyTokens) +
+                           ", the largest window accepted");
+  }
 #undef CONDENSATE_TAKE
 
   if (c.kvHeads <= 0 || c.qHeads % c.kvHeads != 0)
@@ -334,8 +377,21 @@ Result<ModelConfig> ModelWeights::readConfig(const GGUFFile &f) {
     if (!*r)
       return r->status();
   c.tiedOutput = !*output;
+  c.ropeFactors = f.findTensor("rope_freqs.weight") != nullptr;
   c.attentionBias = *qkvBias;
   c.outputBias = *outputBias;
+  Result<bool> qkNorm = holds(f, info->qkNorm, "blk.0.attn_q_norm.weight");
+  Result<bool> postNorms =
+      holds(f, info->postNorms, "blk.0.post_attention_norm.weight");
+  for (const Result<bool> *r : {&qkNorm, &postNorms})
+    if (!*r)
+      return r->status();
+  c.qkNorm = *qkNorm;
+  c.postNorms = *postNorms;
+  if (info->scaleEmbedding)
+    c.embedScale = float(std::sqrt(double(c.hidden)));
+  if (info->widthScaleLayers > 0 && c.numLayers == info->widthScaleLayers)
+    c.attentionScale = float(1.0 / std::sqrt(double(c.hidden / c.qHeads)));
   return c;
 }
 
@@ -365,6 +421,14 @@ ModelWeights::load(const GGUFFile &f) {
           loadTensor(f, "output.weight", H, c.vocab, w->output_));
     CONDENSATE_RETURN_IF_ERROR(
         loadTensor(f, "output_norm.weight", H, 0, w->outputNorm_));
+    if (c.ropeFactors) {
+      CONDENSATE_RETURN_IF_ERROR(loadTensor(f, "rope_freqs.weight",
+                                            c.ropeDim / 2, 0, w->ropeFactors_));
+      for (float v : w->ropeFactors_)
+        if (!(v > 0.0f))
+          return Status::error(f.name() + ": tensor 'rope_freqs.weight' holds " +
+                               std::to_string(v) + "; RoPE factors must be > 0");
+    }
     w->layers_.resize(size_t(c.numLayers));
     for (int64_t l = 0; l < c.numLayers; ++l) {
       LayerWeights &L = w->layers_[size_t(l)];
@@ -404,6 +468,18 @@ ModelWeights::load(const GGUFFile &f) {
                                             L.wGateUp, size_t(c.ffn * H)));
       CONDENSATE_RETURN_IF_ERROR(
           loadTensor(f, b + "ffn_down.weight", c.ffn, H, L.wDown));
+      if (c.qkNorm) {
+        CONDENSATE_RETURN_IF_ERROR(
+            loadTensor(f, b + "attn_q_norm.weight", c.headDim, 0, L.qNorm));
+        CONDENSATE_RETURN_IF_ERROR(
+            loadTensor(f, b + "attn_k_norm.weight", c.headDim, 0, L.kNorm));
+      }
+      if (c.postNorms) {
+        CONDENSATE_RETURN_IF_ERROR(loadTensor(
+            f, b + "post_attention_norm.weight", H, 0, L.postAttnNorm));
+        CONDENSATE_RETURN_IF_ERROR(
+            loadTensor(f, b + "post_ffw_norm.weight", H, 0, L.postFfnNorm));
+      }
     }
   } catch (const std::bad_alloc &) {
     return Status::error(f.name() + ": out of memory dequantising the "
@@ -412,11 +488,29 @@ ModelWeights::load(const GGUFFile &f) {
   return std::shared_ptr<const ModelWeights>(std::move(w));
 }
 
+std::vector<double> ModelWeights::ropeFrequencies(bool local) const {
+  const ModelConfig &c = config_;
+  // A representative layer of the kind asked for (the bases and scaling
+  // depend only on the kind).
+  int64_t layer = 0;
+  while (layer + 1 < c.numLayers && c.localLayer(layer) != local)
+    ++layer;
+  std::vector<double> f(size_t(c.ropeDim / 2));
+  for (size_t i = 0; i < f.size(); ++i)
+    f[i] = std::pow(c.ropeThetaFor(layer),
+                    -2.0 * double(i) / double(c.ropeDim)) /
+           (ropeFactors_.empty() ? 1.0 : double(ropeFactors_[i])) /
+           c.ropeScaleFor(layer);
+  return f;
+}
+
 int64_t ModelWeights::bytes() const {
   size_t n = tokenEmbd_.size() + output_.size() + outputNorm_.size();
   for (const LayerWeights &L : layers_)
     n += L.attnNorm.size() + L.wqkv.size() + L.bqkv.size() + L.wo.size() +
-         L.bo.size() + L.ffnNorm.size() + L.wGateUp.size() + L.wDown.size();
+         L.bo.size() + L.ffnNorm.size() + L.wGateUp.size() + L.wDown.size() +
+         L.qNorm.size() + L.kNorm.size() + L.postAttnNorm.size() +
+         L.postFfnNorm.size();
   return int64_t(n * sizeof(float));
 }
 

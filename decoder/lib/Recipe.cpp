@@ -1,10 +1,12 @@
 //===- Recipe.cpp - The layer recipe, written once for every backend ------===//
 //
-// One forward pass of a pre-norm decoder block stack: RMSNorm, fused q/k/v
-// projection, RoPE, KV append, attention (dense causal for prefill rows,
-// the program's policy for decode rows), output projection into the
-// residual, RMSNorm, gated MLP into the residual; then the final norm and
-// the logits. Prefill chunks and decode steps both run through here; what
+// One forward pass of a pre-norm decoder block stack: (scaled) embedding;
+// per block RMSNorm, fused q/k/v projection, per-head q/k RMSNorm where the
+// model has it, RoPE (the layer's base), KV append, attention (the model's
+// own causal attention for prefill rows, the program's policy for decode
+// rows), output projection into the residual (through a post-norm where the
+// model has one), RMSNorm, gated MLP into the residual (likewise); then the
+// final norm and the logits. Prefill chunks and decode steps both run through here; what
 // an architecture holds comes from its ModelConfig, never from its name.
 //
 //===----------------------------------------------------------------------===//
@@ -47,7 +49,7 @@ Status forward(Backend &be, const ModelConfig &c, const ForwardBatch &batch,
   Lap lap(be.synchronous());
   auto body = [&]() -> Status {
     const ModelParams &P = be.params();
-    CONDENSATE_RETURN_IF_ERROR(be.embed());
+    CONDENSATE_RETURN_IF_ERROR(be.embed(c.embedScale));
     for (int64_t l = 0; l < c.numLayers; ++l) {
       const LayerParams &L = P.layers[size_t(l)];
       CONDENSATE_RETURN_IF_ERROR(be.rmsNorm(Buf::X, L.attnNorm, Buf::H));
@@ -56,8 +58,12 @@ Status forward(Backend &be, const ModelConfig &c, const ForwardBatch &batch,
           be.linear(Buf::H, L.wqkv, L.bqkv, Buf::QKV, false));
       lap.to(prof.qkv);
       CONDENSATE_RETURN_IF_ERROR(be.splitQKV());
-      CONDENSATE_RETURN_IF_ERROR(be.rope(Buf::Q));
-      CONDENSATE_RETURN_IF_ERROR(be.rope(Buf::K));
+      if (c.qkNorm) {
+        CONDENSATE_RETURN_IF_ERROR(be.headNorm(Buf::Q, L.qNorm));
+        CONDENSATE_RETURN_IF_ERROR(be.headNorm(Buf::K, L.kNorm));
+      }
+      CONDENSATE_RETURN_IF_ERROR(be.rope(Buf::Q, l));
+      CONDENSATE_RETURN_IF_ERROR(be.rope(Buf::K, l));
       if (decode)
         CONDENSATE_RETURN_IF_ERROR(be.keepQueries(l));
       lap.to(prof.norms);
@@ -65,9 +71,20 @@ Status forward(Backend &be, const ModelConfig &c, const ForwardBatch &batch,
       lap.to(prof.append);
       CONDENSATE_RETURN_IF_ERROR(decode ? be.attend(l) : be.prefillAttend(l));
       lap.to(prof.attention);
-      CONDENSATE_RETURN_IF_ERROR(
-          be.linear(Buf::Attn, L.wo, L.bo, Buf::X, true));
-      lap.to(prof.output);
+      // With post-norms a block's output is normalised before it joins the
+      // residual; H is free by then and holds it.
+      if (c.postNorms) {
+        CONDENSATE_RETURN_IF_ERROR(
+            be.linear(Buf::Attn, L.wo, L.bo, Buf::H, false));
+        lap.to(prof.output);
+        CONDENSATE_RETURN_IF_ERROR(
+            be.rmsNorm(Buf::H, L.postAttnNorm, Buf::X, {}, true));
+        lap.to(prof.norms);
+      } else {
+        CONDENSATE_RETURN_IF_ERROR(
+            be.linear(Buf::Attn, L.wo, L.bo, Buf::X, true));
+        lap.to(prof.output);
+      }
       CONDENSATE_RETURN_IF_ERROR(be.rmsNorm(Buf::X, L.ffnNorm, Buf::H));
       lap.to(prof.norms);
       CONDENSATE_RETURN_IF_ERROR(
@@ -75,9 +92,18 @@ Status forward(Backend &be, const ModelConfig &c, const ForwardBatch &batch,
       lap.to(prof.mlp);
       CONDENSATE_RETURN_IF_ERROR(be.activation(c.activation));
       lap.to(prof.norms);
-      CONDENSATE_RETURN_IF_ERROR(
-          be.linear(Buf::Act, L.wDown, Param(), Buf::X, true));
-      lap.to(prof.mlp);
+      if (c.postNorms) {
+        CONDENSATE_RETURN_IF_ERROR(
+            be.linear(Buf::Act, L.wDown, Param(), Buf::H, false));
+        lap.to(prof.mlp);
+        CONDENSATE_RETURN_IF_ERROR(
+            be.rmsNorm(Buf::H, L.postFfnNorm, Buf::X, {}, true));
+        lap.to(prof.norms);
+      } else {
+        CONDENSATE_RETURN_IF_ERROR(
+            be.linear(Buf::Act, L.wDown, Param(), Buf::X, true));
+        lap.to(prof.mlp);
+      }
     }
     if (logitCount > 0) {
       const Rows rows{logitRows.first, logitCount};

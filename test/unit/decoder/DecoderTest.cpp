@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ModelTestSupport.h"
+#include "SyntheticModel.h"
 
 #include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Chat.h"
@@ -36,6 +37,7 @@ using namespace condensate;
 using namespace condensate::decoder;
 using namespace condensate::model;
 using namespace condensate::model::testsupport;
+using namespace condensate::decoder::testsupport;
 
 namespace {
 
@@ -71,216 +73,6 @@ std::unique_ptr<Decoder> makeDecoder(std::shared_ptr<const ModelWeights> w,
   auto d = Decoder::create(std::move(w), schedule, options);
   EXPECT_TRUE(d.ok()) << d.message();
   return d.ok() ? d.take() : nullptr;
-}
-
-//===----------------------------------------------------------------------===//
-// A synthetic model and a naive float64 forward
-//===----------------------------------------------------------------------===//
-
-struct TinySpec {
-  std::string arch = "llama";
-  int64_t layers = 2, hidden = 64, qHeads = 4, kvHeads = 2, ffn = 96,
-          vocab = 50;
-  double theta = 10000.0, eps = 1e-5, linearScale = 1.0;
-  bool bias = false, tied = true;
-  int64_t headDim() const { return hidden / qHeads; }
-};
-
-/// Weights by GGUF tensor name, float32 in [out, in] order.
-using TensorMap = std::map<std::string, std::pair<std::vector<uint64_t>,
-                                                  std::vector<float>>>;
-
-TensorMap tinyTensors(const TinySpec &s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  TensorMap t;
-  auto add = [&](const std::string &name, int64_t ne0, int64_t ne1,
-                 float scale, float offset = 0.0f) {
-    std::normal_distribution<float> dist(0.0f, scale);
-    std::vector<float> v(static_cast<size_t>(ne0 * (ne1 ? ne1 : 1)));
-    for (float &x : v)
-      x = offset + dist(rng);
-    std::vector<uint64_t> dims = {uint64_t(ne0)};
-    if (ne1)
-      dims.push_back(uint64_t(ne1));
-    t[name] = {dims, v};
-  };
-  const int64_t H = s.hidden, D = s.headDim();
-  add("token_embd.weight", H, s.vocab, 1.0f);
-  if (!s.tied)
-    add("output.weight", H, s.vocab, 0.3f);
-  add("output_norm.weight", H, 0, 0.1f, 1.0f);
-  for (int64_t l = 0; l < s.layers; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    const float w = 1.0f / std::sqrt(float(H));
-    add(b + "attn_norm.weight", H, 0, 0.1f, 1.0f);
-    add(b + "attn_q.weight", H, s.qHeads * D, 2 * w);
-    add(b + "attn_k.weight", H, s.kvHeads * D, 2 * w);
-    add(b + "attn_v.weight", H, s.kvHeads * D, w);
-    if (s.bias) {
-      add(b + "attn_q.bias", s.qHeads * D, 0, 0.3f);
-      add(b + "attn_k.bias", s.kvHeads * D, 0, 0.3f);
-      add(b + "attn_v.bias", s.kvHeads * D, 0, 0.3f);
-    }
-    add(b + "attn_output.weight", s.qHeads * D, H, w);
-    add(b + "ffn_norm.weight", H, 0, 0.1f, 1.0f);
-    add(b + "ffn_gate.weight", H, s.ffn, w);
-    add(b + "ffn_up.weight", H, s.ffn, w);
-    add(b + "ffn_down.weight", s.ffn, H, 1.0f / std::sqrt(float(s.ffn)));
-  }
-  return t;
-}
-
-std::vector<uint8_t> tinyGGUF(const TinySpec &s, const TensorMap &tensors) {
-  GGUFBuilder g;
-  const std::string p = s.arch + ".";
-  g.addString("general.architecture", s.arch);
-  g.addU32(p + "block_count", uint32_t(s.layers));
-  g.addU32(p + "context_length", 4096);
-  g.addU32(p + "embedding_length", uint32_t(s.hidden));
-  g.addU32(p + "feed_forward_length", uint32_t(s.ffn));
-  g.addU32(p + "attention.head_count", uint32_t(s.qHeads));
-  g.addU32(p + "attention.head_count_kv", uint32_t(s.kvHeads));
-  g.addF32(p + "rope.freq_base", float(s.theta));
-  g.addF32(p + "attention.layer_norm_rms_epsilon", float(s.eps));
-  if (s.linearScale != 1.0) {
-    g.addString(p + "rope.scaling.type", "linear");
-    g.addF32(p + "rope.scaling.factor", float(s.linearScale));
-  }
-  for (const auto &[name, entry] : tensors) {
-    std::vector<uint8_t> bytes(entry.second.size() * 4);
-    std::memcpy(bytes.data(), entry.second.data(), bytes.size());
-    g.addTensor(name, uint32_t(GGMLType::F32), entry.first, bytes);
-  }
-  return g.build();
-}
-
-/// The plain float64 forward: logits [T, vocab] of every position.
-std::vector<double> naiveForward(const TinySpec &s, const TensorMap &t,
-                                 const std::vector<int32_t> &ids) {
-  const int64_t T = int64_t(ids.size()), H = s.hidden, D = s.headDim(),
-                Hq = s.qHeads, Hkv = s.kvHeads, F = s.ffn;
-  auto W = [&](const std::string &n) -> const std::vector<float> & {
-    return t.at(n).second;
-  };
-  // y[out] = W[out, in] x[in] (+ bias)
-  auto matvec = [](const std::vector<float> &w, const std::vector<double> &x,
-                   int64_t out, const std::vector<float> *bias) {
-    const int64_t in = int64_t(x.size());
-    std::vector<double> y(static_cast<size_t>(out));
-    for (int64_t o = 0; o < out; ++o) {
-      double acc = bias ? double((*bias)[size_t(o)]) : 0.0;
-      for (int64_t i = 0; i < in; ++i)
-        acc += double(w[size_t(o * in + i)]) * x[size_t(i)];
-      y[size_t(o)] = acc;
-    }
-    return y;
-  };
-  auto rms = [&](const std::vector<double> &x, const std::vector<float> &w) {
-    double ss = 0;
-    for (double v : x)
-      ss += v * v;
-    const double inv = 1.0 / std::sqrt(ss / double(x.size()) + s.eps);
-    std::vector<double> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i)
-      y[i] = x[i] * inv * double(w[i]);
-    return y;
-  };
-  auto rope = [&](std::vector<double> &v, int64_t heads, int64_t pos) {
-    const bool halves = s.arch == "qwen2";
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < D / 2; ++i) {
-        const double ang = double(pos) / s.linearScale *
-                           std::pow(s.theta, -2.0 * double(i) / double(D));
-        const int64_t a = h * D + (halves ? i : 2 * i);
-        const int64_t b = h * D + (halves ? i + D / 2 : 2 * i + 1);
-        const double x0 = v[size_t(a)], x1 = v[size_t(b)];
-        v[size_t(a)] = x0 * std::cos(ang) - x1 * std::sin(ang);
-        v[size_t(b)] = x0 * std::sin(ang) + x1 * std::cos(ang);
-      }
-  };
-  std::vector<std::vector<double>> x(static_cast<size_t>(T));
-  for (int64_t p = 0; p < T; ++p)
-    x[size_t(p)].assign(W("token_embd.weight").begin() + ids[size_t(p)] * H,
-                        W("token_embd.weight").begin() +
-                            (ids[size_t(p)] + 1) * H);
-  for (int64_t l = 0; l < s.layers; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    const std::vector<float> *bq = s.bias ? &W(b + "attn_q.bias") : nullptr;
-    const std::vector<float> *bk = s.bias ? &W(b + "attn_k.bias") : nullptr;
-    const std::vector<float> *bv = s.bias ? &W(b + "attn_v.bias") : nullptr;
-    std::vector<std::vector<double>> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)), v(static_cast<size_t>(T));
-    for (int64_t p = 0; p < T; ++p) {
-      auto h = rms(x[size_t(p)], W(b + "attn_norm.weight"));
-      q[size_t(p)] = matvec(W(b + "attn_q.weight"), h, Hq * D, bq);
-      k[size_t(p)] = matvec(W(b + "attn_k.weight"), h, Hkv * D, bk);
-      v[size_t(p)] = matvec(W(b + "attn_v.weight"), h, Hkv * D, bv);
-      rope(q[size_t(p)], Hq, p);
-      rope(k[size_t(p)], Hkv, p);
-    }
-    for (int64_t p = 0; p < T; ++p) {
-      std::vector<double> o(static_cast<size_t>(Hq * D), 0.0);
-      for (int64_t hq = 0; hq < Hq; ++hq) {
-        const int64_t g = hq / (Hq / Hkv);
-        std::vector<double> sc(static_cast<size_t>(p + 1));
-        double m = -1e300, z = 0;
-        for (int64_t j = 0; j <= p; ++j) {
-          double dot = 0;
-          for (int64_t c = 0; c < D; ++c)
-            dot += q[size_t(p)][size_t(hq * D + c)] *
-                   k[size_t(j)][size_t(g * D + c)];
-          sc[size_t(j)] = dot / std::sqrt(double(D));
-          m = std::max(m, sc[size_t(j)]);
-        }
-        for (double &e : sc)
-          z += (e = std::exp(e - m));
-        for (int64_t j = 0; j <= p; ++j)
-          for (int64_t c = 0; c < D; ++c)
-            o[size_t(hq * D + c)] +=
-                sc[size_t(j)] / z * v[size_t(j)][size_t(g * D + c)];
-      }
-      auto proj = matvec(W(b + "attn_output.weight"), o, H, nullptr);
-      for (int64_t i = 0; i < H; ++i)
-        x[size_t(p)][size_t(i)] += proj[size_t(i)];
-      auto h = rms(x[size_t(p)], W(b + "ffn_norm.weight"));
-      auto g = matvec(W(b + "ffn_gate.weight"), h, F, nullptr);
-      auto u = matvec(W(b + "ffn_up.weight"), h, F, nullptr);
-      for (int64_t i = 0; i < F; ++i)
-        g[size_t(i)] = g[size_t(i)] / (1.0 + std::exp(-g[size_t(i)])) *
-                       u[size_t(i)];
-      auto down = matvec(W(b + "ffn_down.weight"), g, H, nullptr);
-      for (int64_t i = 0; i < H; ++i)
-        x[size_t(p)][size_t(i)] += down[size_t(i)];
-    }
-  }
-  std::vector<double> out;
-  const std::vector<float> &wo =
-      s.tied ? W("token_embd.weight") : W("output.weight");
-  for (int64_t p = 0; p < T; ++p) {
-    auto h = rms(x[size_t(p)], W("output_norm.weight"));
-    auto lg = matvec(wo, h, s.vocab, nullptr);
-    out.insert(out.end(), lg.begin(), lg.end());
-  }
-  return out;
-}
-
-std::shared_ptr<const ModelWeights> loadTiny(const TinySpec &s,
-                                             const TensorMap &t) {
-  Result<GGUFFile> f = GGUFFile::fromBuffer(tinyGGUF(s, t), "tiny.gguf");
-  EXPECT_TRUE(f.ok()) << f.message();
-  if (!f.ok())
-    return nullptr;
-  auto w = ModelWeights::load(*f);
-  EXPECT_TRUE(w.ok()) << w.message();
-  return w.ok() ? *w : nullptr;
-}
-
-std::vector<int32_t> randomTokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, int32_t(vocab - 1));
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int32_t &t : ids)
-    t = dist(rng);
-  return ids;
 }
 
 /// Logits of every position by prefill, and by decode steps after a
@@ -333,6 +125,89 @@ TEST(DecoderSynthetic, Qwen2BiasesAndHalvesRope) {
   s.arch = "qwen2";
   s.bias = true;
   s.tied = false;
+  checkAgainstNaive(s, KVType::F32, 1e-4);
+}
+
+// Gemma 3's block: scaled embeddings, QK-norm, post-norms, GeGLU, head_dim
+// apart from hidden / heads, and five local layers (window 8, base 10000)
+// before a global one (linear RoPE scaling on it alone); 45 positions cross
+// the window many times, in prefill blocks and in decode steps.
+TEST(DecoderSynthetic, Gemma3LocalLayersQKNormAndPostNorms) {
+  TinySpec s;
+  s.arch = "gemma3";
+  s.layers = 7;
+  s.keyLength = 24;
+  s.slidingWindow = 8;
+  s.theta = 1e6;
+  s.linearScale = 2.0;
+  s.kvHeads = 1;
+  checkAgainstNaive(s, KVType::F32, 1e-4);
+  auto w = loadTiny(s, tinyTensors(s, 1));
+  ASSERT_TRUE(w);
+  const ModelConfig &c = w->config();
+  EXPECT_TRUE(c.qkNorm && c.postNorms && c.tiedOutput);
+  EXPECT_EQ(c.activation, Activation::GeGLU);
+  EXPECT_EQ(c.headDim, 24);
+  EXPECT_FLOAT_EQ(c.embedScale, 8.0f);
+  for (int64_t l = 0; l < 7; ++l)
+    EXPECT_EQ(c.localLayer(l), l != 5) << "layer " << l;
+  // The roles: local layers take the window policy whatever the schedule
+  // says; the global layer keeps the schedule's.
+  Schedule sparse = Schedule::uniform(7, parseOrDie(R"({"anchor": 1,
+      "window": 4, "topk": 8, "selector": "exact"})", 7).defaultPolicy);
+  Schedule roles = withModelRoles(c, sparse, 16);
+  for (int64_t l = 0; l < 7; ++l) {
+    const Policy &p = roles.policyFor(l, 0);
+    if (l == 5) {
+      EXPECT_EQ(p, sparse.defaultPolicy);
+    } else {
+      EXPECT_EQ(p.anchor, 0);
+      EXPECT_EQ(p.window, 8);
+      EXPECT_EQ(p.topk, 0);
+    }
+  }
+}
+
+// A sparse schedule on Gemma 3's global layer alone: the local layers'
+// decode steps stay exactly the model's (window) attention, so a policy
+// that covers the whole context on the global layer reproduces dense.
+TEST(DecoderSynthetic, Gemma3ScheduleAppliesToGlobalLayers) {
+  TinySpec s;
+  s.arch = "gemma3";
+  s.layers = 6;
+  s.slidingWindow = 8;
+  TensorMap tensors = tinyTensors(s, 5);
+  auto w = loadTiny(s, tensors);
+  ASSERT_TRUE(w);
+  const std::vector<int32_t> ids = randomTokens(30, s.vocab, 9);
+  const std::vector<double> ref = naiveForward(s, tensors, ids);
+  std::vector<float> reff(ref.begin(), ref.end());
+  const int64_t V = s.vocab, T = int64_t(ids.size());
+  DecoderOptions opts;
+  opts.prefillChunk = 16;
+  auto dec = makeDecoder(
+      w, parseOrDie(R"({"anchor": 1, "window": 32, "topk": 16,
+                        "selector": "exact"})", 6), opts);
+  ASSERT_TRUE(dec);
+  for (int64_t l = 0; l < 6; ++l)
+    EXPECT_EQ(dec->schedule().policyFor(l, 0).window, l == 5 ? 32 : 8);
+  auto seq = dec->newSequence();
+  std::vector<float> first(static_cast<size_t>(V)), steps;
+  ASSERT_TRUE(dec->prefill(seq, ids.data(), 1, first.data()).ok());
+  ASSERT_TRUE(dec->teacherForce(seq, ids.data() + 1, T - 1, steps).ok());
+  double worst = relError(first.data(), reff.data(), V);
+  for (int64_t p = 1; p < T; ++p)
+    worst = std::max(worst, relError(steps.data() + (p - 1) * V,
+                                     reff.data() + p * V, V));
+  EXPECT_LT(worst, 1e-4);
+}
+
+// Llama 3.1's rope scaling as llama.cpp stores it: rope_freqs.weight
+// divides each pair's frequency.
+TEST(DecoderSynthetic, Llama3RopeFactors) {
+  TinySpec s;
+  s.ropeFactors = true;
+  s.theta = 500000.0;
   checkAgainstNaive(s, KVType::F32, 1e-4);
 }
 

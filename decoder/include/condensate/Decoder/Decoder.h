@@ -107,6 +107,14 @@ std::string blasCoreRecommendation();
 Result<int64_t> schedulePageSize(const Schedule &schedule);
 /// `schedule` with every non-dense policy's page_size set to `pageSize`.
 Schedule withPageSize(Schedule schedule, int64_t pageSize);
+/// `schedule` as a model of `config` runs it: its local (sliding-window)
+/// layers keep the model's own attention, the window policy (anchor 0,
+/// window ModelConfig::slidingWindow, pages of `pageSize`), whatever the
+/// schedule says of them; its global layers take the schedule's policies.
+/// A model without local layers gets `schedule` unchanged. The decoder
+/// applies it to every schedule it compiles (the dense one too).
+Schedule withModelRoles(const ModelConfig &config, Schedule schedule,
+                        int64_t pageSize);
 
 /// The window (AttentionArgs::windows entry) that layer `layer`'s kernels
 /// get for a sequence whose repetition score is `repScore`: windowFor of

@@ -13,9 +13,10 @@
 // gate and up as one [2 * ffn, hidden].
 //
 // Adding an architecture is adding a row to the table in Model.cpp; one
-// whose blocks differ (Gemma 3: extra norms, QK-norm, GeGLU, embedding
-// scale, local/global layers) adds the fields that say so here and the
-// steps that read them to the recipe, which never looks at names.
+// whose blocks differ says so in the row's fields (Gemma 3: extra norms,
+// QK-norm, GeGLU, embedding scale, local sliding-window layers with their
+// own RoPE base), and the recipe reads the resolved ModelConfig, never a
+// name.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_DECODER_MODEL_H
@@ -42,6 +43,9 @@ enum class RopeMode { Adjacent, Halves };
 /// The MLP's gated activation: act = f(gate) * up.
 enum class Activation {
   SwiGLU, ///< f = silu (Llama, Qwen2)
+  /// f = gelu, tanh approximation: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715
+  /// g^3))) (Gemma 3's gelu_pytorch_tanh)
+  GeGLU,
 };
 
 /// Whether an architecture's blocks hold a tensor.
@@ -57,6 +61,25 @@ struct Architecture {
   Presence outputBias; ///< blk.N.attn_output.bias
   /// output.weight; when absent the logits use token_embd (tied).
   Presence outputWeight;
+  /// blk.N.attn_{q,k}_norm: RMSNorm of every q and k head (weights
+  /// [head_dim]) before RoPE.
+  Presence qkNorm = Presence::Absent;
+  /// blk.N.post_attention_norm and blk.N.post_ffw_norm: RMSNorm of the
+  /// attention and MLP outputs before each joins the residual.
+  Presence postNorms = Presence::Absent;
+  /// The embedding rows are multiplied by sqrt(embedding_length).
+  bool scaleEmbedding = false;
+  /// Local (sliding-window) layers: every layer l with (l + 1) %
+  /// slidingWindowPattern != 0 attends only to the last
+  /// `{arch}.attention.sliding_window` positions, with RoPE base
+  /// localRopeTheta and no RoPE scaling; 0: every layer is global. Neither
+  /// is in Gemma 3's GGUF metadata (llama.cpp fixes them per architecture).
+  int64_t slidingWindowPattern = 0;
+  double localRopeTheta = 0.0;
+  /// A model of this many layers scales q.k by 1/sqrt(hidden / heads)
+  /// instead of 1/sqrt(head_dim) (Gemma 3 27B's query_pre_attn_scalar, not
+  /// in its GGUF; llama.cpp keys it on the depth); 0: never.
+  int64_t widthScaleLayers = 0;
 };
 
 /// The description of `name`, or null if it is not supported.
@@ -86,6 +109,33 @@ struct ModelConfig {
   bool attentionBias = false; ///< q/k/v biases present
   bool outputBias = false;    ///< attn_output biases present
   bool tiedOutput = false;    ///< logits use token_embd (no output.weight)
+  /// rope_freqs.weight: per-pair divisors of the RoPE frequencies (how
+  /// llama.cpp stores Llama 3.1's rope scaling).
+  bool ropeFactors = false;
+  bool qkNorm = false;        ///< per-head q/k RMSNorm before RoPE
+  bool postNorms = false;     ///< RMSNorm of attention and MLP outputs
+  /// Factor of the embedding rows (sqrt(hidden) for Gemma 3, else 1).
+  float embedScale = 1.0f;
+  /// Softmax scale of the logits q.k; 0 means 1/sqrt(headDim).
+  float attentionScale = 0.0f;
+  /// Positions a local layer attends to (the current one included); 0 when
+  /// every layer is global.
+  int64_t slidingWindow = 0;
+  int64_t slidingWindowPattern = 0; ///< see Architecture
+  double localRopeTheta = 10000.0;  ///< RoPE base of local layers
+
+  /// Whether layer `l` is a local (sliding-window) layer.
+  bool localLayer(int64_t l) const {
+    return slidingWindow > 0 && slidingWindowPattern > 0 &&
+           (l + 1) % slidingWindowPattern != 0;
+  }
+  /// RoPE base and linear position divisor of layer `l`.
+  double ropeThetaFor(int64_t l) const {
+    return localLayer(l) ? localRopeTheta : ropeTheta;
+  }
+  double ropeScaleFor(int64_t l) const {
+    return localLayer(l) ? 1.0 : ropeLinearScale;
+  }
 
   int64_t qDim() const { return qHeads * headDim; }
   int64_t kvDim() const { return kvHeads * headDim; }
@@ -104,6 +154,9 @@ struct LayerWeights {
   std::vector<float> ffnNorm;  ///< [hidden]
   std::vector<float> wGateUp;  ///< [2 * ffn, hidden]: gate rows, up rows
   std::vector<float> wDown;    ///< [hidden, ffn]
+  std::vector<float> qNorm, kNorm; ///< [headDim] each, empty without QK-norm
+  /// [hidden] each, empty without post-norms.
+  std::vector<float> postAttnNorm, postFfnNorm;
 };
 
 /// A model's architecture and float32 weights. Immutable once loaded; share
@@ -128,6 +181,12 @@ public:
     return config_.tiedOutput ? tokenEmbd_.data() : output_.data();
   }
   const float *outputNorm() const { return outputNorm_.data(); }
+  /// The RoPE frequencies of a local or a global layer, [ropeDim / 2]: pair
+  /// i of a head at position p turns by p * f_i, f_i = base^(-2i / ropeDim)
+  /// / factor_i / linear scale, with the layer's base and scaling
+  /// (ModelConfig::ropeThetaFor, ropeScaleFor) and the file's rope_freqs
+  /// factors (1 without them). Every backend rotates by these.
+  std::vector<double> ropeFrequencies(bool local) const;
   /// Bytes of float32 weights held.
   int64_t bytes() const;
 
@@ -136,6 +195,7 @@ private:
   std::vector<float> tokenEmbd_;  ///< [vocab, hidden]
   std::vector<float> output_;     ///< [vocab, hidden], empty when tied
   std::vector<float> outputNorm_; ///< [hidden]
+  std::vector<float> ropeFactors_; ///< [ropeDim / 2], empty without them
   std::vector<LayerWeights> layers_;
 };
 
