@@ -47,11 +47,15 @@ inline int64_t bufferWidth(Buf b, const ModelConfig &c) {
   return 0;
 }
 
-/// A float32 weight in the backend's memory (a host or device address);
-/// absent when `size` is 0.
+/// A weight in the backend's memory: float32 at a host or device address,
+/// or (on the CPU) a matrix held as quantised blocks; absent when `size` is
+/// 0.
 struct Param {
   uint64_t address = 0;
   int64_t size = 0; ///< elements
+  /// The host matrix, when the weight is one (its blocks, if quantised;
+  /// then `address` is 0).
+  const WeightMatrix *matrix = nullptr;
   bool present() const { return size > 0; }
 };
 struct LayerParams {

@@ -1,10 +1,13 @@
 //===- CPUBackend.cpp - The recipe's operations on the CPU ----------------===//
 //
-// Every matrix product goes through OpenBLAS (sgemv for a single row, sgemm
-// otherwise); decode attention and the KV append run through the compiled
-// condensate kernels (CPUProgram) on a host page pool; prefill attention is
-// dense BLAS blocks over the keys read back from that pool. The loops here
-// are element-wise only.
+// Every float32 matrix product goes through OpenBLAS (sgemv for a single
+// row, sgemm otherwise); a product over a quantised matrix dequantises it a
+// few rows at a time, dotted with each input row across threads for the
+// few rows of decode steps, or a tile at a time into sgemm for prefill.
+// Decode attention and the KV append run through the compiled condensate
+// kernels (CPUProgram) on a host page pool; prefill attention is dense BLAS
+// blocks over the keys read back from that pool. The other loops here are
+// element-wise.
 //
 //===----------------------------------------------------------------------===//
 #include "Backend.h"
@@ -12,6 +15,7 @@
 #include "condensate/Compiler/CPUProgram.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -36,6 +40,67 @@ void linear(const float *x, int64_t rows, int64_t in, const float *w,
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows),
                 blas_int(out), blas_int(in), 1.0f, x, blas_int(in), w,
                 blas_int(in), beta, y, blas_int(out));
+}
+
+/// sum_i a[i] b[i] in 16 independent lanes, which the compiler vectorises
+/// (one float accumulator would serialise on the add).
+inline float dot(const float *a, const float *b, int64_t n) {
+  constexpr int64_t W = 16;
+  float lanes[W] = {};
+  int64_t i = 0;
+  for (; i + W <= n; i += W)
+    for (int64_t k = 0; k < W; ++k)
+      lanes[k] += a[i + k] * b[i + k];
+  float sum = 0.0f;
+  for (; i < n; ++i)
+    sum += a[i] * b[i];
+  for (float v : lanes)
+    sum += v;
+  return sum;
+}
+
+/// y[rows, out] = x[rows, in] * W[out, in]^T + beta * y over a matrix held
+/// as quantised blocks (out = w.rows()). Up to kFewRows input rows (decode
+/// steps): W is dequantised 16 rows at a time per thread (`threads` of
+/// them) and dotted with every input row. More (prefill): tiles of W are
+/// dequantised into `scratch` and multiplied by sgemm.
+void quantizedLinear(const float *x, int64_t rows, int64_t in,
+                     const WeightMatrix &w, float *y, float beta,
+                     int threads, std::vector<float> &scratch) {
+  constexpr int64_t kFewRows = 8, kBlock = 16;
+  const int64_t out = w.rows();
+  if (rows <= kFewRows) {
+    const int64_t blocks = (out + kBlock - 1) / kBlock;
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<float> buf(size_t(kBlock * in));
+#pragma omp for schedule(static)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t first = b * kBlock, n = std::min(kBlock, out - first);
+        w.rowsF32(first, n, buf.data());
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t o = 0; o < n; ++o) {
+            float &dst = y[r * out + first + o];
+            const float v = dot(x + r * in, buf.data() + o * in, in);
+            dst = beta == 0.0f ? v : v + beta * dst;
+          }
+      }
+    }
+    return;
+  }
+  // A tile of about 1 MB of float32 rows.
+  const int64_t tile = std::max<int64_t>(kBlock, (int64_t(1) << 18) / in);
+  if (scratch.size() < size_t(tile * in))
+    scratch.resize(size_t(tile * in));
+  // The tile is dequantised on this thread alone: OpenBLAS's threads run
+  // the product, and OpenMP's would spin against them.
+  for (int64_t first = 0; first < out; first += tile) {
+    const int64_t n = std::min(tile, out - first);
+    w.rowsF32(first, n, scratch.data());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows),
+                blas_int(n), blas_int(in), 1.0f, x, blas_int(in),
+                scratch.data(), blas_int(in), beta, y + first, blas_int(out));
+  }
 }
 
 /// Adds `bias` [n] to each of `rows` rows of y (row stride n).
@@ -214,6 +279,11 @@ Param param(const float *data, size_t size) {
   return Param{uint64_t(reinterpret_cast<uintptr_t>(data)), int64_t(size)};
 }
 Param param(const std::vector<float> &v) { return param(v.data(), v.size()); }
+Param param(const WeightMatrix &m) {
+  Param p = param(m.f32(), size_t(m.rows() * m.cols()));
+  p.matrix = &m;
+  return p;
+}
 
 class CPUBackend final : public Backend {
 public:
@@ -301,12 +371,12 @@ public:
 
   Status embed(float scale) override {
     const int64_t H = cfg_.hidden;
+    const WeightMatrix &table = *params_.embedding.matrix;
     for (int64_t r = 0; r < batch_->rows; ++r) {
-      const float *src =
-          host(params_.embedding) + int64_t(batch_->tokens[size_t(r)]) * H;
       float *x = buf(Buf::X) + r * H;
+      table.rowsF32(batch_->tokens[size_t(r)], 1, x);
       for (int64_t i = 0; i < H; ++i)
-        x[i] = src[i] * scale;
+        x[i] *= scale;
     }
     return Status::success();
   }
@@ -331,8 +401,12 @@ public:
                            std::to_string(weight.size) + " elements for a [" +
                            std::to_string(N) + ", " + std::to_string(K) +
                            "] product");
-    decoder::linear(buf(in) + rows.first * K, R, K, host(weight), N, buf(out),
-                    accumulate ? 1.0f : 0.0f);
+    if (weight.matrix && weight.matrix->quantized())
+      quantizedLinear(buf(in) + rows.first * K, R, K, *weight.matrix, buf(out),
+                      accumulate ? 1.0f : 0.0f, threads_, tile_);
+    else
+      decoder::linear(buf(in) + rows.first * K, R, K, host(weight), N,
+                      buf(out), accumulate ? 1.0f : 0.0f);
     if (bias.present())
       addBias(buf(out), R, host(bias), N);
     return Status::success();
@@ -512,7 +586,8 @@ private:
   std::vector<std::vector<float>> bufs_ =
       std::vector<std::vector<float>>(kNumBufs);
   std::vector<float> stats_, queries_;
-  std::vector<float> ropeCos_, ropeSin_, kSeq_, vSeq_, scores_;
+  std::vector<float> ropeCos_, ropeSin_, kSeq_, vSeq_, scores_, tile_;
+  int threads_ = 1; ///< of the products over quantised matrices
 };
 
 Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
@@ -523,6 +598,8 @@ Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
   const ModelConfig &cfg = be->cfg_;
   if (setup.options.threads > 0)
     openblas_set_num_threads(setup.options.threads);
+  be->threads_ = setup.options.threads > 0 ? int(setup.options.threads)
+                                           : omp_get_max_threads();
   auto program = CPUProgram::compile(be->shape_, setup.schedule);
   if (!program)
     return program.status();
@@ -530,9 +607,8 @@ Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
   be->compileSeconds_ = (*program)->info().seconds;
 
   const ModelWeights &w = *setup.weights;
-  be->params_.embedding =
-      param(w.tokenEmbedding(), size_t(cfg.vocab * cfg.hidden));
-  be->params_.output = param(w.outputWeights(), size_t(cfg.vocab * cfg.hidden));
+  be->params_.embedding = param(w.tokenEmbedding());
+  be->params_.output = param(w.outputWeights());
   be->params_.outputNorm = param(w.outputNorm(), size_t(cfg.hidden));
   for (int64_t l = 0; l < cfg.numLayers; ++l) {
     const LayerWeights &L = w.layer(l);

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <type_traits>
 
 namespace condensate::decoder {
 
@@ -322,10 +323,18 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
 
 Status GPUBackend::uploadWeights(const ModelWeights &w) {
   const ModelConfig &cfg = cfg_;
-  auto put = [](const std::vector<float> &v, cuda::DeviceBuffer &out,
-                Param &p) -> Status {
-    CONDENSATE_RETURN_IF_ERROR(upload(v.data(), v.size(), out));
-    p = Param{out.address(), int64_t(v.size())};
+  // The GPU holds float32: a quantised matrix is dequantised to upload it.
+  auto put = [](const auto &v, cuda::DeviceBuffer &out, Param &p) -> Status {
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, WeightMatrix>) {
+      const std::vector<float> f = v.quantized() ? v.toF32() : std::vector<float>();
+      const float *data = v.quantized() ? f.data() : v.f32();
+      const size_t n = size_t(v.rows() * v.cols());
+      CONDENSATE_RETURN_IF_ERROR(upload(data, n, out));
+      p = Param{out.address(), int64_t(n)};
+    } else {
+      CONDENSATE_RETURN_IF_ERROR(upload(v.data(), v.size(), out));
+      p = Param{out.address(), int64_t(v.size())};
+    }
     return Status::success();
   };
   layers_.resize(size_t(cfg.numLayers));
@@ -349,15 +358,12 @@ Status GPUBackend::uploadWeights(const ModelWeights &w) {
     CONDENSATE_RETURN_IF_ERROR(
         put(src.postFfnNorm, L.postFfnNorm, P.postFfnNorm));
   }
-  const size_t table = size_t(cfg.vocab * cfg.hidden);
-  CONDENSATE_RETURN_IF_ERROR(upload(w.tokenEmbedding(), table, embedding_));
-  params_.embedding = Param{embedding_.address(), int64_t(table)};
-  if (cfg.tiedOutput) {
+  CONDENSATE_RETURN_IF_ERROR(
+      put(w.tokenEmbedding(), embedding_, params_.embedding));
+  if (cfg.tiedOutput)
     params_.output = params_.embedding; // one copy serves both
-  } else {
-    CONDENSATE_RETURN_IF_ERROR(upload(w.outputWeights(), table, output_));
-    params_.output = Param{output_.address(), int64_t(table)};
-  }
+  else
+    CONDENSATE_RETURN_IF_ERROR(put(w.outputWeights(), output_, params_.output));
   CONDENSATE_RETURN_IF_ERROR(
       upload(w.outputNorm(), size_t(cfg.hidden), outputNorm_));
   params_.outputNorm = Param{outputNorm_.address(), cfg.hidden};

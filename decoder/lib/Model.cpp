@@ -2,8 +2,8 @@
 //
 // The supported architectures as rows of data; the loader reads `{arch}.*`
 // metadata into a ModelConfig, checks every tensor the description names
-// for presence and shape, and dequantises the weights to float32 straight
-// into their (fused) destination buffers.
+// for presence and shape, and keeps each matrix's blocks (or dequantises
+// them to float32) in its (fused) destination.
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Decoder/Model.h"
@@ -11,9 +11,13 @@
 #include "condensate/ABI/Limits.h"
 #include "condensate/Model/GGUF.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
-#include <tuple>
+#include <cstring>
 #include <sstream>
+#include <tuple>
 
 namespace condensate::decoder {
 
@@ -111,6 +115,22 @@ Result<const TensorInfo *> expectTensor(const GGUFFile &f,
   return t;
 }
 
+/// The first non-finite value of v[0, n), or -1.
+int64_t firstNonFinite(const float *v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i]))
+      return i;
+  return -1;
+}
+
+Status nonFiniteError(const GGUFFile &f, const std::string &name, float v,
+                      int64_t at) {
+  return Status::error(f.name() + ": tensor " + quoted(name) +
+                       " holds a non-finite value (" +
+                       (std::isnan(v) ? "NaN" : "inf") + ") at element " +
+                       std::to_string(at));
+}
+
 /// Dequantises the whole of `t` into `out` (t->numElements floats).
 Status decodeInto(const GGUFFile &f, const TensorInfo &t, float *out) {
   return f.dequantizeRows(t, 0, t.numRows(), out);
@@ -129,12 +149,8 @@ Status loadTensor(const GGUFFile &f, const std::string &name, int64_t ne0,
   CONDENSATE_RETURN_IF_ERROR(decodeInto(f, **t, out.data() + offset));
   // A NaN or infinite weight would decode silently into NaN logits.
   const float *v = out.data() + offset;
-  for (size_t i = 0; i < count; ++i)
-    if (!std::isfinite(v[i]))
-      return Status::error(f.name() + ": tensor " + quoted(name) +
-                           " holds a non-finite value (" +
-                           (std::isnan(v[i]) ? "NaN" : "inf") +
-                           ") at element " + std::to_string(i));
+  if (int64_t at = firstNonFinite(v, int64_t(count)); at >= 0)
+    return nonFiniteError(f, name, v[at], at);
   return Status::success();
 }
 
@@ -395,16 +411,97 @@ Result<ModelConfig> ModelWeights::readConfig(const GGUFFile &f) {
   return c;
 }
 
-Result<std::shared_ptr<const ModelWeights>>
-ModelWeights::load(const std::string &path) {
-  Result<GGUFFile> file = GGUFFile::open(path);
-  if (!file)
-    return file.status();
-  return load(*file);
+void WeightMatrix::rowsF32(int64_t first, int64_t count, float *out) const {
+  if (!quantized()) {
+    std::memcpy(out, f32_.data() + size_t(first) * size_t(cols_),
+                size_t(count) * size_t(cols_) * sizeof(float));
+    return;
+  }
+  for (const Segment &s : segments_) {
+    const int64_t lo = std::max(first, s.firstRow),
+                  hi = std::min(first + count, s.firstRow + s.rows);
+    if (lo >= hi)
+      continue;
+    // Types and sizes were checked when the matrix was loaded.
+    (void)model::dequantize(
+        model::GGMLType(s.type),
+        blocks_.data() + s.offset + size_t(lo - s.firstRow) * size_t(s.rowBytes),
+        size_t(hi - lo) * size_t(s.rowBytes), (hi - lo) * cols_,
+        out + size_t(lo - first) * size_t(cols_));
+  }
+}
+
+std::vector<float> WeightMatrix::toF32() const {
+  std::vector<float> v(size_t(rows_) * size_t(cols_));
+  rowsF32(0, rows_, v.data());
+  return v;
+}
+
+int64_t WeightMatrix::bytes() const {
+  return int64_t(f32_.size() * sizeof(float) + blocks_.size());
+}
+
+Status ModelWeights::loadMatrix(
+    const GGUFFile &f,
+    const std::vector<std::pair<std::string, int64_t>> &tensors, int64_t cols,
+    WeightStorage storage, WeightMatrix &out) {
+  int64_t rows = 0;
+  for (const auto &[name, r] : tensors)
+    rows += r;
+  out.rows_ = rows;
+  out.cols_ = cols;
+  if (storage == WeightStorage::Float32)
+    out.f32_.resize(size_t(rows) * size_t(cols));
+  std::vector<float> tile;
+  int64_t row = 0;
+  for (const auto &[name, r] : tensors) {
+    Result<const TensorInfo *> t = expectTensor(f, name, cols, r);
+    if (!t)
+      return t.status();
+    const TensorInfo &info = **t;
+    if (storage == WeightStorage::Quantized) {
+      WeightMatrix::Segment seg;
+      seg.type = uint32_t(info.type);
+      seg.firstRow = row;
+      seg.rows = r;
+      seg.rowBytes = int64_t(info.rowBytes);
+      seg.offset = out.blocks_.size();
+      const uint8_t *src = f.tensorData(info);
+      out.blocks_.insert(out.blocks_.end(), src,
+                         src + size_t(r) * size_t(info.rowBytes));
+      out.segments_.push_back(seg);
+    }
+    // Decoded a tile at a time: into place for float32, else into a
+    // scratch tile, only to check the values.
+    const int64_t tileRows = std::max<int64_t>(1, (int64_t(1) << 16) / cols);
+    for (int64_t first = 0; first < r; first += tileRows) {
+      const int64_t n = std::min(tileRows, r - first);
+      float *dst;
+      if (storage == WeightStorage::Float32) {
+        dst = out.f32_.data() + size_t(row + first) * size_t(cols);
+      } else {
+        tile.resize(size_t(n * cols));
+        dst = tile.data();
+      }
+      CONDENSATE_RETURN_IF_ERROR(f.dequantizeRows(info, first, n, dst));
+      if (int64_t at = firstNonFinite(dst, n * cols); at >= 0)
+        return nonFiniteError(f, name, dst[at], first * cols + at);
+    }
+    row += r;
+  }
+  return Status::success();
 }
 
 Result<std::shared_ptr<const ModelWeights>>
-ModelWeights::load(const GGUFFile &f) {
+ModelWeights::load(const std::string &path, WeightStorage storage) {
+  Result<GGUFFile> file = GGUFFile::open(path);
+  if (!file)
+    return file.status();
+  return load(*file, storage);
+}
+
+Result<std::shared_ptr<const ModelWeights>>
+ModelWeights::load(const GGUFFile &f, WeightStorage storage) {
   Result<ModelConfig> config = readConfig(f);
   if (!config)
     return config.status();
@@ -413,12 +510,24 @@ ModelWeights::load(const GGUFFile &f) {
   const ModelConfig &c = w->config_;
   const int64_t H = c.hidden;
   CONDENSATE_RETURN_IF_ERROR(checkShapes(f, c));
+  if (storage == WeightStorage::Auto) {
+    // The float32 copy of every matrix against half the physical memory.
+    double f32Bytes = 0.0;
+    for (const TensorInfo &t : f.tensors())
+      f32Bytes += 4.0 * double(t.numElements);
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    const double memory = pages > 0 && page > 0 ? double(pages) * double(page)
+                                                : 0.0;
+    storage = memory > 0.0 && f32Bytes > memory / 2 ? WeightStorage::Quantized
+                                                     : WeightStorage::Float32;
+  }
+  w->storage_ = storage;
   try {
-    CONDENSATE_RETURN_IF_ERROR(
-        loadTensor(f, "token_embd.weight", H, c.vocab, w->tokenEmbd_));
+    CONDENSATE_RETURN_IF_ERROR(loadMatrix(
+        f, {{"token_embd.weight", c.vocab}}, H, storage, w->tokenEmbd_));
     if (!c.tiedOutput)
-      CONDENSATE_RETURN_IF_ERROR(
-          loadTensor(f, "output.weight", H, c.vocab, w->output_));
+      CONDENSATE_RETURN_IF_ERROR(loadMatrix(f, {{"output.weight", c.vocab}}, H,
+                                            storage, w->output_));
     CONDENSATE_RETURN_IF_ERROR(
         loadTensor(f, "output_norm.weight", H, 0, w->outputNorm_));
     if (c.ropeFactors) {
@@ -435,15 +544,11 @@ ModelWeights::load(const GGUFFile &f) {
       const std::string b = "blk." + std::to_string(l) + ".";
       CONDENSATE_RETURN_IF_ERROR(
           loadTensor(f, b + "attn_norm.weight", H, 0, L.attnNorm));
-      L.wqkv.resize(size_t(c.qkvDim() * H));
-      CONDENSATE_RETURN_IF_ERROR(
-          loadTensor(f, b + "attn_q.weight", H, c.qDim(), L.wqkv));
-      CONDENSATE_RETURN_IF_ERROR(loadTensor(f, b + "attn_k.weight", H,
-                                            c.kvDim(), L.wqkv,
-                                            size_t(c.qDim() * H)));
-      CONDENSATE_RETURN_IF_ERROR(
-          loadTensor(f, b + "attn_v.weight", H, c.kvDim(), L.wqkv,
-                     size_t((c.qDim() + c.kvDim()) * H)));
+      CONDENSATE_RETURN_IF_ERROR(loadMatrix(f,
+                                            {{b + "attn_q.weight", c.qDim()},
+                                             {b + "attn_k.weight", c.kvDim()},
+                                             {b + "attn_v.weight", c.kvDim()}},
+                                            H, storage, L.wqkv));
       if (c.attentionBias) {
         L.bqkv.resize(size_t(c.qkvDim()));
         CONDENSATE_RETURN_IF_ERROR(
@@ -454,20 +559,18 @@ ModelWeights::load(const GGUFFile &f) {
             loadTensor(f, b + "attn_v.bias", c.kvDim(), 0, L.bqkv,
                        size_t(c.qDim() + c.kvDim())));
       }
-      CONDENSATE_RETURN_IF_ERROR(
-          loadTensor(f, b + "attn_output.weight", c.qDim(), H, L.wo));
+      CONDENSATE_RETURN_IF_ERROR(loadMatrix(
+          f, {{b + "attn_output.weight", H}}, c.qDim(), storage, L.wo));
       if (c.outputBias)
         CONDENSATE_RETURN_IF_ERROR(
             loadTensor(f, b + "attn_output.bias", H, 0, L.bo));
       CONDENSATE_RETURN_IF_ERROR(
           loadTensor(f, b + "ffn_norm.weight", H, 0, L.ffnNorm));
-      L.wGateUp.resize(size_t(2 * c.ffn * H));
       CONDENSATE_RETURN_IF_ERROR(
-          loadTensor(f, b + "ffn_gate.weight", H, c.ffn, L.wGateUp));
-      CONDENSATE_RETURN_IF_ERROR(loadTensor(f, b + "ffn_up.weight", H, c.ffn,
-                                            L.wGateUp, size_t(c.ffn * H)));
-      CONDENSATE_RETURN_IF_ERROR(
-          loadTensor(f, b + "ffn_down.weight", c.ffn, H, L.wDown));
+          loadMatrix(f, {{b + "ffn_gate.weight", c.ffn}, {b + "ffn_up.weight", c.ffn}},
+                     H, storage, L.wGateUp));
+      CONDENSATE_RETURN_IF_ERROR(loadMatrix(f, {{b + "ffn_down.weight", H}},
+                                            c.ffn, storage, L.wDown));
       if (c.qkNorm) {
         CONDENSATE_RETURN_IF_ERROR(
             loadTensor(f, b + "attn_q_norm.weight", c.headDim, 0, L.qNorm));
@@ -482,8 +585,10 @@ ModelWeights::load(const GGUFFile &f) {
       }
     }
   } catch (const std::bad_alloc &) {
-    return Status::error(f.name() + ": out of memory dequantising the "
-                                    "weights to float32");
+    return Status::error(f.name() + ": out of memory loading the weights" +
+                         (storage == WeightStorage::Float32
+                              ? std::string(" as float32")
+                              : std::string()));
   }
   return std::shared_ptr<const ModelWeights>(std::move(w));
 }
@@ -505,13 +610,16 @@ std::vector<double> ModelWeights::ropeFrequencies(bool local) const {
 }
 
 int64_t ModelWeights::bytes() const {
-  size_t n = tokenEmbd_.size() + output_.size() + outputNorm_.size();
-  for (const LayerWeights &L : layers_)
-    n += L.attnNorm.size() + L.wqkv.size() + L.bqkv.size() + L.wo.size() +
-         L.bo.size() + L.ffnNorm.size() + L.wGateUp.size() + L.wDown.size() +
+  size_t n = outputNorm_.size() + ropeFactors_.size();
+  int64_t matrices = tokenEmbd_.bytes() + output_.bytes();
+  for (const LayerWeights &L : layers_) {
+    n += L.attnNorm.size() + L.bqkv.size() + L.bo.size() + L.ffnNorm.size() +
          L.qNorm.size() + L.kNorm.size() + L.postAttnNorm.size() +
          L.postFfnNorm.size();
-  return int64_t(n * sizeof(float));
+    matrices += L.wqkv.bytes() + L.wo.bytes() + L.wGateUp.bytes() +
+                L.wDown.bytes();
+  }
+  return int64_t(n * sizeof(float)) + matrices;
 }
 
 } // namespace condensate::decoder

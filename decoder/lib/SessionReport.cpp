@@ -132,6 +132,8 @@ std::string reportJSON(const SessionReport &r) {
   j["model"] = r.model;
   j["architecture"] = r.architecture;
   j["load_seconds"] = r.loadSeconds;
+  if (!r.weightStorage.empty())
+    j["weights"] = {{"storage", r.weightStorage}, {"bytes", r.weightBytes}};
   j["policy"] = {{"name", r.policyName}, {"mlir", r.scheduleMLIR}};
   j["compile_seconds"] = r.compileSeconds;
   j["kv_type"] = kvTypeName(r.kvType);
@@ -168,7 +170,11 @@ std::string reportText(const SessionReport &r) {
   if (gpu)
     os << "device: " << r.deviceDescription << "\n";
   os << "model: " << r.model << " (" << r.architecture << "), loaded in "
-     << number(r.loadSeconds, "%.2f") << " s\n";
+     << number(r.loadSeconds, "%.2f") << " s";
+  if (!r.weightStorage.empty())
+    os << "; weights " << r.weightStorage << ", "
+       << number(double(r.weightBytes) / 1e6, "%.0f") << " MB";
+  os << "\n";
   if (gpu) {
     os << "policy: " << r.policyName << "; kernels compiled/loaded in "
        << number(r.compileSeconds, "%.2f") << " s; kv "

@@ -1,4 +1,4 @@
-//===- Tokenizer.cpp - Byte-level BPE encoding and decoding ---------------===//
+//===- Tokenizer.cpp - Byte-level and SentencePiece BPE encode and decode -===//
 
 #include "condensate/Model/Tokenizer.h"
 
@@ -6,6 +6,7 @@
 #include "condensate/Model/GGUF.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <new>
 #include <queue>
@@ -31,6 +32,48 @@ std::array<uint32_t, 256> byteToCodepoint() {
 }
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+/// SentencePiece's escaped space, U+2581.
+constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";
+
+/// SentencePiece's byte token text, "<0xXX>" in upper-case hex.
+std::string byteTokenText(uint8_t byte) {
+  static const char hex[] = "0123456789ABCDEF";
+  return std::string("<0x") + hex[byte >> 4] + hex[byte & 15] + ">";
+}
+
+/// The bytes a SentencePiece token stands for: a byte token's byte, else
+/// its text with "▁" as ' '.
+std::string sentencePieceBytes(const std::string &text, TokenType type) {
+  const auto hexDigit = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
+  };
+  if (type == TokenType::Byte && text.size() == 6 &&
+      text.compare(0, 3, "<0x") == 0 && text[5] == '>' &&
+      hexDigit(text[3]) >= 0 && hexDigit(text[4]) >= 0)
+    return std::string(1, char(hexDigit(text[3]) * 16 + hexDigit(text[4])));
+  std::string out;
+  for (size_t pos = 0; pos < text.size();) {
+    if (text.compare(pos, kSpaceSymbol.size(), kSpaceSymbol) == 0) {
+      out += ' ';
+      pos += kSpaceSymbol.size();
+    } else {
+      out += text[pos++];
+    }
+  }
+  return out;
+}
+
+/// Token types SentencePiece's BPE may merge into (its `pieces_`: normal,
+/// user-defined and unused; other codes are read as normal). Control,
+/// unknown and byte tokens are only ever whole.
+bool isMergeable(TokenType type) {
+  return type != TokenType::Control && type != TokenType::Unknown &&
+         type != TokenType::Byte;
+}
 
 /// One decoded character of the text being pre-tokenised.
 struct Char {
@@ -168,8 +211,23 @@ Result<Tokenizer> Tokenizer::create(TokenizerConfig config) {
                            std::to_string(config.tokenTypes.size()) +
                            " token types for " + std::to_string(n) +
                            " tokens");
+    const bool spm = config.model == TokenizerModel::SentencePiece;
     const std::string &pre = config.preTokenizer;
-    if (pre == "smollm") {
+    if (spm) {
+      if (config.scores.size() != n)
+        return Status::error("tokenizer: " +
+                             std::to_string(config.scores.size()) +
+                             " scores for " + std::to_string(n) + " tokens");
+      for (size_t id = 0; id < n; ++id)
+        if (std::isnan(config.scores[id]))
+          return Status::error("tokenizer: the score of token #" +
+                               std::to_string(id) + " is NaN");
+      if (!config.merges.empty())
+        return Status::error("tokenizer: " +
+                             std::to_string(config.merges.size()) +
+                             " merges given to a SentencePiece vocabulary, "
+                             "which merges by score");
+    } else if (pre == "smollm") {
       t.splitDigits_ = true;
     } else if (pre == "gpt-2" || pre == "gpt2") {
       t.splitDigits_ = false;
@@ -189,22 +247,47 @@ Result<Tokenizer> Tokenizer::create(TokenizerConfig config) {
     for (uint32_t b = 0; b < 256; ++b)
       codepointToByte.emplace(byteMap[b], uint8_t(b));
 
+    t.model_ = config.model;
     t.tokens_ = std::move(config.tokens);
     t.types_.resize(n, TokenType::Normal);
     t.pieces_.resize(n);
     t.vocab_.reserve(n);
+    t.specialIds_.push_back({-1, -1}); // The trie's root.
     for (size_t id = 0; id < n; ++id) {
       const std::string &text = t.tokens_[id];
       if (!config.tokenTypes.empty())
         t.types_[id] = static_cast<TokenType>(config.tokenTypes[id]);
-      // Later duplicates win, as in tokenizers' vocabulary map.
+      // Later duplicates win, as in tokenizers' vocabulary map (and
+      // llama.cpp's token_to_id).
       t.vocab_[text] = int32_t(id);
       const TokenType type = t.types_[id];
       if (type == TokenType::Control || type == TokenType::UserDefined) {
         t.pieces_[id] = text;
-        if (!text.empty())
-          t.specials_.emplace_back(int32_t(id),
-                                   type == TokenType::UserDefined);
+        if (text.empty())
+          continue;
+        int32_t node = 0;
+        for (char c : text) {
+          auto [edge, added] = t.specialEdges_.emplace(
+              (uint64_t(node) << 8) | uint8_t(c),
+              int32_t(t.specialIds_.size()));
+          if (added)
+            t.specialIds_.push_back({-1, -1});
+          node = edge->second;
+        }
+        std::array<int32_t, 2> &ids = t.specialIds_[size_t(node)];
+        if (ids[0] < 0)
+          ids[0] = int32_t(id);
+        if (type == TokenType::UserDefined && ids[1] < 0)
+          ids[1] = int32_t(id);
+        t.specialStart_[uint8_t(text[0])] = true;
+        if (spm && type == TokenType::UserDefined)
+          t.maxPieceBytes_ = std::max(t.maxPieceBytes_, text.size());
+        continue;
+      }
+      if (spm) {
+        t.pieces_[id] = sentencePieceBytes(text, type);
+        if (isMergeable(type))
+          t.maxPieceBytes_ = std::max(t.maxPieceBytes_, text.size());
         continue;
       }
       // Byte-level text back to bytes; characters outside the byte map
@@ -221,19 +304,21 @@ Result<Tokenizer> Tokenizer::create(TokenizerConfig config) {
         pos += len;
       }
     }
-    std::stable_sort(t.specials_.begin(), t.specials_.end(),
-                     [&](const auto &a, const auto &b) {
-                       return t.tokens_[a.first].size() >
-                              t.tokens_[b.first].size();
-                     });
 
     // Real vocabularies may lack some bytes (SmolLM2 has no token for 21 of
     // them); like tokenizers without an unk token, encoding drops those.
     for (uint32_t b = 0; b < 256; ++b) {
       std::string text;
-      unicode::appendUtf8(text, byteMap[b]);
+      if (spm)
+        text = byteTokenText(uint8_t(b));
+      else
+        unicode::appendUtf8(text, byteMap[b]);
       auto it = t.vocab_.find(text);
       t.byteTokens_[b] = it == t.vocab_.end() ? -1 : it->second;
+    }
+    if (spm) {
+      t.scores_ = std::move(config.scores);
+      t.addSpacePrefix_ = config.addSpacePrefix;
     }
 
     if (config.merges.size() > size_t(std::numeric_limits<int32_t>::max()))
@@ -300,15 +385,15 @@ Result<Tokenizer> Tokenizer::fromGGUF(const GGUFFile &file) {
   Result<std::string> model = file.getString("tokenizer.ggml.model");
   if (!model)
     return model.status();
-  if (*model != "gpt2")
-    return Status::error(where + "tokenizer.ggml.model is " + quoted(*model) +
-                         ", only 'gpt2' (byte-level BPE) is supported");
-
   TokenizerConfig config;
-  Result<std::string> pre = file.getString("tokenizer.ggml.pre");
-  if (!pre)
-    return pre.status();
-  config.preTokenizer = *pre;
+  if (*model == "gpt2")
+    config.model = TokenizerModel::ByteLevelBPE;
+  else if (*model == "llama")
+    config.model = TokenizerModel::SentencePiece;
+  else
+    return Status::error(where + "tokenizer.ggml.model is " + quoted(*model) +
+                         ", expected 'gpt2' (byte-level BPE) or 'llama' "
+                         "(SentencePiece)");
 
   Result<std::vector<std::string>> tokens =
       file.getStringArray("tokenizer.ggml.tokens");
@@ -322,11 +407,28 @@ Result<Tokenizer> Tokenizer::fromGGUF(const GGUFFile &file) {
       return types.status();
     config.tokenTypes = types.take();
   }
-  Result<std::vector<std::string>> merges =
-      file.getStringArray("tokenizer.ggml.merges");
-  if (!merges)
-    return merges.status();
-  config.merges = merges.take();
+  if (config.model == TokenizerModel::ByteLevelBPE) {
+    Result<std::string> pre = file.getString("tokenizer.ggml.pre");
+    if (!pre)
+      return pre.status();
+    config.preTokenizer = *pre;
+    Result<std::vector<std::string>> merges =
+        file.getStringArray("tokenizer.ggml.merges");
+    if (!merges)
+      return merges.status();
+    config.merges = merges.take();
+  } else {
+    // llama.cpp's SPM reads no merges and ignores tokenizer.ggml.pre.
+    Result<std::vector<float>> scores =
+        file.getF32Array("tokenizer.ggml.scores");
+    if (!scores)
+      return scores.status();
+    if (scores->size() != config.tokens.size())
+      return Status::error(where + "key 'tokenizer.ggml.scores' has " +
+                           std::to_string(scores->size()) + " values for " +
+                           std::to_string(config.tokens.size()) + " tokens");
+    config.scores = scores.take();
+  }
 
   // Optional ids; -1 (or 0xFFFFFFFF as uint32) means "none".
   const auto readId = [&](const char *key, int32_t &out) -> Status {
@@ -364,6 +466,8 @@ Result<Tokenizer> Tokenizer::fromGGUF(const GGUFFile &file) {
       readFlag("tokenizer.ggml.add_bos_token", config.addBosToken));
   CONDENSATE_RETURN_IF_ERROR(
       readFlag("tokenizer.ggml.add_eos_token", config.addEosToken));
+  CONDENSATE_RETURN_IF_ERROR(
+      readFlag("tokenizer.ggml.add_space_prefix", config.addSpacePrefix));
 
   Result<Tokenizer> tokenizer = create(std::move(config));
   if (!tokenizer)
@@ -377,6 +481,9 @@ Result<Tokenizer> Tokenizer::fromGGUF(const GGUFFile &file) {
 
 std::vector<std::string_view>
 Tokenizer::preTokenize(std::string_view text) const {
+  if (model_ == TokenizerModel::SentencePiece)
+    return text.empty() ? std::vector<std::string_view>()
+                        : std::vector<std::string_view>{text};
   std::vector<Char> chars;
   chars.reserve(text.size());
   for (size_t pos = 0; pos < text.size();) {
@@ -499,35 +606,186 @@ void Tokenizer::encodePlain(std::string_view text,
   }
 }
 
+void Tokenizer::encodeSentencePiece(std::string_view text,
+                                    std::vector<int32_t> &out) const {
+  if (text.empty())
+    return;
+  std::string escaped;
+  escaped.reserve(text.size() + kSpaceSymbol.size());
+  if (addSpacePrefix_)
+    escaped += kSpaceSymbol;
+  for (char c : text) {
+    if (c == ' ')
+      escaped += kSpaceSymbol;
+    else
+      escaped += c;
+  }
+  // Symbol indices are int32: a (never seen) fragment of 1 GiB or more is
+  // encoded in parts cut between characters, with no merge across a cut.
+  constexpr size_t kMaxPart = size_t(1) << 30;
+  std::string_view rest = escaped;
+  while (rest.size() > kMaxPart) {
+    size_t cut = kMaxPart;
+    while (cut > kMaxPart - 4 && (uint8_t(rest[cut]) & 0xC0) == 0x80)
+      --cut;
+    encodeSentencePiecePart(rest.substr(0, cut), out);
+    rest.remove_prefix(cut);
+  }
+  encodeSentencePiecePart(rest, out);
+}
+
+void Tokenizer::encodeSentencePiecePart(std::string_view text,
+                                        std::vector<int32_t> &out) const {
+  // Live symbols form a linked list over `symbols`; a merge grows the left
+  // one and empties the right. Every symbol records the node of the merge
+  // tree it is, so that an Unused token can be split back.
+  struct Symbol {
+    uint32_t start;
+    uint32_t size; // 0 once merged into its left neighbour.
+    int32_t prev;
+    int32_t next;
+    int32_t node;
+  };
+  struct Node {
+    uint32_t start;
+    uint32_t size;
+    int32_t left; // Children, -1 for a single character.
+    int32_t right;
+  };
+  struct Candidate {
+    float score;
+    int32_t left;
+    int32_t right;
+    uint32_t size;
+    // Max-heap on score, then the leftmost pair (SentencePiece's
+    // SymbolPairComparator and llama.cpp's llm_bigram_spm::comparator).
+    bool operator<(const Candidate &o) const {
+      return score != o.score ? score < o.score : left > o.left;
+    }
+  };
+  std::vector<Symbol> symbols;
+  std::vector<Node> nodes;
+  symbols.reserve(text.size());
+  nodes.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    uint32_t cp;
+    const size_t len = unicode::decodeUtf8(text, pos, cp);
+    const int32_t index = int32_t(symbols.size());
+    symbols.push_back(Symbol{uint32_t(pos), uint32_t(len), index - 1,
+                             pos + len < text.size() ? index + 1 : -1, index});
+    nodes.push_back(Node{uint32_t(pos), uint32_t(len), -1, -1});
+    pos += len;
+  }
+
+  std::string key; // Reused: candidate texts are looked up by value.
+  const auto lookup = [&](uint32_t start, uint32_t size) {
+    key.assign(text.data() + start, size);
+    auto it = vocab_.find(key);
+    return it == vocab_.end() ? -1 : it->second;
+  };
+  std::priority_queue<Candidate> queue;
+  const auto consider = [&](int32_t left) {
+    if (left < 0 || symbols[size_t(left)].next < 0)
+      return;
+    const Symbol &l = symbols[size_t(left)];
+    const uint32_t size = l.size + symbols[size_t(l.next)].size;
+    if (size > maxPieceBytes_)
+      return;
+    const int32_t id = lookup(l.start, size);
+    if (id >= 0 && isMergeable(types_[size_t(id)]))
+      queue.push(Candidate{scores_[size_t(id)], left, l.next, size});
+  };
+  for (int32_t i = 0; i + 1 < int32_t(symbols.size()); ++i)
+    consider(i);
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol &l = symbols[size_t(c.left)];
+    // Skip candidates made stale by an earlier merge.
+    if (l.size == 0 || l.next != c.right ||
+        l.size + symbols[size_t(c.right)].size != c.size)
+      continue;
+    Symbol &r = symbols[size_t(c.right)];
+    nodes.push_back(Node{l.start, c.size, l.node, r.node});
+    l.node = int32_t(nodes.size()) - 1;
+    l.size = c.size;
+    l.next = r.next;
+    if (r.next >= 0)
+      symbols[size_t(r.next)].prev = c.left;
+    r.size = 0;
+    consider(l.prev);
+    consider(c.left);
+  }
+
+  std::vector<int32_t> pending;
+  for (int32_t i = 0; i >= 0; i = symbols[size_t(i)].next) {
+    pending.push_back(symbols[size_t(i)].node);
+    while (!pending.empty()) {
+      const Node node = nodes[size_t(pending.back())];
+      pending.pop_back();
+      const int32_t id = lookup(node.start, node.size);
+      if (id >= 0 &&
+          (types_[size_t(id)] != TokenType::Unused || node.left < 0)) {
+        out.push_back(id);
+      } else if (node.left >= 0) {
+        pending.push_back(node.right);
+        pending.push_back(node.left);
+      } else {
+        // Byte fallback; a byte without a token is unk, or dropped.
+        for (uint32_t k = 0; k < node.size; ++k) {
+          int32_t byte = byteTokens_[uint8_t(text[node.start + k])];
+          if (byte < 0)
+            byte = unkId_;
+          if (byte >= 0)
+            out.push_back(byte);
+        }
+      }
+    }
+  }
+}
+
+int32_t Tokenizer::matchSpecial(std::string_view text, size_t pos,
+                                bool parseSpecial) const {
+  if (!specialStart_[uint8_t(text[pos])])
+    return -1;
+  int32_t node = 0, matched = -1;
+  for (size_t k = pos; k < text.size(); ++k) {
+    auto it = specialEdges_.find((uint64_t(node) << 8) | uint8_t(text[k]));
+    if (it == specialEdges_.end())
+      break;
+    node = it->second;
+    if (int32_t id = specialIds_[size_t(node)][parseSpecial ? 0 : 1]; id >= 0)
+      matched = id;
+  }
+  return matched;
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text,
                                        bool parseSpecial,
                                        bool addSpecial) const {
   std::vector<int32_t> out;
   if (addSpecial && addBos_)
     out.push_back(bosId_);
+  const auto plain = [&](std::string_view fragment) {
+    if (model_ == TokenizerModel::SentencePiece)
+      encodeSentencePiece(fragment, out);
+    else
+      encodePlain(fragment, out);
+  };
   // Cut out special-token texts: leftmost match, longest at that position.
   size_t plainStart = 0;
   for (size_t pos = 0; pos < text.size();) {
-    int32_t matched = -1;
-    for (const auto &[id, alwaysOn] : specials_) {
-      if (!alwaysOn && !parseSpecial)
-        continue;
-      const std::string &s = tokens_[id];
-      if (text.compare(pos, s.size(), s) == 0) {
-        matched = id;
-        break;
-      }
-    }
+    const int32_t matched = matchSpecial(text, pos, parseSpecial);
     if (matched < 0) {
       ++pos;
       continue;
     }
-    encodePlain(text.substr(plainStart, pos - plainStart), out);
+    plain(text.substr(plainStart, pos - plainStart));
     out.push_back(matched);
-    pos += tokens_[matched].size();
+    pos += tokens_[size_t(matched)].size();
     plainStart = pos;
   }
-  encodePlain(text.substr(plainStart), out);
+  plain(text.substr(plainStart));
   if (addSpecial && addEos_)
     out.push_back(eosId_);
   return out;

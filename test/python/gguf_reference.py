@@ -8,11 +8,23 @@ can check each other. Install: pip install numpy gguf tokenizers
 Subcommands
 -----------
 tokenize MODEL [--text T ...] [--texts-file F] [--no-special] [--out OUT]
-    Token ids of each text with a tokenizers ByteLevel BPE built from the
-    GGUF vocabulary and merges. --texts-file is a JSON list of strings; a text
-    whose UTF-8 cannot be represented (lone surrogates) is rejected. Control
-    tokens (token_type 3) are recognised in the text unless --no-special.
-    Output (stdout or OUT): JSON {"ids": [[int, ...], ...]} in input order.
+    Token ids of each text. tokenizer.ggml.model "gpt2": a tokenizers
+    ByteLevel BPE built from the GGUF vocabulary and merges. "llama"
+    (SentencePiece BPE, e.g. Gemma 3; needs pip install sentencepiece
+    protobuf): the `sentencepiece` library itself, on a ModelProto rebuilt
+    from the GGUF pieces, scores and types (BPE, byte fallback, identity
+    normalizer, add_dummy_prefix = tokenizer.ggml.add_space_prefix). Two
+    things undo llama.cpp's conversion: the unknown_token_id piece is typed
+    UNKNOWN (sentencepiece needs one), and user-defined pieces get their
+    spaces back as U+2581, as in the original tokenizer.model. sentencepiece
+    never parses control-token text, so the text is first cut at control
+    tokens (leftmost, longest), the pieces between are encoded on their own
+    (each with the dummy prefix when it is on; llama.cpp also adds one after
+    user-defined tokens) and the ids joined. --texts-file is a JSON list of
+    strings; a text whose UTF-8 cannot be represented (lone surrogates) is
+    rejected. Control tokens (token_type 3) are recognised in the text unless
+    --no-special. Output (stdout or OUT): JSON {"ids": [[int, ...], ...]} in
+    input order.
 
 dequant MODEL --out OUT [--tensor NAME[:FIRST:COUNT] ...] [--rows FIRST:COUNT]
     Dequantised float32 values of the named tensors (all tensors if none).
@@ -75,12 +87,98 @@ def _field(reader, key, default=None):
 # Tokenizer
 # --------------------------------------------------------------------------
 
+class _SentencePieceTokenizer:
+    """The part of tokenizers.Tokenizer's interface the subcommands use
+    (encode(...).ids, decode, encode_special_tokens), over sentencepiece."""
+
+    def __init__(self, reader):
+        import re
+        import sentencepiece
+        from sentencepiece import sentencepiece_model_pb2 as pb
+
+        tokens = _field(reader, "tokenizer.ggml.tokens")
+        scores = _field(reader, "tokenizer.ggml.scores")
+        types = _field(reader, "tokenizer.ggml.token_type") or [1] * len(tokens)
+        if scores is None or len(scores) != len(tokens):
+            raise SystemExit("tokenizer.ggml.scores missing or of the wrong "
+                             "length")
+        unk = _field(reader, "tokenizer.ggml.unknown_token_id")
+        proto = pb.ModelProto()
+        Piece = pb.ModelProto.SentencePiece
+        # GGUF token_type codes are sentencepiece's Type numbers.
+        kinds = {1: Piece.NORMAL, 2: Piece.UNKNOWN, 3: Piece.CONTROL,
+                 4: Piece.USER_DEFINED, 5: Piece.UNUSED, 6: Piece.BYTE}
+        if unk is None and 2 not in types:
+            raise SystemExit("tokenizer.ggml.unknown_token_id missing: "
+                             "sentencepiece needs an unknown piece")
+        for i, (text, score, kind) in enumerate(zip(tokens, scores, types)):
+            p = proto.pieces.add()
+            kind = Piece.UNKNOWN if i == unk else kinds.get(kind, Piece.NORMAL)
+            if kind == Piece.USER_DEFINED:
+                # llama.cpp's converter writes U+2581 in user-defined tokens
+                # as ' ' so that its raw-text split finds runs of spaces.
+                text = text.replace(" ", "\u2581")
+            p.piece = text
+            p.score = score
+            p.type = kind
+        trainer = proto.trainer_spec
+        trainer.model_type = pb.TrainerSpec.BPE
+        trainer.byte_fallback = True
+        trainer.vocab_size = len(tokens)
+        for key, name in (("unknown", "unk"), ("bos", "bos"), ("eos", "eos"),
+                          ("padding", "pad")):
+            value = _field(reader, f"tokenizer.ggml.{key}_token_id")
+            setattr(trainer, name + "_id", -1 if value is None else int(value))
+        norm = proto.normalizer_spec
+        norm.name = "identity"
+        norm.add_dummy_prefix = bool(
+            _field(reader, "tokenizer.ggml.add_space_prefix", True))
+        norm.remove_extra_whitespaces = False
+        norm.escape_whitespaces = True
+        self.sp = sentencepiece.SentencePieceProcessor(
+            model_proto=proto.SerializeToString())
+        controls = sorted({t for t, k in zip(tokens, types) if k == 3 and t},
+                          key=len, reverse=True)
+        # Alternatives longest first: leftmost match, longest there.
+        self.control_re = re.compile(
+            "(" + "|".join(re.escape(t) for t in controls) + ")"
+        ) if controls else None
+        self.ids = {}
+        for i, (t, k) in enumerate(zip(tokens, types)):
+            if k == 3:
+                self.ids.setdefault(t, i)
+        self.bos = _field(reader, "tokenizer.ggml.bos_token_id")
+        self.add_bos = bool(
+            _field(reader, "tokenizer.ggml.add_bos_token", False))
+        self.encode_special_tokens = False  # True: control text is plain
+
+    def encode(self, text, add_special_tokens=True):
+        from types import SimpleNamespace
+
+        ids = [int(self.bos)] if add_special_tokens and self.add_bos else []
+        parts = ([text] if self.encode_special_tokens or not self.control_re
+                 else self.control_re.split(text))
+        # re.split puts the captured control texts at the odd indices.
+        for i, part in enumerate(parts):
+            if i % 2:
+                ids.append(self.ids[part])
+            elif part:
+                ids += self.sp.encode(part)
+        return SimpleNamespace(ids=ids)
+
+    def decode(self, ids):
+        return self.sp.decode([int(i) for i in ids])
+
+
 def build_tokenizer(reader):
+    model = _field(reader, "tokenizer.ggml.model")
+    if model == "llama":
+        return _SentencePieceTokenizer(reader)
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-    model = _field(reader, "tokenizer.ggml.model")
     if model != "gpt2":
-        raise SystemExit(f"tokenizer.ggml.model is {model!r}, expected 'gpt2'")
+        raise SystemExit(f"tokenizer.ggml.model is {model!r}, expected 'gpt2' "
+                         "or 'llama'")
     tokens = _field(reader, "tokenizer.ggml.tokens")
     types = _field(reader, "tokenizer.ggml.token_type") or [1] * len(tokens)
     merges = _field(reader, "tokenizer.ggml.merges")
@@ -173,10 +271,11 @@ def cmd_dequant(args):
 class Llama:
     def __init__(self, reader, dtype=np.float64):
         arch = _field(reader, "general.architecture")
-        if arch not in ("llama", "qwen2"):
+        if arch not in ("llama", "qwen2", "gemma3"):
             raise SystemExit(f"general.architecture is {arch!r}, expected "
-                             "'llama' or 'qwen2'")
+                             "'llama', 'qwen2' or 'gemma3'")
         p = arch + "."
+        self.arch = arch
         self.n_layer = int(_field(reader, p + "block_count"))
         self.n_embd = int(_field(reader, p + "embedding_length"))
         self.n_head = int(_field(reader, p + "attention.head_count"))
@@ -184,8 +283,24 @@ class Llama:
                                     self.n_head))
         self.eps = float(_field(reader, p + "attention.layer_norm_rms_epsilon"))
         self.theta = float(_field(reader, p + "rope.freq_base", 10000.0))
-        self.head_dim = self.n_embd // self.n_head
-        self.default_rope = "halves" if arch == "qwen2" else "adjacent"
+        self.head_dim = int(_field(reader, p + "attention.key_length",
+                                   self.n_embd // self.n_head))
+        self.default_rope = "adjacent" if arch == "llama" else "halves"
+        # Gemma 3 (Hugging Face's Gemma3ForCausalLM): embeddings times
+        # sqrt(n_embd); per-head RMSNorm of q and k before RoPE; the
+        # attention and MLP outputs RMSNorm'd before the residual adds; GeGLU
+        # (gelu, tanh form); layers i with (i + 1) % 6 != 0 are local: they
+        # see the last `sliding_window` positions and use RoPE base 10000
+        # (rope_local_base_freq), the others the file's freq_base; q.k scaled
+        # by query_pre_attn_scalar^-0.5 = head_dim^-0.5 (hidden / heads for
+        # the 62-layer 27B). The GGUF's norm weights already hold (1 + w).
+        self.gemma = arch == "gemma3"
+        self.window = int(_field(reader, p + "attention.sliding_window", 0)) \
+            if self.gemma else 0
+        self.local_theta = 10000.0
+        scalar = (self.n_embd // self.n_head
+                  if self.gemma and self.n_layer == 62 else self.head_dim)
+        self.scale = 1.0 / np.sqrt(scalar)
         self.n_rot = int(_field(reader, p + "rope.dimension_count",
                                 self.head_dim))
         tensors = {t.name: t for t in reader.tensors}
@@ -197,12 +312,19 @@ class Llama:
         self.output = (w("output.weight") if "output.weight" in tensors
                        else self.tok_embd)
         self.output_norm = w("output_norm.weight")
+        # Llama 3.1's rope scaling, as llama.cpp stores it: per-pair divisors
+        # of the frequencies.
+        self.rope_factors = (w("rope_freqs.weight").astype(np.float64)
+                             if "rope_freqs.weight" in tensors else None)
         self.layers = []
         for i in range(self.n_layer):
             b = f"blk.{i}."
-            layer = {k: w(b + k + ".weight") for k in (
-                "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")}
+            names = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                     "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
+            if self.gemma:
+                names += ["attn_q_norm", "attn_k_norm", "post_attention_norm",
+                          "post_ffw_norm"]
+            layer = {k: w(b + k + ".weight") for k in names}
             # Qwen2's query/key/value biases (zero where a model has none).
             for k in ("attn_q", "attn_k", "attn_v"):
                 name = b + k + ".bias"
@@ -213,11 +335,17 @@ class Llama:
     def rmsnorm(self, x, weight):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * weight
 
-    def rope(self, x, mode):
+    def local(self, i):
+        return self.gemma and self.window > 0 and (i + 1) % 6 != 0
+
+    def rope(self, x, mode, theta=None):
         # x: [T, heads, head_dim]; rotate the first n_rot dims of each head.
         T = x.shape[0]
         half = self.n_rot // 2
-        freqs = self.theta ** (-np.arange(half, dtype=np.float64) * 2.0 / self.n_rot)
+        theta = self.theta if theta is None else theta
+        freqs = theta ** (-np.arange(half, dtype=np.float64) * 2.0 / self.n_rot)
+        if self.rope_factors is not None:
+            freqs = freqs / self.rope_factors[:half]
         angles = np.arange(T, dtype=np.float64)[:, None] * freqs[None, :]
         cos = np.cos(angles)[:, None, :].astype(x.dtype)
         sin = np.sin(angles)[:, None, :].astype(x.dtype)
@@ -236,27 +364,49 @@ class Llama:
         T = len(ids)
         hd, nh, nkv = self.head_dim, self.n_head, self.n_head_kv
         x = self.tok_embd[np.asarray(ids)]                 # [T, n_embd]
-        mask = np.triu(np.full((T, T), -np.inf, dtype=x.dtype), k=1)
-        for L in self.layers:
+        if self.gemma:
+            x = x * np.sqrt(self.n_embd)
+        causal = np.triu(np.full((T, T), -np.inf, dtype=x.dtype), k=1)
+        for i, L in enumerate(self.layers):
+            mask, theta = causal, self.theta
+            if self.local(i):
+                # Query t sees keys t - window + 1 .. t.
+                mask = causal + np.tril(np.full((T, T), -np.inf, dtype=x.dtype),
+                                        k=-self.window)
+                theta = self.local_theta
             h = self.rmsnorm(x, L["attn_norm"])
             q = (h @ L["attn_q"].T + L["attn_q_b"]).reshape(T, nh, hd)
             k = (h @ L["attn_k"].T + L["attn_k_b"]).reshape(T, nkv, hd)
             v = (h @ L["attn_v"].T + L["attn_v_b"]).reshape(T, nkv, hd)
-            q, k = self.rope(q, rope_mode), self.rope(k, rope_mode)
+            if self.gemma:
+                q = self.rmsnorm(q, L["attn_q_norm"])
+                k = self.rmsnorm(k, L["attn_k_norm"])
+            q, k = self.rope(q, rope_mode, theta), self.rope(k, rope_mode, theta)
             group = nh // nkv
             attn = np.empty((T, nh, hd), dtype=x.dtype)
             for head in range(nh):
                 kv = head // group
-                scores = q[:, head, :] @ k[:, kv, :].T / np.sqrt(hd) + mask
+                scores = q[:, head, :] @ k[:, kv, :].T * self.scale + mask
                 scores -= scores.max(axis=-1, keepdims=True)
                 p = np.exp(scores)
                 p /= p.sum(axis=-1, keepdims=True)
                 attn[:, head, :] = p @ v[:, kv, :]
-            x = x + attn.reshape(T, nh * hd) @ L["attn_output"].T
+            o = attn.reshape(T, nh * hd) @ L["attn_output"].T
+            if self.gemma:
+                o = self.rmsnorm(o, L["post_attention_norm"])
+            x = x + o
             h = self.rmsnorm(x, L["ffn_norm"])
             gate = h @ L["ffn_gate"].T
             up = h @ L["ffn_up"].T
-            x = x + (gate / (1.0 + np.exp(-gate)) * up) @ L["ffn_down"].T
+            if self.gemma:
+                act = 0.5 * gate * (1.0 + np.tanh(
+                    np.sqrt(2.0 / np.pi) * (gate + 0.044715 * gate ** 3)))
+            else:
+                act = gate / (1.0 + np.exp(-gate))
+            o = (act * up) @ L["ffn_down"].T
+            if self.gemma:
+                o = self.rmsnorm(o, L["post_ffw_norm"])
+            x = x + o
         x = self.rmsnorm(x, self.output_norm)
         return x @ self.output.T                            # [T, n_vocab]
 

@@ -62,7 +62,14 @@ const char *kUsage =
     "                         per step; KV type defaults to bf16 there)\n"
     "  --kv-type T            f32 (default), f16 or bf16\n"
     "  --page-size N          KV page size (re-pages the policy)\n"
-    "  --threads N            OpenBLAS threads\n"
+    "  --threads N            CPU threads (OpenBLAS and the products over\n"
+    "                         quantised weights)\n"
+    "  --weights auto|quantized|f32\n"
+    "                         hold the matrices as the file's quantised\n"
+    "                         blocks (about the file's size in memory,\n"
+    "                         slower on the CPU) or as float32 (4-8x the\n"
+    "                         file); auto (default): float32 when that fits\n"
+    "                         in half the memory\n"
     "  --json                 print one JSON object instead of text\n"
     "  --quiet                print only the generated text\n"
     "  --profile              time the parts of the policy's decode steps\n"
@@ -87,6 +94,7 @@ struct Options {
   int64_t maxNew = 64, pageSize = 0, threads = 0;
   std::optional<KVType> kvType; ///< default: the device's
   std::string device = "cpu";
+  WeightStorage weights = WeightStorage::Auto;
   bool help = false;
 };
 
@@ -147,6 +155,16 @@ Options parseArgs(int argc, char **argv) {
       o.device = next();
       if (o.device != "cpu" && o.device != "gpu")
         fail("--device must be cpu or gpu, got '" + o.device + "'");
+    } else if (arg == "--weights") {
+      const std::string w = next();
+      if (w == "auto")
+        o.weights = WeightStorage::Auto;
+      else if (w == "quantized")
+        o.weights = WeightStorage::Quantized;
+      else if (w == "f32")
+        o.weights = WeightStorage::Float32;
+      else
+        fail("--weights must be auto, quantized or f32, got '" + w + "'");
     } else if (arg == "--json") {
       flagOnly();
       o.json = true;
@@ -264,7 +282,8 @@ int runTool(const Options &o) {
   auto loadStart = std::chrono::steady_clock::now();
   model::GGUFFile file = take(model::GGUFFile::open(modelPath));
   model::Tokenizer tokenizer = take(model::Tokenizer::fromGGUF(file));
-  std::shared_ptr<const ModelWeights> weights = take(ModelWeights::load(file));
+  std::shared_ptr<const ModelWeights> weights =
+      take(ModelWeights::load(file, o.weights));
   const ModelConfig &cfg = weights->config();
   const double loadSeconds = seconds(loadStart);
 
@@ -342,6 +361,10 @@ int runTool(const Options &o) {
   // Report ------------------------------------------------------------------
   report.model = modelPath;
   report.loadSeconds = loadSeconds;
+  report.weightStorage = weights->storage() == WeightStorage::Quantized
+                             ? "quantized"
+                             : "float32";
+  report.weightBytes = weights->bytes();
   report.policyName = policy.name;
   if (std::getenv(kReexecMarker))
     report.blasNote = " (OPENBLAS_CORETYPE set by condensate-decode: "

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -44,6 +45,9 @@ struct TinySpec {
   int64_t slidingWindow = 0;
   /// A rope_freqs.weight tensor of per-pair divisors (Llama 3.1's scaling).
   bool ropeFactors = false;
+  /// Matrices with rows of a multiple of 32 stored as Q8_0 blocks (their
+  /// values in the TensorMap are the ones the blocks decode to).
+  bool q8 = false;
   bool gemma() const { return arch == "gemma3"; }
   int64_t headDim() const { return keyLength ? keyLength : hidden / qHeads; }
   /// Gemma 3's local layers: all but every sixth.
@@ -55,6 +59,54 @@ struct TinySpec {
 /// Weights by GGUF tensor name, float32 in [out, in] order.
 using TensorMap = std::map<std::string, std::pair<std::vector<uint64_t>,
                                                   std::vector<float>>>;
+
+/// IEEE half from a float in half's normal range, rounded to nearest even.
+inline uint16_t floatToHalf(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  const uint32_t sign = (b >> 16) & 0x8000u;
+  const int32_t e = int32_t((b >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = b & 0x7fffffu;
+  uint32_t h = sign | uint32_t(e) << 10 | mant >> 13;
+  const uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+    ++h;
+  return uint16_t(h);
+}
+inline float halfToFloatNormal(uint16_t h) {
+  const uint32_t b = uint32_t(h & 0x8000u) << 16 |
+                     (uint32_t((h >> 10) & 0x1f) - 15 + 127) << 23 |
+                     uint32_t(h & 0x3ffu) << 13;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+/// Q8_0 blocks of `v` (a multiple of 32 values): per block a half scale d =
+/// max|x| / 127 and 32 int8 q = round(x / d). `v` becomes what they decode
+/// to (q d), so that quantising it again gives the same blocks.
+inline std::vector<uint8_t> quantizeQ8_0(std::vector<float> &v) {
+  std::vector<uint8_t> out;
+  for (size_t b = 0; b < v.size(); b += 32) {
+    float amax = 0.0f;
+    for (size_t i = b; i < b + 32; ++i)
+      amax = std::max(amax, std::fabs(v[i]));
+    const uint16_t dh = floatToHalf(amax / 127.0f);
+    const float d = halfToFloatNormal(dh);
+    out.push_back(uint8_t(dh & 0xff));
+    out.push_back(uint8_t(dh >> 8));
+    for (size_t i = b; i < b + 32; ++i) {
+      const int q = std::clamp(int(std::lround(v[i] / d)), -127, 127);
+      out.push_back(uint8_t(int8_t(q)));
+      v[i] = float(q) * d;
+    }
+  }
+  return out;
+}
+
+inline bool storedAsQ8(const TinySpec &s, const std::vector<uint64_t> &dims) {
+  return s.q8 && dims.size() == 2 && dims[0] % 32 == 0;
+}
 
 inline TensorMap tinyTensors(const TinySpec &s, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -68,6 +120,8 @@ inline TensorMap tinyTensors(const TinySpec &s, uint32_t seed) {
     std::vector<uint64_t> dims = {uint64_t(ne0)};
     if (ne1)
       dims.push_back(uint64_t(ne1));
+    if (storedAsQ8(s, dims))
+      (void)quantizeQ8_0(v);
     t[name] = {dims, v};
   };
   const int64_t H = s.hidden, D = s.headDim();
@@ -132,6 +186,12 @@ inline std::vector<uint8_t> tinyGGUF(const TinySpec &s, const TensorMap &tensors
   if (s.slidingWindow)
     g.addU32(p + "attention.sliding_window", uint32_t(s.slidingWindow));
   for (const auto &[name, entry] : tensors) {
+    if (storedAsQ8(s, entry.first)) {
+      std::vector<float> v = entry.second;
+      g.addTensor(name, uint32_t(GGMLType::Q8_0), entry.first,
+                  quantizeQ8_0(v));
+      continue;
+    }
     std::vector<uint8_t> bytes(entry.second.size() * 4);
     std::memcpy(bytes.data(), entry.second.data(), bytes.size());
     g.addTensor(name, uint32_t(GGMLType::F32), entry.first, bytes);
@@ -286,13 +346,14 @@ inline std::vector<double> naiveForward(const TinySpec &s, const TensorMap &t,
   return out;
 }
 
-inline std::shared_ptr<const ModelWeights> loadTiny(const TinySpec &s,
-                                             const TensorMap &t) {
+inline std::shared_ptr<const ModelWeights>
+loadTiny(const TinySpec &s, const TensorMap &t,
+         WeightStorage storage = WeightStorage::Float32) {
   Result<GGUFFile> f = GGUFFile::fromBuffer(tinyGGUF(s, t), "tiny.gguf");
   EXPECT_TRUE(f.ok()) << f.message();
   if (!f.ok())
     return nullptr;
-  auto w = ModelWeights::load(*f);
+  auto w = ModelWeights::load(*f, storage);
   EXPECT_TRUE(w.ok()) << w.message();
   return w.ok() ? *w : nullptr;
 }

@@ -217,6 +217,23 @@ inline std::string qwenSkipMessage() {
          "CONDENSATE_QWEN_MODEL)";
 }
 
+/// $CONDENSATE_GEMMA_MODEL, else models/gemma-3-270m-q4_k_m.gguf
+/// (scripts/fetch-models.sh gemma3).
+inline std::string gemmaCandidate() {
+  const char *env = std::getenv("CONDENSATE_GEMMA_MODEL");
+  return env && *env ? std::string(env)
+                     : repoRoot() + "/models/gemma-3-270m-q4_k_m.gguf";
+}
+inline std::string gemmaModelPath() {
+  const std::string path = gemmaCandidate();
+  return fileExists(path) ? path : std::string();
+}
+inline std::string gemmaSkipMessage() {
+  return "Gemma 3 model not found at " + gemmaCandidate() +
+         " (scripts/fetch-models.sh gemma3 fetches it, or set "
+         "CONDENSATE_GEMMA_MODEL)";
+}
+
 inline std::string shellQuote(const std::string &s) {
   std::string out = "'";
   for (char c : s)

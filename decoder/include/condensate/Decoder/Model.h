@@ -6,11 +6,17 @@
 // RoPE pairs are formed and which gated activation its MLP uses. One loader
 // reads any described architecture into a ModelConfig (hyperparameters from
 // `{arch}.*` metadata plus the resolved facts the layer recipe reads) and
-// ModelWeights (every weight dequantised once to float32, row-major
-// [out, in]: a GGUF tensor with ne = [in, out] is exactly that).
-// Projections that read the same input are stored fused so one matrix
-// product serves them: q, k and v as one [(Hq + 2 Hkv) * D, hidden] matrix,
-// gate and up as one [2 * ffn, hidden].
+// ModelWeights (row-major [out, in] matrices: a GGUF tensor with ne = [in,
+// out] is exactly that). Matrices stay in the file's quantised blocks
+// (WeightStorage::Quantized: a model takes about its file size in memory,
+// and the CPU's matrix products dequantise a few rows or a tile at a time)
+// or are dequantised once to float32 (faster on the CPU today: OpenBLAS's
+// sgemv against a scalar dequantisation). By default (Auto) a model is
+// dequantised only when its float32 copy takes at most half of the
+// machine's memory. Projections that read the same input are
+// stored fused so one matrix product serves them: q, k and v as one
+// [(Hq + 2 Hkv) * D, hidden] matrix, gate and up as one [2 * ffn, hidden].
+// Norms and biases are float32 always.
 //
 // Adding an architecture is adding a row to the table in Model.cpp; one
 // whose blocks differ says so in the row's fields (Gemma 3: extra norms,
@@ -144,41 +150,85 @@ struct ModelConfig {
   std::string describe() const;
 };
 
-/// One transformer block's weights, float32 row-major [out, in].
+/// How ModelWeights holds its matrices.
+enum class WeightStorage {
+  Auto,      ///< Float32 if that copy fits in half the memory, else Quantized
+  Quantized, ///< the file's blocks (float32 tensors stay float32)
+  Float32,   ///< dequantised once at load
+};
+
+/// A matrix [rows, cols], row-major, as held in memory: float32, or the
+/// GGUF blocks of the tensors it was read from (a fused matrix keeps each
+/// tensor's rows in that tensor's own type).
+class WeightMatrix {
+public:
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  /// Whether any rows are held as quantised blocks (then f32() is null).
+  bool quantized() const { return !segments_.empty(); }
+  /// The float32 values [rows, cols], or null when quantised.
+  const float *f32() const { return quantized() ? nullptr : f32_.data(); }
+  /// Rows [first, first + count) as float32 into out[count, cols]
+  /// (in range: the caller's bound).
+  void rowsF32(int64_t first, int64_t count, float *out) const;
+  /// The whole matrix as float32.
+  std::vector<float> toF32() const;
+  /// Bytes held.
+  int64_t bytes() const;
+
+private:
+  friend class ModelWeights;
+  struct Segment {
+    uint32_t type = 0; ///< ggml type code
+    int64_t firstRow = 0, rows = 0, rowBytes = 0;
+    size_t offset = 0; ///< of the first row in `blocks_`
+  };
+  int64_t rows_ = 0, cols_ = 0;
+  std::vector<float> f32_;
+  std::vector<uint8_t> blocks_;
+  std::vector<Segment> segments_;
+};
+
+/// One transformer block's weights, row-major [out, in].
 struct LayerWeights {
   std::vector<float> attnNorm; ///< [hidden]
-  std::vector<float> wqkv;     ///< [qkvDim, hidden]: q rows, k rows, v rows
+  WeightMatrix wqkv;           ///< [qkvDim, hidden]: q rows, k rows, v rows
   std::vector<float> bqkv;     ///< [qkvDim], empty without attention biases
-  std::vector<float> wo;       ///< [hidden, qDim]
+  WeightMatrix wo;             ///< [hidden, qDim]
   std::vector<float> bo;       ///< [hidden], empty without an output bias
   std::vector<float> ffnNorm;  ///< [hidden]
-  std::vector<float> wGateUp;  ///< [2 * ffn, hidden]: gate rows, up rows
-  std::vector<float> wDown;    ///< [hidden, ffn]
+  WeightMatrix wGateUp;        ///< [2 * ffn, hidden]: gate rows, up rows
+  WeightMatrix wDown;          ///< [hidden, ffn]
   std::vector<float> qNorm, kNorm; ///< [headDim] each, empty without QK-norm
   /// [hidden] each, empty without post-norms.
   std::vector<float> postAttnNorm, postFfnNorm;
 };
 
-/// A model's architecture and float32 weights. Immutable once loaded; share
-/// it between decoders through a shared_ptr.
+/// A model's architecture and weights. Immutable once loaded; share it
+/// between decoders through a shared_ptr.
 class ModelWeights {
 public:
   /// Loads from an open GGUF file. Errors are one line and name the file
-  /// and the offending key or tensor.
+  /// and the offending key or tensor. Every weight is checked finite (each
+  /// matrix is decoded once, a tile at a time, to check it).
   static Result<std::shared_ptr<const ModelWeights>>
-  load(const model::GGUFFile &file);
+  load(const model::GGUFFile &file,
+       WeightStorage storage = WeightStorage::Auto);
   /// Opens `path` and loads it.
   static Result<std::shared_ptr<const ModelWeights>>
-  load(const std::string &path);
+  load(const std::string &path, WeightStorage storage = WeightStorage::Auto);
   /// Reads only the architecture (no tensor data is decoded).
   static Result<ModelConfig> readConfig(const model::GGUFFile &file);
 
   const ModelConfig &config() const { return config_; }
+  /// How the matrices are held (never Auto).
+  WeightStorage storage() const { return storage_; }
   const LayerWeights &layer(int64_t l) const { return layers_[size_t(l)]; }
-  const float *tokenEmbedding() const { return tokenEmbd_.data(); }
+  /// [vocab, hidden]
+  const WeightMatrix &tokenEmbedding() const { return tokenEmbd_; }
   /// [vocab, hidden]: output.weight, or token_embd when tied.
-  const float *outputWeights() const {
-    return config_.tiedOutput ? tokenEmbd_.data() : output_.data();
+  const WeightMatrix &outputWeights() const {
+    return config_.tiedOutput ? tokenEmbd_ : output_;
   }
   const float *outputNorm() const { return outputNorm_.data(); }
   /// The RoPE frequencies of a local or a global layer, [ropeDim / 2]: pair
@@ -187,13 +237,21 @@ public:
   /// (ModelConfig::ropeThetaFor, ropeScaleFor) and the file's rope_freqs
   /// factors (1 without them). Every backend rotates by these.
   std::vector<double> ropeFrequencies(bool local) const;
-  /// Bytes of float32 weights held.
+  /// Bytes of weights held.
   int64_t bytes() const;
 
 private:
+  /// `out` = the rows of `tensors` (name, rows) in order, each [cols, rows]
+  /// in GGUF order, held as `storage` says; every value checked finite.
+  static Status
+  loadMatrix(const model::GGUFFile &file,
+             const std::vector<std::pair<std::string, int64_t>> &tensors,
+             int64_t cols, WeightStorage storage, WeightMatrix &out);
+
   ModelConfig config_;
-  std::vector<float> tokenEmbd_;  ///< [vocab, hidden]
-  std::vector<float> output_;     ///< [vocab, hidden], empty when tied
+  WeightStorage storage_ = WeightStorage::Float32;
+  WeightMatrix tokenEmbd_; ///< [vocab, hidden]
+  WeightMatrix output_;    ///< [vocab, hidden], empty when tied
   std::vector<float> outputNorm_; ///< [hidden]
   std::vector<float> ropeFactors_; ///< [ropeDim / 2], empty without them
   std::vector<LayerWeights> layers_;

@@ -85,6 +85,9 @@ struct SessionReport {
   // Filled by the caller.
   std::string model;
   double loadSeconds = 0.0;
+  /// How the weights are held ("float32" or "quantized") and their bytes.
+  std::string weightStorage;
+  int64_t weightBytes = 0;
   std::string policyName;
   double totalSeconds = 0.0;
   /// Appended to the text report's blas line (why OPENBLAS_CORETYPE is set).
