@@ -23,9 +23,11 @@ fi
 
 # Python packages of the independent checks (not of the product).
 PY=${PYTHON:-python3}
-if ! "$PY" -c 'import numpy, gguf, tokenizers' >/dev/null 2>&1; then
-  "$PY" -m pip install -q numpy gguf tokenizers ||
-    "$PY" -m pip install -q --break-system-packages numpy gguf tokenizers
+# sentencepiece (with protobuf) checks the SentencePiece tokenizer (Gemma 3).
+if ! "$PY" -c 'import numpy, gguf, tokenizers, sentencepiece, google.protobuf' >/dev/null 2>&1; then
+  "$PY" -m pip install -q numpy gguf tokenizers sentencepiece protobuf ||
+    "$PY" -m pip install -q --break-system-packages numpy gguf tokenizers \
+      sentencepiece protobuf
 fi
 
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
