@@ -108,10 +108,13 @@ double TeacherForcedStats::klMax() const {
 }
 
 AttentionStatsAccumulator::AttentionStatsAccumulator(const Schedule &schedule,
-                                                     const ModelShape &shape)
+                                                     const ModelShape &shape,
+                                                     std::vector<int64_t> spans)
     : tau_(size_t(shape.numLayers * shape.qHeads), 0.0),
-      policy_(size_t(shape.numLayers * shape.qHeads)), shape_(shape),
-      numLayers_(shape.numLayers), qHeads_(shape.qHeads) {
+      policy_(size_t(shape.numLayers * shape.qHeads)),
+      spans_(std::move(spans)), shape_(shape), numLayers_(shape.numLayers),
+      qHeads_(shape.qHeads) {
+  spans_.resize(size_t(numLayers_), 0);
   const int64_t group = shape.group();
   for (int64_t l = 0; l < numLayers_; ++l)
     for (int64_t h = 0; h < qHeads_; ++h) {
@@ -129,10 +132,13 @@ void AttentionStatsAccumulator::add(const float *stats, const int32_t *lens,
         const float *s =
             stats + ((l * batch + b) * qHeads_ + h) * kAttentionStatsWidth;
         ++count_;
-        keysRead_ += double(s[1]) / double(lens[b]);
+        const int64_t span = spans_[size_t(l)];
+        const int64_t seen = span > 0 ? std::min<int64_t>(span, lens[b])
+                                      : int64_t(lens[b]);
+        keysRead_ += double(s[1]) / double(seen);
         bytesRead_ +=
             bytesRead(policy_[size_t(l * qHeads_ + h)], shape_, lens[b], s);
-        denseBytes_ += double(abi::denseBytes(lens[b], shape_.headDim,
+        denseBytes_ += double(abi::denseBytes(seen, shape_.headDim,
                                               kvTypeBytes(shape_.kvType))) /
                        double(shape_.group());
         const double tau = tau_[size_t(l * qHeads_ + h)];

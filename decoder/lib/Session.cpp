@@ -127,6 +127,9 @@ Session::create(std::shared_ptr<const ModelWeights> weights,
   if (!dec)
     return dec.status();
   impl->decoder = dec.take();
+  // The schedule as it runs (a model's local layers keep their window
+  // policy, withModelRoles): statistics and bytes read follow it.
+  impl->schedule = impl->decoder->schedule();
   impl->policy.decoder = impl->decoder.get();
   impl->policy.program = impl->decoder->program();
   if (options.compareDense) {
@@ -196,7 +199,8 @@ Result<SessionReport> Session::generate(const std::vector<int32_t> &prompt,
   bopts.stop = &stop;
 
   // Greedy decoding under the policy, streamed.
-  AttentionStatsAccumulator policyStats(m.schedule, m.policy.decoder->shape());
+  AttentionStatsAccumulator policyStats(m.schedule, m.policy.decoder->shape(),
+      m.policy.decoder->config().attentionSpans());
   {
     BatchOptions go = bopts;
     go.stats = {&policyStats};
@@ -230,7 +234,8 @@ Result<SessionReport> Session::generate(const std::vector<int32_t> &prompt,
   // Dense greedy decoding, and the policy teacher-forced on the dense
   // tokens in lockstep (each step's logits compared at once, none stored).
   DenseComparison c;
-  AttentionStatsAccumulator forcedStats(m.schedule, m.policy.decoder->shape());
+  AttentionStatsAccumulator forcedStats(m.schedule, m.policy.decoder->shape(),
+      m.policy.decoder->config().attentionSpans());
   Batch dense(*m.dense.decoder, m.dense.program, bopts);
   BatchOptions fo = bopts;
   fo.stats = {&forcedStats};
@@ -294,7 +299,8 @@ Result<ScoreReport> Session::score(const std::vector<int32_t> &prompt,
   // The first token's NLL comes from the prefill, each later one from the
   // step that fed its predecessor.
   s.nll.push_back(nll(m.policy.first.data(), V, continuation[0]));
-  AttentionStatsAccumulator stats(m.schedule, m.policy.decoder->shape());
+  AttentionStatsAccumulator stats(m.schedule, m.policy.decoder->shape(),
+      m.policy.decoder->config().attentionSpans());
   BatchOptions o;
   o.stats = {&stats};
   Batch batch(*m.policy.decoder, m.policy.program, o);

@@ -121,7 +121,10 @@ Status runStudy(const StudyOptions &o) {
   studyShape.sketchBits = sketchBits;
   auto makeAcc = [&](const PolicyDef &d) {
     auto a = std::make_unique<Acc>();
-    a->attention.emplace(d.schedule, studyShape);
+    // The schedule as the decoder runs it (a model's local layers keep
+    // their window policy).
+    a->attention.emplace(withModelRoles(cfg, d.schedule, studyShape.pageSize),
+                         studyShape, cfg.attentionSpans());
     return a;
   };
   for (const PolicyDef &d : results.policies) {

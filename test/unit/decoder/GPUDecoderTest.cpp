@@ -58,8 +58,9 @@ std::string skipReason() {
 // and post-norms through the rmsnorm kernel, per-layer RoPE bases, window
 // policies on local layers in prefill and decode) on random weights of
 // Gemma-3-270M's attention shape (head_dim 256, 4 query heads over 1 KV
-// head): prefill and dense decode steps against the float64 forward, and
-// against the CPU decoder.
+// head), its matrices Q8_0 blocks held quantised (the GPU dequantises them
+// on upload): prefill and dense decode steps against the float64 forward,
+// and against the CPU decoder.
 TEST(GPUDecoder, Gemma3SyntheticMatchesReference) {
   if (std::string why = gpuSkipReason(); !why.empty())
     GTEST_SKIP() << why;
@@ -75,8 +76,9 @@ TEST(GPUDecoder, Gemma3SyntheticMatchesReference) {
   s.vocab = 300;
   s.slidingWindow = 48;
   s.theta = 1e6;
+  s.q8 = true;
   TensorMap tensors = tinyTensors(s, 11);
-  auto w = loadTiny(s, tensors);
+  auto w = loadTiny(s, tensors, WeightStorage::Quantized);
   ASSERT_TRUE(w);
   const std::vector<int32_t> ids = randomTokens(200, s.vocab, 4);
   const int64_t T = int64_t(ids.size()), V = s.vocab, split = 150;

@@ -72,11 +72,13 @@ private:
 /// Aggregate of decode-step attention statistics.
 struct AttentionSummary {
   int64_t headSteps = 0;    ///< (layer, sequence, query head, step) entries
-  /// Mean of attended positions / context length. Positions, not savings:
+  /// Mean of attended positions / the positions the model's own attention
+  /// sees (the context, or a local layer's window). Positions, not savings:
   /// exact top-k attends few positions and reads every key.
   double positionsAttended = 0.0;
-  /// Bytes of the cache read (bytesRead()) over the bytes dense attention
-  /// reads (K and V of every position), summed over all entries.
+  /// Bytes of the cache read (bytesRead()) over the bytes the model's own
+  /// dense attention reads (K and V of every position it sees: the whole
+  /// context, or a local layer's window), summed over all entries.
   double bytesRead = 0.0;
   int64_t certified = 0;    ///< entries under a certified policy (tau > 0)
   /// Certified entries that did not fall back and have a finite eps_hat
@@ -105,8 +107,11 @@ struct AttentionSummary {
 class AttentionStatsAccumulator {
 public:
   /// `shape`: the decoder's (its layers, heads, page size, KV type and
-  /// sketch bits).
-  AttentionStatsAccumulator(const Schedule &schedule, const ModelShape &shape);
+  /// sketch bits). `spans`: per layer, the positions the model's own
+  /// attention sees (ModelConfig::attentionSpans; 0 or absent: the whole
+  /// context), the baseline of positions and bytes read.
+  AttentionStatsAccumulator(const Schedule &schedule, const ModelShape &shape,
+                            std::vector<int64_t> spans = {});
   /// stats [numLayers, batch, qHeads, kAttentionStatsWidth]; lens [batch]
   /// the context length of each sequence at that step.
   void add(const float *stats, const int32_t *lens, int64_t batch);
@@ -115,6 +120,7 @@ public:
 private:
   std::vector<double> tau_; ///< per (layer, query head); 0 if uncertified
   std::vector<Policy> policy_; ///< per (layer, query head)
+  std::vector<int64_t> spans_; ///< per layer, 0: the whole context
   ModelShape shape_;
   int64_t numLayers_, qHeads_;
   double bytesRead_ = 0.0, denseBytes_ = 0.0;

@@ -135,6 +135,15 @@ struct ModelConfig {
     return slidingWindow > 0 && slidingWindowPattern > 0 &&
            (l + 1) % slidingWindowPattern != 0;
   }
+  /// Per layer, the positions the model's own attention sees: slidingWindow
+  /// on a local layer, 0 (the whole context) on a global one.
+  std::vector<int64_t> attentionSpans() const {
+    std::vector<int64_t> spans(size_t(numLayers), 0);
+    for (int64_t l = 0; l < numLayers; ++l)
+      if (localLayer(l))
+        spans[size_t(l)] = slidingWindow;
+    return spans;
+  }
   /// RoPE base and linear position divisor of layer `l`.
   double ropeThetaFor(int64_t l) const {
     return localLayer(l) ? localRopeTheta : ropeTheta;
