@@ -77,6 +77,24 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         ls -la /root/models/ ;;
     decoder) CONDENSATE_MODEL=/root/models/model.gguf step decoder 300 \
         $BIN/GPUDecoderTest --gtest_brief=1 ;;
+    gemma-model) # join the Gemma-3-270M parts carried by earlier calls
+        if [ ! -f /root/models/gemma.gguf ]; then
+          cat /root/models/gemma.part0[0-9] > /root/models/gemma.gguf
+        fi
+        echo "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818  /root/models/gemma.gguf" \
+          | sha256sum -c - ;;
+    gemma) # Gemma-3-270M at a ~21.6K-token prompt (its window: 32K):
+        # the model's own attention, uncertified sketch top-1024 and the
+        # certified sketch policy on its global layers, against dense
+        cat /usr/share/common-licenses/* | head -c 100000 > /tmp/prompt-gemma.txt
+        for pol in dense \
+          '{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4,"page_size":64}' \
+          '{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64}'; do
+          case $pol in dense) n=dense ;; *tau*) n=certified ;; *) n=sketch1024 ;; esac
+          step "gemma-$n" 200 $BIN/condensate-decode --device gpu \
+            --model /root/models/gemma.gguf --prompt-file /tmp/prompt-gemma.txt \
+            --max-new-tokens 128 --ignore-eos --policy "$pol" --compare dense
+        done ;;
     decode8k)
         cat /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0 \
           | head -c 36500 > /tmp/prompt8k.txt

@@ -41,4 +41,10 @@ MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ -f "$MODEL" ] && [ ! -f .carry/model.part01 ]; then
   split -b 50000000 -d -a 2 "$MODEL" .carry/model.part
 fi
+# Gemma-3-270M (scripts/fetch-models.sh gemma3), when fetched: six parts
+# for six calls, copied to /root/models/ (the `gemma-model` step joins them).
+GEMMA=models/gemma-3-270m-q4_k_m.gguf
+if [ -f "$GEMMA" ] && [ ! -f .carry/gemma.part00 ]; then
+  split -b 44000000 -d -a 2 "$GEMMA" .carry/gemma.part
+fi
 ls -la .carry/
