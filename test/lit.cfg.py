@@ -43,7 +43,8 @@ def find_tool_dir(name):
 
 tools = []
 tool_dirs = []
-for name in ["condensate-opt", "condensate-translate", "condensate-decode"]:
+for name in ["condensate-opt", "condensate-translate", "condensate-decode",
+             "condensate-bench"]:
     d = find_tool_dir(name)
     if d is None:
         continue

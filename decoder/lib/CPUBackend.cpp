@@ -503,7 +503,9 @@ public:
                   G = Hq / cfg_.kvHeads, qDim = cfg_.qDim();
     // Rows are consecutive positions; a local layer's first row sees no key
     // before `first`, so keys [first, end) are all the block reads.
-    const int64_t window = cfg_.localLayer(l) ? cfg_.slidingWindow : 0;
+    int64_t window = cfg_.localLayer(l) ? cfg_.slidingWindow : 0;
+    if (prefillWindow_ > 0)
+      window = window > 0 ? std::min(window, prefillWindow_) : prefillWindow_;
     const int64_t end = batch_->positions[size_t(T - 1)] + 1;
     const int64_t first =
         window > 0 ? std::max<int64_t>(0, batch_->positions[0] + 1 - window)
@@ -588,12 +590,14 @@ private:
   std::vector<float> stats_, queries_;
   std::vector<float> ropeCos_, ropeSin_, kSeq_, vSeq_, scores_, tile_;
   int threads_ = 1; ///< of the products over quantised matrices
+  int64_t prefillWindow_ = 0; ///< DecoderOptions::prefillWindow
 };
 
 Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
   auto be = std::make_unique<CPUBackend>();
   be->weights_ = setup.weights;
   be->cfg_ = setup.weights->config();
+  be->prefillWindow_ = setup.options.prefillWindow;
   be->shape_ = setup.shape;
   const ModelConfig &cfg = be->cfg_;
   if (setup.options.threads > 0)

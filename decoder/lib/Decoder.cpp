@@ -153,6 +153,8 @@ Decoder::create(std::shared_ptr<const ModelWeights> weights,
     return Status::error("prefillChunk must be > 0");
   if (options.maxBatch <= 0)
     return Status::error("maxBatch must be > 0");
+  if (options.prefillWindow < 0)
+    return Status::error("prefillWindow must be >= 0");
 
   BackendSetup setup;
   setup.weights = weights;
@@ -248,10 +250,11 @@ Status Decoder::setProgram(std::shared_ptr<const AttentionProgram> program) {
 
 Decoder::SeqId Decoder::newSequence() { return impl_->pool.create(); }
 
-Result<Decoder::SeqId> Decoder::fork(SeqId id) {
+Result<Decoder::SeqId> Decoder::fork(SeqId id, bool shareFullPages) {
   Backend &be = *impl_->backend;
   return impl_->pool.fork(
-      id, [&](int32_t from, int32_t to) { return be.copyPage(from, to); });
+      id, [&](int32_t from, int32_t to) { return be.copyPage(from, to); },
+      shareFullPages);
 }
 
 Status Decoder::release(SeqId id) { return impl_->pool.release(id); }

@@ -276,10 +276,17 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
   if (!program.ok())
     return program.status();
   d.program_ = program.take();
-  // Prefill attends as the model does: dense, windowed on local layers.
-  auto dense = d.load(withModelRoles(
-      cfg, Schedule::uniform(cfg.numLayers, Policy::makeDense()),
-      d.shape_.pageSize));
+  // Prefill attends as the model does: dense, windowed on local layers;
+  // or in a window of DecoderOptions::prefillWindow everywhere.
+  Schedule prefill = Schedule::uniform(cfg.numLayers, Policy::makeDense());
+  if (setup.options.prefillWindow > 0) {
+    Policy window;
+    window.anchor = 0;
+    window.window = window.windowMax = setup.options.prefillWindow;
+    window.pageSize = d.shape_.pageSize;
+    prefill = Schedule::uniform(cfg.numLayers, window);
+  }
+  auto dense = d.load(withModelRoles(cfg, prefill, d.shape_.pageSize));
   if (!dense.ok())
     return dense.status();
   d.dense_ = dense.take();

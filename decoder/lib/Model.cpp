@@ -609,6 +609,125 @@ std::vector<double> ModelWeights::ropeFrequencies(bool local) const {
   return f;
 }
 
+namespace {
+
+/// A real architecture's shape, for ModelWeights::dummy.
+struct DummyArchitecture {
+  const char *name;
+  const char *architecture; ///< its GGUF general.architecture
+  int64_t layers, hidden, ffn, qHeads, kvHeads, headDim, vocab, context;
+  double ropeTheta;
+  bool qkvBias, tied;
+};
+
+/// From the models' published configurations (Hugging Face config.json):
+/// Llama-3.2-1B, Meta-Llama-3-8B, Qwen2.5-7B, Qwen2.5-0.5B; tiny-llama is
+/// a small Llama-shaped model for tests.
+constexpr DummyArchitecture kDummyArchitectures[] = {
+    {"llama-3.2-1b", "llama", 16, 2048, 8192, 32, 8, 64, 128256, 131072,
+     500000.0, false, true},
+    {"llama-3-8b", "llama", 32, 4096, 14336, 32, 8, 128, 128256, 131072,
+     500000.0, false, false},
+    {"qwen2.5-7b", "qwen2", 28, 3584, 18944, 28, 4, 128, 152064, 131072,
+     1000000.0, true, false},
+    {"qwen2.5-0.5b", "qwen2", 24, 896, 4864, 14, 2, 64, 151936, 32768,
+     1000000.0, true, true},
+    {"tiny-llama", "llama", 2, 128, 256, 4, 2, 32, 512, 4096, 10000.0,
+     false, true},
+};
+
+/// Uniform in [-scale, scale) from (seed, stream, index): splitmix64, so
+/// any element is drawn independently of the others (threads fill rows in
+/// any order and get the same values).
+inline float dummyValue(uint64_t seed, uint64_t stream, uint64_t i,
+                        float scale) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + stream * 0xBF58476D1CE4E5B9ull +
+               i * 0x94D049BB133111EBull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return scale * (float(z >> 40) * (2.0f / 16777216.0f) - 1.0f);
+}
+
+void fillDummy(std::vector<float> &v, size_t n, uint64_t seed,
+               uint64_t stream, float scale) {
+  v.resize(n);
+  const int64_t count = int64_t(n);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i)
+    v[size_t(i)] = dummyValue(seed, stream, uint64_t(i), scale);
+}
+
+} // namespace
+
+std::string ModelWeights::dummyArchitectures() {
+  std::string names;
+  for (const DummyArchitecture &a : kDummyArchitectures)
+    names += (names.empty() ? "" : ", ") + std::string(a.name);
+  return names;
+}
+
+Result<std::shared_ptr<const ModelWeights>>
+ModelWeights::dummy(const std::string &name, uint64_t seed) {
+  const DummyArchitecture *arch = nullptr;
+  for (const DummyArchitecture &a : kDummyArchitectures)
+    if (name == a.name)
+      arch = &a;
+  if (!arch)
+    return Status::error("unknown dummy architecture '" + name +
+                         "' (known: " + dummyArchitectures() + ")");
+  const Architecture *info = findArchitecture(arch->architecture);
+  auto w = std::make_shared<ModelWeights>();
+  ModelConfig &c = w->config_;
+  c.architecture = std::string(arch->architecture) + " (dummy " + name + ")";
+  c.numLayers = arch->layers;
+  c.hidden = arch->hidden;
+  c.ffn = arch->ffn;
+  c.qHeads = arch->qHeads;
+  c.kvHeads = arch->kvHeads;
+  c.headDim = arch->headDim;
+  c.vocab = arch->vocab;
+  c.contextLength = arch->context;
+  c.ropeDim = arch->headDim;
+  c.ropeTheta = arch->ropeTheta;
+  c.ropeMode = info->rope;
+  c.activation = info->activation;
+  c.rmsEps = 1e-5;
+  c.attentionBias = arch->qkvBias;
+  c.tiedOutput = arch->tied;
+  w->storage_ = WeightStorage::Float32;
+  uint64_t stream = 0;
+  auto matrix = [&](WeightMatrix &m, int64_t rows, int64_t cols) {
+    m.rows_ = rows;
+    m.cols_ = cols;
+    fillDummy(m.f32_, size_t(rows) * size_t(cols), seed, ++stream,
+              float(1.0 / std::sqrt(double(cols))));
+  };
+  auto ones = [](std::vector<float> &v, int64_t n) {
+    v.assign(size_t(n), 1.0f);
+  };
+  try {
+    matrix(w->tokenEmbd_, c.vocab, c.hidden);
+    if (!c.tiedOutput)
+      matrix(w->output_, c.vocab, c.hidden);
+    ones(w->outputNorm_, c.hidden);
+    w->layers_.resize(size_t(c.numLayers));
+    for (LayerWeights &L : w->layers_) {
+      ones(L.attnNorm, c.hidden);
+      ones(L.ffnNorm, c.hidden);
+      matrix(L.wqkv, c.qkvDim(), c.hidden);
+      if (c.attentionBias)
+        fillDummy(L.bqkv, size_t(c.qkvDim()), seed, ++stream, 0.1f);
+      matrix(L.wo, c.hidden, c.qDim());
+      matrix(L.wGateUp, 2 * c.ffn, c.hidden);
+      matrix(L.wDown, c.hidden, c.ffn);
+    }
+  } catch (const std::bad_alloc &) {
+    return Status::error("out of memory making the dummy weights of " + name);
+  }
+  return std::shared_ptr<const ModelWeights>(std::move(w));
+}
+
 int64_t ModelWeights::bytes() const {
   size_t n = outputNorm_.size() + ropeFactors_.size();
   int64_t matrices = tokenEmbd_.bytes() + output_.bytes();

@@ -78,10 +78,11 @@ void PagePool::append(SeqId id, const int32_t *tokens, int64_t count) {
 
 Result<PagePool::SeqId>
 PagePool::fork(SeqId id,
-               const std::function<Status(int32_t, int32_t)> &copyPage) {
+               const std::function<Status(int32_t, int32_t)> &copyPage,
+               bool shareFullPages) {
   CONDENSATE_RETURN_IF_ERROR(check(id).withContext("fork"));
   const int64_t len = int64_t(seqs_[size_t(id)].tokens.size());
-  const int64_t shared = len / pageSize_;
+  const int64_t shared = shareFullPages ? len / pageSize_ : 0;
   const int64_t need = int64_t(seqs_[size_t(id)].pages.size()) - shared;
   if (need > freePages())
     return Status::error("fork: KV cache full: " + std::to_string(need) +

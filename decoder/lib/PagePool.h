@@ -49,10 +49,12 @@ public:
   /// Appends `count` tokens to `id`, taking the pages they need (after
   /// checkGrowth said they exist).
   void append(SeqId id, const int32_t *tokens, int64_t count);
-  /// A new sequence with `id`'s tokens: full pages shared, the partial last
-  /// page copied to a fresh one through `copyPage(from, to)`.
+  /// A new sequence with `id`'s tokens: full pages shared (unless
+  /// `shareFullPages` is false), the others copied to fresh ones through
+  /// `copyPage(from, to)`.
   Result<SeqId> fork(SeqId id,
-                     const std::function<Status(int32_t, int32_t)> &copyPage);
+                     const std::function<Status(int32_t, int32_t)> &copyPage,
+                     bool shareFullPages = true);
   Status release(SeqId id);
 
   /// `id`'s page-table row padded to `width` with its first page (the

@@ -245,6 +245,54 @@ TEST(DecoderSynthetic, QuantizedWeightsInMemory) {
   }
 }
 
+// Dummy weights of a named architecture: its shape, the same values for
+// the same seed, finite logits; a prefill window at least the prompt's
+// length changes nothing, a shorter one changes the prompt's late logits.
+TEST(DecoderSynthetic, DummyWeightsAndPrefillWindow) {
+  auto a = ModelWeights::dummy("tiny-llama", 7);
+  ASSERT_TRUE(a.ok()) << a.message();
+  auto b = ModelWeights::dummy("tiny-llama", 7);
+  auto c = ModelWeights::dummy("tiny-llama", 8);
+  ASSERT_TRUE(b.ok() && c.ok());
+  const ModelConfig &cfg = (*a)->config();
+  EXPECT_EQ(cfg.numLayers, 2);
+  EXPECT_EQ(cfg.hidden, 128);
+  EXPECT_EQ(cfg.kvHeads, 2);
+  EXPECT_EQ(cfg.headDim, 32);
+  EXPECT_EQ((*a)->layer(1).wGateUp.toF32(), (*b)->layer(1).wGateUp.toF32());
+  EXPECT_NE((*a)->layer(1).wGateUp.toF32(), (*c)->layer(1).wGateUp.toF32());
+  auto bad = ModelWeights::dummy("llama-9000");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("known: llama-3.2-1b, llama-3-8b"),
+            std::string::npos)
+      << bad.message();
+
+  const std::vector<int32_t> ids = randomTokens(120, cfg.vocab, 5);
+  const int64_t T = int64_t(ids.size()), V = cfg.vocab;
+  std::vector<float> logits[3];
+  int i = 0;
+  for (int64_t window : {int64_t(0), int64_t(200), int64_t(40)}) {
+    DecoderOptions opts;
+    opts.prefillChunk = 32;
+    opts.prefillWindow = window;
+    auto dec = makeDecoder(*a, denseSchedule(2), opts);
+    ASSERT_TRUE(dec);
+    auto seq = dec->newSequence();
+    ASSERT_TRUE(dec->prefill(seq, ids.data(), T, nullptr, &logits[i]).ok());
+    for (float v : logits[i])
+      ASSERT_TRUE(std::isfinite(v));
+    ++i;
+  }
+  EXPECT_EQ(logits[0], logits[1]);
+  EXPECT_EQ(relError(logits[2].data(), logits[0].data(), 40 * V), 0.0);
+  EXPECT_GT(relError(logits[2].data() + (T - 1) * V,
+                     logits[0].data() + (T - 1) * V, V),
+            1e-4);
+  DecoderOptions neg;
+  neg.prefillWindow = -1;
+  EXPECT_FALSE(Decoder::create(*a, denseSchedule(2), neg).ok());
+}
+
 TEST(DecoderSynthetic, LinearRopeScalingAndNoGQA) {
   TinySpec s;
   s.kvHeads = s.qHeads;

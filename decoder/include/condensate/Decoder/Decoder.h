@@ -55,6 +55,11 @@ struct DecoderOptions {
   int64_t maxTokens = 0;
   /// Query rows per prefill chunk.
   int64_t prefillChunk = 256;
+  /// Prefill attends to at most this many recent positions on every layer
+  /// (0: the model's own attention). Only for speed runs on dummy weights
+  /// (ModelWeights::dummy), whose cache values mean nothing anyway: a long
+  /// prompt then fills the cache in time linear in its length.
+  int64_t prefillWindow = 0;
   /// Tokens the repetition score of adaptive layers looks back over.
   int64_t repetitionSpan = 64;
 
@@ -178,8 +183,11 @@ public:
   /// A new, empty sequence.
   SeqId newSequence();
   /// A new sequence holding `seq`'s tokens and cache: full pages are shared
-  /// (appends never write them), the partial last page is copied.
-  Result<SeqId> fork(SeqId seq);
+  /// (appends never write them), the partial last page is copied; with
+  /// `shareFullPages` false every page is copied (a batch of distinct
+  /// caches, as a speed run needs: shared pages would sit in L2 once for
+  /// all the batch).
+  Result<SeqId> fork(SeqId seq, bool shareFullPages = true);
   /// Frees the sequence's pages (shared ones when their last user goes).
   Status release(SeqId seq);
   /// Tokens fed to `seq` so far (its context length); -1 if not live.

@@ -228,6 +228,17 @@ public:
   load(const std::string &path, WeightStorage storage = WeightStorage::Auto);
   /// Reads only the architecture (no tensor data is decoded).
   static Result<ModelConfig> readConfig(const model::GGUFFile &file);
+  /// Random float32 weights of a named real architecture, for speed at a
+  /// scale whose real weights cannot travel (DESIGN.md section 8): the
+  /// shapes, head counts, RoPE base, biases and tied output of `name`
+  /// (dummyArchitectures() lists them), values drawn uniformly from
+  /// +-1/sqrt(fan-in) by a counter-based generator seeded with `seed` (the
+  /// same weights on every machine), norms 1. Its text is meaningless; its
+  /// step time is the model's.
+  static Result<std::shared_ptr<const ModelWeights>>
+  dummy(const std::string &name, uint64_t seed = 1);
+  /// "llama-3.2-1b, llama-3-8b, qwen2.5-7b, qwen2.5-0.5b, tiny-llama".
+  static std::string dummyArchitectures();
 
   const ModelConfig &config() const { return config_; }
   /// How the matrices are held (never Auto).
