@@ -1,6 +1,7 @@
 //===- ToolSupport.cpp - What the command-line tools share ----------------===//
 #include "ToolSupport.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -11,6 +12,17 @@
 #include <unistd.h>
 
 namespace condensate::tools {
+
+int64_t parseInt(const std::string &flag, const std::string &text,
+                 int64_t min, int64_t max) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno || v < min || v > max)
+    fail(flag + " expects an integer in [" + std::to_string(min) + ", " +
+         std::to_string(max) + "], got '" + text + "'");
+  return v;
+}
 
 bool isRegularFile(const std::string &path) {
   std::error_code ec;

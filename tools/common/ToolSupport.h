@@ -11,6 +11,7 @@
 #include "condensate/Runtime/Files.h"
 #include "condensate/Support/Status.h"
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -43,6 +44,9 @@ template <typename T> T take(Result<T> r) {
 }
 /// Fails with `s`'s message unless it is ok.
 void check(const Status &s);
+/// `text` as a decimal integer in [min, max], or fail naming `flag`.
+int64_t parseInt(const std::string &flag, const std::string &text,
+                 int64_t min, int64_t max);
 
 /// Runs `body` and returns its exit code; a Failure, std::bad_alloc or other
 /// exception is printed as one `<tool>: error: ...` line and returns 1.

@@ -57,17 +57,6 @@ const char *kUsage =
     "  --threads N           CPU threads\n"
     "  --json FILE           also write the results as JSON\n";
 
-int64_t parseInt(const std::string &flag, const std::string &text,
-                 int64_t min, int64_t max) {
-  char *end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end || errno || v < min || v > max)
-    fail(flag + " expects an integer in [" + std::to_string(min) + ", " +
-         std::to_string(max) + "], got '" + text + "'");
-  return v;
-}
-
 struct Options {
   std::string dummy, model, device = "gpu", json;
   int64_t context = 4096, batch = 1, steps = 32, warmup = 4, pageSize = 0,

@@ -75,17 +75,6 @@ const char *kUsage =
     "  --profile              time the parts of the policy's decode steps\n"
     "  --help                 this message\n";
 
-int64_t parseInt(const std::string &flag, const std::string &text,
-                 int64_t min, int64_t max) {
-  char *end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end || errno || v < min || v > max)
-    fail(flag + " expects an integer in [" + std::to_string(min) + ", " +
-         std::to_string(max) + "], got '" + text + "'");
-  return v;
-}
-
 struct Options {
   std::string model;
   std::optional<std::string> prompt, promptFile, policy, system;

@@ -14,6 +14,7 @@
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -72,12 +73,7 @@ std::string valueAfter(int argc, char **argv, int &i) {
 }
 
 int64_t parseInt(const std::string &flag, const std::string &text) {
-  char *end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end || errno || v < 0)
-    fail(flag + " expects a non-negative integer, got '" + text + "'");
-  return v;
+  return tools::parseInt(flag, text, 0, std::numeric_limits<int64_t>::max());
 }
 
 std::vector<std::string> splitList(const std::string &s) {

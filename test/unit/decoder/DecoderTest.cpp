@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <random>
 #include <sys/wait.h>
 
@@ -590,6 +591,24 @@ bool readNpy(const std::string &path, std::vector<int64_t> &shape,
   return true;
 }
 
+/// The tokenizer and weights of the GGUF at `path`; empty (with the
+/// failure recorded) when either does not load.
+std::pair<std::optional<Tokenizer>, std::shared_ptr<const ModelWeights>>
+loadModel(const std::string &path,
+          WeightStorage storage = WeightStorage::Auto) {
+  auto f = GGUFFile::open(path);
+  EXPECT_TRUE(f.ok()) << f.message();
+  if (!f.ok())
+    return {};
+  auto tk = Tokenizer::fromGGUF(*f);
+  EXPECT_TRUE(tk.ok()) << tk.message();
+  auto w = ModelWeights::load(*f, storage);
+  EXPECT_TRUE(w.ok()) << w.message();
+  if (!tk.ok() || !w.ok())
+    return {};
+  return {tk.take(), *w};
+}
+
 /// Every prompt position's logits of `w` on `prompt`, by prefill (blocks of
 /// 16 rows) and by decode steps, against the numpy reference's float64
 /// forward of the model at `path` (its own tokenizer and dequantisation):
@@ -682,17 +701,13 @@ TEST(DecoderQwen2Model, LogitsMatchPythonReference) {
     GTEST_SKIP() << qwenSkipMessage();
   if (!referenceAvailable())
     GTEST_SKIP() << referenceSkipMessage();
-  auto f = GGUFFile::open(path);
-  ASSERT_TRUE(f.ok()) << f.message();
-  auto tk = Tokenizer::fromGGUF(*f);
-  ASSERT_TRUE(tk.ok()) << tk.message();
-  auto w = ModelWeights::load(*f);
-  ASSERT_TRUE(w.ok()) << w.message();
-  EXPECT_TRUE((*w)->config().attentionBias);
+  auto [tk, w] = loadModel(path);
+  ASSERT_TRUE(tk && w);
+  EXPECT_TRUE(w->config().attentionBias);
   const std::string prompt =
       "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
       "    if n < 2:\n        return n\n    return";
-  EXPECT_EQ(expectLogitsMatchReference(path, *w, *tk, prompt, "Qwen2"),
+  EXPECT_EQ(expectLogitsMatchReference(path, w, *tk, prompt, "Qwen2"),
             " fibonacci");
 }
 
@@ -752,19 +767,15 @@ TEST(DecoderGemma3Model, LogitsMatchPythonReference) {
     GTEST_SKIP() << gemmaSkipMessage();
   if (!referenceAvailable())
     GTEST_SKIP() << referenceSkipMessage();
-  auto f = GGUFFile::open(path);
-  ASSERT_TRUE(f.ok()) << f.message();
-  auto tk = Tokenizer::fromGGUF(*f);
-  ASSERT_TRUE(tk.ok()) << tk.message();
-  auto w = ModelWeights::load(*f, WeightStorage::Quantized);
-  ASSERT_TRUE(w.ok()) << w.message();
-  EXPECT_TRUE((*w)->config().qkNorm && (*w)->config().postNorms);
-  EXPECT_EQ((*w)->config().slidingWindow, 512);
+  auto [tk, w] = loadModel(path, WeightStorage::Quantized);
+  ASSERT_TRUE(tk && w);
+  EXPECT_TRUE(w->config().qkNorm && w->config().postNorms);
+  EXPECT_EQ(w->config().slidingWindow, 512);
   std::string prompt = "<bos>";
   while (tk->encode(prompt, true).size() < 530)
     prompt += std::string(kLongPrompt) + " ";
   prompt += "The capital of France is";
-  EXPECT_EQ(expectLogitsMatchReference(path, *w, *tk, prompt, "Gemma 3"),
+  EXPECT_EQ(expectLogitsMatchReference(path, w, *tk, prompt, "Gemma 3"),
             " Paris");
 }
 
