@@ -81,7 +81,7 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         # (condensate-bench): dense against sketch and page top-1024
         sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'
         bm='{"anchor":1,"window":64,"topk":1024,"selector":"block_minmax"}'
-        for run in ${E2E_RUNS:-llama-3-8b:32768:8 llama-3-8b:32768:1 llama-3.2-1b:32768:8 qwen2.5-7b:32768:8 llama-3-8b:131072:1}; do
+        for run in ${E2E_RUNS:-llama-3-8b:32768:8 llama-3-8b:32768:1 llama-3.2-1b:32768:8 qwen2.5-7b:32768:8 llama-3.2-1b:130000:8 llama-3-8b:130000:1}; do
           IFS=: read -r arch ctx batch <<< "$run"
           step "e2e-$arch-$ctx-b$batch" 240 $BIN/condensate-bench --dummy $arch \
             --context $ctx --batch $batch --steps 32 --warmup 4 \
