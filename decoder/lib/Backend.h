@@ -113,6 +113,9 @@ public:
 
   /// "OpenBLAS ..." or "NVIDIA H200 (sm_90, 132 SMs)".
   virtual std::string description() const = 0;
+  /// The device memory in use now, e.g. "12.3 GB of 143.8 GB in use" on a
+  /// GPU; empty on the CPU.
+  virtual std::string memoryUse() const { return ""; }
   virtual double compileSeconds() const = 0;
   /// Whether ops finish before they return (so timing them means
   /// something).

@@ -209,6 +209,7 @@ Decoder::create(std::shared_ptr<const ModelWeights> weights,
 const ModelConfig &Decoder::config() const { return impl_->cfg; }
 const ModelShape &Decoder::shape() const { return impl_->shape; }
 const DecoderOptions &Decoder::options() const { return impl_->options; }
+std::string Decoder::memoryUse() const { return impl_->backend->memoryUse(); }
 std::string Decoder::deviceDescription() const {
   return impl_->backend->description();
 }

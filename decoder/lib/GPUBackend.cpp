@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <type_traits>
 
@@ -98,6 +99,16 @@ public:
   static Result<std::unique_ptr<Backend>> create(const BackendSetup &setup);
 
   std::string description() const override;
+  std::string memoryUse() const override {
+    auto info = context_.memoryInfo();
+    if (!info.ok())
+      return "";
+    char text[64];
+    std::snprintf(text, sizeof text, "%.1f GB of %.1f GB in use",
+                  double(info->second - info->first) / 1e9,
+                  double(info->second) / 1e9);
+    return text;
+  }
   double compileSeconds() const override { return compileSeconds_; }
   bool synchronous() const override { return false; }
   int64_t maxRows() const override { return maxRows_; }

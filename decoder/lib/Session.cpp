@@ -223,6 +223,7 @@ Result<SessionReport> Session::generate(const std::vector<int32_t> &prompt,
   }
   r.text = textOf(m.tokenizer, r.tokens, r.stopped);
   r.attention = policyStats.summary();
+  r.deviceMemory = dec.memoryUse();
   // The GPU backend times only whole steps; its profile says nothing more.
   if (o.profile && o.device == BackendKind::CPU) {
     r.prefillProfile = dec.prefillProfile();

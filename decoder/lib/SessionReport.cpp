@@ -129,6 +129,8 @@ std::string reportJSON(const SessionReport &r) {
   json j;
   if (gpu)
     j["device"] = r.deviceDescription;
+  if (!r.deviceMemory.empty())
+    j["device_memory"] = r.deviceMemory;
   j["model"] = r.model;
   j["architecture"] = r.architecture;
   j["load_seconds"] = r.loadSeconds;
@@ -168,7 +170,8 @@ std::string reportText(const SessionReport &r) {
   std::ostringstream os;
   os << "---\n";
   if (gpu)
-    os << "device: " << r.deviceDescription << "\n";
+    os << "device: " << r.deviceDescription
+       << (r.deviceMemory.empty() ? "" : "; " + r.deviceMemory) << "\n";
   os << "model: " << r.model << " (" << r.architecture << "), loaded in "
      << number(r.loadSeconds, "%.2f") << " s";
   if (!r.weightStorage.empty())

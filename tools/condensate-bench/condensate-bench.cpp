@@ -202,6 +202,7 @@ int main(int argc, char **argv) {
     const double bandwidth = o.bandwidthGBps * 1e9;
 
     std::vector<Row> rows;
+    std::string memory;
     std::vector<float> logits(static_cast<size_t>(o.batch * cfg.vocab));
     for (auto &[name, schedule] : runs) {
       std::shared_ptr<const AttentionProgram> program =
@@ -231,6 +232,8 @@ int main(int argc, char **argv) {
       // The device's bandwidth: a floor for the GPU only.
       r.floorSeconds =
           gpu ? (weightBytes + kvDense * sum.bytesRead) / bandwidth : 0.0;
+      if (memory.empty())
+        memory = dec->memoryUse(); // with the batch's copies allocated
       rows.push_back(r);
       for (Decoder::SeqId id : seqs)
         check(dec->release(id));
@@ -252,8 +255,9 @@ int main(int argc, char **argv) {
                 (long long)o.steps, (long long)o.warmup);
     if (gpu)
       std::printf("floor: weights %.2f GB + dense KV %.2f GB a step at %.0f "
-                  "GB/s\n",
-                  weightBytes / 1e9, kvDense / 1e9, o.bandwidthGBps);
+                  "GB/s; device memory %s\n",
+                  weightBytes / 1e9, kvDense / 1e9, o.bandwidthGBps,
+                  memory.c_str());
     std::printf("%-10s %10s %9s %8s %10s %10s %10s  %s\n", "policy", "tok/s",
                 "ms/step", "speedup", "bytes", "positions", "floor ms",
                 "schedule");
@@ -271,6 +275,8 @@ int main(int argc, char **argv) {
     j["weight_bytes"] = weightBytes;
     j["dense_kv_bytes"] = kvDense;
     j["bandwidth_gbps"] = o.bandwidthGBps;
+    if (!memory.empty())
+      j["device_memory"] = memory;
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row &r = rows[i];
       const double tps = double(o.batch) / r.secondsPerStep;

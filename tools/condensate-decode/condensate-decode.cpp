@@ -16,11 +16,14 @@
 #include "condensate/Decoder/Session.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
+#include "condensate/ABI/Limits.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -47,6 +50,9 @@ const char *kUsage =
     "repository)\n"
     "  --prompt TEXT          prompt text\n"
     "  --prompt-file PATH     prompt read from a file\n"
+    "  --long-prompt N        a document of N tokens built from the texts in\n"
+    "                         /usr/share/common-licenses (name order,\n"
+    "                         repeated as needed), then a question about it\n"
     "  --chat                 wrap the prompt in the model's ChatML template\n"
     "  --system TEXT          system prompt for --chat (default: the "
     "template's)\n"
@@ -80,7 +86,7 @@ struct Options {
   std::optional<std::string> prompt, promptFile, policy, system;
   bool chat = false, json = false, quiet = false, ignoreEos = false;
   bool compareDense = false, profile = false;
-  int64_t maxNew = 64, pageSize = 0, threads = 0;
+  int64_t maxNew = 64, pageSize = 0, threads = 0, longPrompt = 0;
   std::optional<KVType> kvType; ///< default: the device's
   std::string device = "cpu";
   WeightStorage weights = WeightStorage::Auto;
@@ -117,6 +123,8 @@ Options parseArgs(int argc, char **argv) {
       o.prompt = next();
     else if (arg == "--prompt-file")
       o.promptFile = next();
+    else if (arg == "--long-prompt")
+      o.longPrompt = parseInt(arg, next(), 16, limits::kMaxPolicyTokens);
     else if (arg == "--system")
       o.system = next();
     else if (arg == "--policy")
@@ -172,13 +180,44 @@ Options parseArgs(int argc, char **argv) {
       fail("unknown argument '" + std::string(argv[i]) + "' (see --help)");
     }
   }
-  if (o.prompt && o.promptFile)
-    fail("give either --prompt or --prompt-file, not both");
-  if (!o.help && !o.prompt && !o.promptFile)
-    fail("no prompt: pass --prompt TEXT or --prompt-file PATH");
+  if (int(bool(o.prompt)) + int(bool(o.promptFile)) + int(o.longPrompt > 0) >
+      1)
+    fail("give one of --prompt, --prompt-file and --long-prompt");
+  if (!o.help && !o.prompt && !o.promptFile && o.longPrompt == 0)
+    fail("no prompt: pass --prompt TEXT, --prompt-file PATH or "
+         "--long-prompt N");
   if (o.system && !o.chat)
     fail("--system needs --chat");
   return o;
+}
+
+/// About `tokens` tokens of real text from this machine: the files in
+/// /usr/share/common-licenses in name order, repeated until long enough,
+/// cut at a token boundary.
+std::string longDocument(const model::Tokenizer &tokenizer, int64_t tokens) {
+  const std::string dir = "/usr/share/common-licenses";
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto &e : std::filesystem::directory_iterator(dir, ec))
+    if (e.is_regular_file(ec))
+      files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  std::string texts;
+  for (const std::string &f : files) {
+    auto content = condensate::readFile(f);
+    if (content && !content->empty())
+      texts += *content + "\n\n";
+  }
+  if (texts.empty())
+    fail("--long-prompt: no text found in " + dir);
+  // Whole copies first (cheap to count), then cut at a token boundary.
+  const int64_t perCopy = int64_t(tokenizer.encode(texts).size());
+  std::string doc;
+  for (int64_t have = 0; have < tokens; have += std::max<int64_t>(perCopy, 1))
+    doc += texts;
+  std::vector<int32_t> ids = tokenizer.encode(doc);
+  ids.resize(size_t(std::min<int64_t>(tokens, int64_t(ids.size()))));
+  return tokenizer.decode(ids, /*renderSpecial=*/false);
 }
 
 /// A one-line progress bar on a terminal's stderr.
@@ -283,6 +322,9 @@ int runTool(const Options &o) {
     if (!content)
       fail("prompt file: " + content.message());
     promptText = *content;
+  } else if (o.longPrompt > 0) {
+    promptText = longDocument(tokenizer, o.longPrompt) +
+                 "\n\nIn one sentence, what is the first text above about?";
   } else {
     promptText = *o.prompt;
   }

@@ -954,6 +954,10 @@ TEST(DecoderCLI, Errors) {
   expectToolError("--prompt hi --kv-type f8", "--kv-type");
   expectToolError("", "no prompt");
   expectToolError("--prompt", "--prompt needs a value");
+  expectToolError("--long-prompt 5", "--long-prompt expects an integer in [16");
+  expectToolError("--long-prompt 100 --prompt hi",
+                  "give one of --prompt, --prompt-file and --long-prompt");
+  expectToolError("--prompt hi --weights f16", "--weights must be auto");
   if (modelPath().empty())
     return;
   const std::string m = "--model " + shellQuote(modelPath()) + " ";
@@ -969,6 +973,27 @@ TEST(DecoderCLI, Errors) {
   writeFile(cut, bytes.data(), 1u << 20);
   expectToolError("--model " + shellQuote(cut) + " --prompt hi",
                   cut.str());
+}
+
+// --long-prompt builds a document of the asked length from the texts on
+// this machine and reports the weights' storage in the JSON.
+TEST(DecoderCLI, LongPromptAndWeights) {
+  if (modelPath().empty())
+    GTEST_SKIP() << modelSkipMessage();
+  std::string out, err;
+  ASSERT_EQ(runTool("--model " + shellQuote(modelPath()) +
+                        " --long-prompt 600 --max-new-tokens 2 --threads 2 "
+                        "--json --ignore-eos --weights quantized",
+                    out, err),
+            0)
+      << err;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  // 600 tokens of text and the question after them.
+  EXPECT_GE(j["prompt_tokens"].get<int64_t>(), 600) << out;
+  EXPECT_LE(j["prompt_tokens"].get<int64_t>(), 640) << out;
+  EXPECT_EQ(j["weights"]["storage"], "quantized");
+  EXPECT_LT(j["weights"]["bytes"].get<int64_t>(), 150000000);
 }
 
 TEST(DecoderCLI, JsonCompareDense) {

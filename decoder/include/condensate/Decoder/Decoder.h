@@ -162,6 +162,10 @@ public:
   const DecoderOptions &options() const;
   /// "OpenBLAS ...; 2 threads" or "NVIDIA H200 (sm_90, 132 SMs)".
   std::string deviceDescription() const;
+  /// The GPU's memory in use now (weights, the page pool, workspaces and
+  /// every other user of the device), e.g. "12.3 GB of 143.8 GB in use";
+  /// empty on the CPU.
+  std::string memoryUse() const;
   /// Wall time create() spent compiling (or loading) kernels.
   double compileSeconds() const;
 

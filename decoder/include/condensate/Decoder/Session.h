@@ -96,6 +96,8 @@ struct SessionReport {
   // Filled by the session.
   BackendKind device = BackendKind::CPU;
   std::string deviceDescription; ///< the GPU's name; empty on the CPU
+  /// The GPU's memory in use after decoding; empty on the CPU.
+  std::string deviceMemory;
   std::string architecture;      ///< ModelConfig::describe()
   std::string scheduleMLIR;
   double compileSeconds = 0.0;
