@@ -73,7 +73,10 @@ void quantizedLinear(const float *x, int64_t rows, int64_t in,
     const int64_t blocks = (out + kBlock - 1) / kBlock;
 #pragma omp parallel num_threads(threads)
     {
-      std::vector<float> buf(size_t(kBlock * in));
+      // Per thread, kept between calls: steady-state steps allocate nothing.
+      thread_local std::vector<float> buf;
+      if (buf.size() < size_t(kBlock * in))
+        buf.resize(size_t(kBlock * in));
 #pragma omp for schedule(static)
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t first = b * kBlock, n = std::min(kBlock, out - first);
