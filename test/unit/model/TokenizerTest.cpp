@@ -898,20 +898,24 @@ struct RealTokenizer {
   Result<Tokenizer> tokenizer = Status::error("not loaded");
 };
 
-RealTokenizer &realTokenizer() {
-  static RealTokenizer real = [] {
-    RealTokenizer r;
-    r.path = modelPath();
-    if (r.path.empty())
-      return r;
-    Result<GGUFFile> f = GGUFFile::open(r.path);
-    if (!f) {
-      r.tokenizer = f.status();
-      return r;
-    }
-    r.tokenizer = Tokenizer::fromGGUF(*f);
+/// The tokenizer of the GGUF at `path` ("" when the model is absent: then
+/// path stays empty).
+RealTokenizer loadRealTokenizer(const std::string &path) {
+  RealTokenizer r;
+  r.path = path;
+  if (r.path.empty())
     return r;
-  }();
+  Result<GGUFFile> f = GGUFFile::open(r.path);
+  if (!f) {
+    r.tokenizer = f.status();
+    return r;
+  }
+  r.tokenizer = Tokenizer::fromGGUF(*f);
+  return r;
+}
+
+RealTokenizer &realTokenizer() {
+  static RealTokenizer real = loadRealTokenizer(modelPath());
   return real;
 }
 
@@ -1126,19 +1130,7 @@ const std::vector<std::string> &gemmaTexts() {
 }
 
 RealTokenizer &gemmaTokenizer() {
-  static RealTokenizer real = [] {
-    RealTokenizer r;
-    if (!fileExists(gemmaCandidate()))
-      return r;
-    r.path = gemmaCandidate();
-    Result<GGUFFile> f = GGUFFile::open(r.path);
-    if (!f) {
-      r.tokenizer = f.status();
-      return r;
-    }
-    r.tokenizer = Tokenizer::fromGGUF(*f);
-    return r;
-  }();
+  static RealTokenizer real = loadRealTokenizer(gemmaModelPath());
   return real;
 }
 
