@@ -34,6 +34,9 @@ using namespace condensate::tools;
 
 namespace {
 
+/// The H200's measured device copy bandwidth (DESIGN.md section 5).
+constexpr double kH200CopyGBps = 4146.0;
+
 const char *kUsage =
     "usage: condensate-bench (--dummy NAME | --model PATH) [options]\n"
     "Times batched decode steps, dense against each policy, in one process.\n"
@@ -52,7 +55,7 @@ const char *kUsage =
     "  --prefill-window W    prefill attends to the last W positions only\n"
     "                        (default 1024 with --dummy, whose cache values\n"
     "                        mean nothing; 0: the model's own attention)\n"
-    "  --bandwidth GBPS      the floor's bandwidth (default 4146, the H200's\n"
+    "  --bandwidth GBPS      the floor's bandwidth (default %.0f, the H200's\n"
     "                        measured device copy, DESIGN.md section 5)\n"
     "  --threads N           CPU threads\n"
     "  --json FILE           also write the results as JSON\n";
@@ -61,7 +64,7 @@ struct Options {
   std::string dummy, model, device = "gpu", json;
   int64_t context = 4096, batch = 1, steps = 32, warmup = 4, pageSize = 0,
           threads = 0, prefillWindow = -1;
-  double bandwidthGBps = 4146.0;
+  double bandwidthGBps = kH200CopyGBps;
   std::optional<KVType> kvType;
   std::vector<std::string> policies;
 };
@@ -109,7 +112,8 @@ Options parseArgs(int argc, char **argv) {
     else if (arg == "--json")
       o.json = next();
     else if (arg == "--help" || arg == "-h") {
-      std::printf(kUsage, ModelWeights::dummyArchitectures().c_str());
+      std::printf(kUsage, ModelWeights::dummyArchitectures().c_str(),
+                  kH200CopyGBps);
       std::exit(0);
     } else
       fail("unknown argument '" + arg + "' (--help lists them)");
@@ -194,8 +198,9 @@ int main(int argc, char **argv) {
     // The floor of a step: every weight matrix read once (the embedding
     // table only for the batch's rows), and the KV the policy read.
     const double kvDense =
-        double(o.batch) * double(cfg.numLayers) * double(o.context) *
-        double(cfg.kvDim()) * 2.0 * double(kvTypeBytes(opts.kvType));
+        double(o.batch) * double(cfg.numLayers) * double(cfg.kvHeads) *
+        double(abi::denseBytes(o.context, cfg.headDim,
+                               kvTypeBytes(opts.kvType)));
     const double weightBytes =
         double(weights->bytes() -
                (cfg.tiedOutput ? 0 : weights->tokenEmbedding().bytes()));
