@@ -69,6 +69,26 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
     racecheck) step racecheck 150 compute-sanitizer --tool racecheck \
         --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='*d128_kv8_g4_p64_bf16*' ;;
+    prefill) # the generated prefill kernel against float64, and CPU = GPU
+        step prefill 240 $BIN/PrefillTest --gtest_brief=1 ;;
+    prefill-sanitize) # memcheck and racecheck of the prefill kernel
+        for tool in memcheck racecheck; do
+          step "prefill-$tool" 200 compute-sanitizer --tool $tool \
+            --error-exitcode 9 $BIN/PrefillTest --gtest_brief=1 \
+            --gtest_filter="${PREFILL_SANITIZE_FILTER:-GPU*}"
+        done ;;
+    prefill-bench) # against torch SDPA (flash, cuDNN, efficient), cold L2
+        step prefill-bench ${PREFILL_SECONDS:-400} python3 bench/bench_prefill.py \
+          --lib .carry/run/lib/libCondensateCompiler.so \
+          --json "$OUT/prefill.json" ${PREFILL_ARGS:-} ;;
+    prefill-e2e) # whole-model prefill of a long prompt (dummy weights,
+        # the model's own attention: --prefill-window 0)
+        for run in ${PREFILL_E2E_RUNS:-qwen2.5-0.5b:32000 llama-3.2-1b:32768 llama-3-8b:32768}; do
+          IFS=: read -r arch ctx <<< "$run"
+          step "prefill-e2e-$arch-$ctx" 240 $BIN/condensate-bench --dummy $arch \
+            --context $ctx --batch 1 --steps 4 --warmup 1 --prefill-window 0 \
+            --json "$OUT/prefill-e2e-$arch-$ctx.json"
+        done ;;
     model) # join the model parts carried by earlier calls
         if [ ! -f /root/models/model.gguf ]; then
           cat /root/models/model.part00 /root/models/model.part01 \

@@ -8,7 +8,7 @@ B=${BUILD_DIR:-build}
 cmake --build "$B" --target GPUAttentionTest GPUCompilerTest \
   CondensateCudaDriverTest condensate-translate CondensateRuntime \
   CondensateCompiler condensate-decode condensate-bench GPUDecoderTest \
-  AOTLibraryTest condensate-c-example
+  AOTLibraryTest condensate-c-example PrefillTest
 rm -rf .carry/stage && mkdir -p .carry/stage/bin .carry/stage/lib .carry/stage/aot
 cp "$B"/runtime/libCondensateRuntime.so "$B"/runtime/libCondensateCompiler.so \
    .carry/stage/lib/
@@ -22,6 +22,7 @@ cmake -DTRANSLATE="$B"/tools/condensate-translate/condensate-translate \
   -DSPECS_DIR=python/prebuilt -DOUT_DIR=.carry/stage/prebuilt \
   -P python/prebuilt/Build.cmake
 cp "$B"/test/unit/runtime/GPUAttentionTest "$B"/test/unit/runtime/GPUCompilerTest \
+   "$B"/test/unit/runtime/PrefillTest \
    "$B"/test/unit/cuda/CondensateCudaDriverTest \
    "$B"/tools/condensate-translate/condensate-translate .carry/stage/bin/
 cp "$B"/tools/condensate-decode/condensate-decode \

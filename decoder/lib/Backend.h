@@ -101,6 +101,9 @@ struct BackendSetup {
   std::shared_ptr<const ModelWeights> weights;
   ModelShape shape;
   Schedule schedule;
+  /// What prompt rows attend with (prefillSchedule): its layers' prefill
+  /// functions are what prefillAttend runs.
+  Schedule prefill;
   DecoderOptions options;
   int64_t numPages = 0;
   /// Longest page-table row a sequence can need (pool and context bound).

@@ -4,10 +4,9 @@
 // row, sgemm otherwise); a product over a quantised matrix dequantises it a
 // few rows at a time, dotted with each input row across threads for the
 // few rows of decode steps, or a tile at a time into sgemm for prefill.
-// Decode attention and the KV append run through the compiled condensate
-// kernels (CPUProgram) on a host page pool; prefill attention is dense BLAS
-// blocks over the keys read back from that pool. The other loops here are
-// element-wise.
+// Decode attention, prefill attention and the KV append run through the
+// compiled condensate kernels (CPUProgram) on a host page pool; prefill
+// rows are split across threads. The other loops here are element-wise.
 //
 //===----------------------------------------------------------------------===//
 #include "Backend.h"
@@ -22,6 +21,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 
 namespace condensate::decoder {
 
@@ -189,73 +189,6 @@ void geglu(const float *gu, int64_t rows, int64_t ffn, float *act) {
       a[i] = 0.5f * x * (1.0f + (v >= 0.0f ? th : -th)) * u[i];
     }
   }
-}
-
-/// s[begin, valid) becomes its softmax; s[0, begin) and s[valid, end)
-/// become 0 (a sliding window's and the causal mask). Written as
-/// lane-parallel loops the compiler vectorises: prefill spends a third of
-/// its time here otherwise.
-void causalSoftmax(float *row, int64_t begin, int64_t valid, int64_t end) {
-  std::fill(row, row + begin, 0.0f);
-  float *s = row + begin;
-  valid -= begin;
-  end -= begin;
-  constexpr int64_t W = 16;
-  float lanes[W];
-  std::fill(lanes, lanes + W, -std::numeric_limits<float>::infinity());
-  int64_t j = 0;
-  for (; j + W <= valid; j += W)
-    for (int64_t k = 0; k < W; ++k)
-      lanes[k] = std::max(lanes[k], s[j + k]);
-  float m = *std::max_element(lanes, lanes + W);
-  for (; j < valid; ++j)
-    m = std::max(m, s[j]);
-  for (j = 0; j < valid; ++j)
-    s[j] = expNonPositive(s[j] - m);
-  double sums[W] = {};
-  for (j = 0; j + W <= valid; j += W)
-    for (int64_t k = 0; k < W; ++k)
-      sums[k] += double(s[j + k]);
-  double sum = 0.0;
-  for (; j < valid; ++j)
-    sum += double(s[j]);
-  for (double v : sums)
-    sum += v;
-  const float inv = float(1.0 / sum);
-  for (j = 0; j < valid; ++j)
-    s[j] *= inv;
-  std::fill(s + valid, s + end, 0.0f);
-}
-
-float halfToFloat(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else { // Subnormal: normalise.
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while (!(mant & 0x400u));
-      bits = sign | uint32_t(127 - 15 - e) << 23 | (mant & 0x3ffu) << 13;
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | mant << 13;
-  } else {
-    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float bf16ToFloat(uint16_t h) {
-  uint32_t bits = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 /// One layer's KV pages, [numPages, Hkv, P, D] in the KV type, and their
@@ -502,49 +435,62 @@ public:
     return program_->program->attend(l, a);
   }
   Status prefillAttend(int64_t l) override {
-    const int64_t T = batch_->rows, D = cfg_.headDim, Hq = cfg_.qHeads,
-                  G = Hq / cfg_.kvHeads, qDim = cfg_.qDim();
-    // Rows are consecutive positions; a local layer's first row sees no key
-    // before `first`, so keys [first, end) are all the block reads.
-    int64_t window = cfg_.localLayer(l) ? cfg_.slidingWindow : 0;
-    if (prefillWindow_ > 0)
-      window = window > 0 ? std::min(window, prefillWindow_) : prefillWindow_;
-    const int64_t end = batch_->positions[size_t(T - 1)] + 1;
-    const int64_t first =
-        window > 0 ? std::max<int64_t>(0, batch_->positions[0] + 1 - window)
-                   : 0;
-    const int64_t n = end - first;
-    const size_t kvFloats = size_t(cfg_.kvHeads * n * D);
-    if (kSeq_.size() < kvFloats) {
-      kSeq_.resize(kvFloats);
-      vSeq_.resize(kvFloats);
+    // The rows are consecutive positions of one sequence. They are cut into
+    // one chunk per thread with equal work (a row reads the keys its window
+    // lets it see); each chunk is a prefill call of its own, a "sequence"
+    // whose last position is the chunk's last row.
+    const int64_t T = batch_->rows, qDim = cfg_.qDim();
+    const int32_t *pos = batch_->positions.data();
+    const int64_t window =
+        prefillWindowOf(prefillSchedule_, l, cfg_.kvHeads).window;
+    auto cost = [&](int64_t r) {
+      const int64_t seen = int64_t(pos[r]) + 1;
+      return window > 0 ? std::min(seen, window) : seen;
+    };
+    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads_, T));
+    int64_t total = 0;
+    for (int64_t r = 0; r < T; ++r)
+      total += cost(r);
+    std::vector<int64_t> bounds{0};
+    int64_t acc = 0;
+    for (int64_t r = 0; r < T; ++r) {
+      acc += cost(r);
+      if (acc * chunks >= total * int64_t(bounds.size()) &&
+          int64_t(bounds.size()) < chunks)
+        bounds.push_back(r + 1);
     }
-    if (scores_.size() < size_t(T * n))
-      scores_.resize(size_t(T * n));
-    gather(l, batch_->pageTable.data(), first, end);
-    // Causal attention of the T query rows over keys [first, end): S =
-    // scale Q K^T, row-wise masked softmax (the window's lower bound too),
-    // O = S V.
-    const float scale = shape_.effectiveScale();
-    for (int64_t hq = 0; hq < Hq; ++hq) {
-      const float *kg = kSeq_.data() + (hq / G) * n * D;
-      const float *vg = vSeq_.data() + (hq / G) * n * D;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(T),
-                  blas_int(n), blas_int(D), scale, buf(Buf::Q) + hq * D,
-                  blas_int(qDim), kg, blas_int(D), 0.0f, scores_.data(),
-                  blas_int(n));
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t valid = batch_->positions[size_t(t)] + 1;
-        const int64_t begin =
-            window > 0 ? std::max<int64_t>(first, valid - window) : 0;
-        causalSoftmax(scores_.data() + t * n, begin - first, valid - first,
-                      n);
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(T),
-                  blas_int(D), blas_int(n), 1.0f, scores_.data(),
-                  blas_int(n), vg, blas_int(D), 0.0f, buf(Buf::Attn) + hq * D,
-                  blas_int(qDim));
-    }
+    if (bounds.back() != T)
+      bounds.push_back(T);
+    LayerCache &c = caches_[size_t(l)];
+    const CPUProgram &program = *prefill_;
+    std::vector<Status> status(bounds.size() - 1);
+    // Plain threads, not an OpenMP region: OpenMP's idle workers would spin
+    // against OpenBLAS's between the products (a third of the prefill).
+    auto run = [&](int64_t i) {
+      const int64_t r0 = bounds[size_t(i)], r1 = bounds[size_t(i + 1)];
+      const int32_t len = pos[r1 - 1] + 1, starts[2] = {0, int32_t(r1 - r0)};
+      PrefillArgs a;
+      a.rows = r1 - r0;
+      a.seqs = 1;
+      a.maxPages = batch_->tableWidth;
+      a.numPages = numPages_;
+      a.q = buf(Buf::Q) + r0 * qDim;
+      a.kCache = c.k.data();
+      a.vCache = c.v.data();
+      a.pageTable = batch_->pageTable.data() + r0 * batch_->tableWidth;
+      a.lens = &len;
+      a.rowStarts = starts;
+      a.out = buf(Buf::Attn) + r0 * qDim;
+      status[size_t(i)] = program.prefill(l, a);
+    };
+    std::vector<std::thread> workers;
+    for (int64_t i = 1; i < int64_t(bounds.size()) - 1; ++i)
+      workers.emplace_back(run, i);
+    run(0);
+    for (std::thread &w : workers)
+      w.join();
+    for (const Status &st : status)
+      CONDENSATE_RETURN_IF_ERROR(st);
     return Status::success();
   }
   Status activation(Activation kind) override {
@@ -568,10 +514,6 @@ private:
   float *buf(Buf b) { return bufs_[size_t(b)].data(); }
   int64_t width(Buf b) const { return bufferWidth(b, cfg_); }
   int64_t count(Rows r) const { return r.count < 0 ? batch_->rows : r.count; }
-  /// Reads positions [first, end) of the sequence whose page-table row is
-  /// `pages` in layer `l` back from the cache as float32 into kSeq/vSeq
-  /// [Hkv][end - first][D].
-  void gather(int64_t l, const int32_t *pages, int64_t first, int64_t end);
 
   std::shared_ptr<const ModelWeights> weights_;
   ModelConfig cfg_;
@@ -591,16 +533,17 @@ private:
   std::vector<std::vector<float>> bufs_ =
       std::vector<std::vector<float>>(kNumBufs);
   std::vector<float> stats_, queries_;
-  std::vector<float> ropeCos_, ropeSin_, kSeq_, vSeq_, scores_, tile_;
+  std::vector<float> ropeCos_, ropeSin_, tile_;
   int threads_ = 1; ///< of the products over quantised matrices
-  int64_t prefillWindow_ = 0; ///< DecoderOptions::prefillWindow
+  /// The prefill functions (decoder::prefillSchedule) and their schedule.
+  std::shared_ptr<const CPUProgram> prefill_;
+  Schedule prefillSchedule_;
 };
 
 Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
   auto be = std::make_unique<CPUBackend>();
   be->weights_ = setup.weights;
   be->cfg_ = setup.weights->config();
-  be->prefillWindow_ = setup.options.prefillWindow;
   be->shape_ = setup.shape;
   const ModelConfig &cfg = be->cfg_;
   if (setup.options.threads > 0)
@@ -612,6 +555,12 @@ Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
     return program.status();
   be->program_ = std::make_shared<CPUAttention>(*program);
   be->compileSeconds_ = (*program)->info().seconds;
+  be->prefillSchedule_ = setup.prefill;
+  auto prefill = CPUProgram::compile(be->shape_, setup.prefill);
+  if (!prefill)
+    return prefill.status();
+  be->prefill_ = *prefill;
+  be->compileSeconds_ += (*prefill)->info().seconds;
 
   const ModelWeights &w = *setup.weights;
   be->params_.embedding = param(w.tokenEmbedding());
@@ -646,38 +595,6 @@ Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
   be->ropeCos_.resize(be->invFreq_.size());
   be->ropeSin_.resize(be->invFreq_.size());
   return std::unique_ptr<Backend>(std::move(be));
-}
-
-void CPUBackend::gather(int64_t l, const int32_t *pages, int64_t first,
-                        int64_t end) {
-  const int64_t P = shape_.pageSize, D = cfg_.headDim, G = cfg_.kvHeads,
-                n = end - first;
-  const LayerCache &c = caches_[size_t(l)];
-  for (int64_t pos = first; pos < end; ++pos) {
-    const int64_t page = pages[pos / P], slot = pos % P;
-    for (int64_t g = 0; g < G; ++g) {
-      const int64_t src = ((page * G + g) * P + slot) * D;
-      float *kd = kSeq_.data() + (g * n + pos - first) * D;
-      float *vd = vSeq_.data() + (g * n + pos - first) * D;
-      switch (shape_.kvType) {
-      case KVType::F32:
-        std::memcpy(kd, c.k.data() + src, size_t(D) * 4);
-        std::memcpy(vd, c.v.data() + src, size_t(D) * 4);
-        break;
-      case KVType::F16:
-      case KVType::BF16: {
-        auto *ks = reinterpret_cast<const uint16_t *>(c.k.data()) + src;
-        auto *vs = reinterpret_cast<const uint16_t *>(c.v.data()) + src;
-        const bool f16 = shape_.kvType == KVType::F16;
-        for (int64_t i = 0; i < D; ++i) {
-          kd[i] = f16 ? halfToFloat(ks[i]) : bf16ToFloat(ks[i]);
-          vd[i] = f16 ? halfToFloat(vs[i]) : bf16ToFloat(vs[i]);
-        }
-        break;
-      }
-      }
-    }
-  }
 }
 
 } // namespace

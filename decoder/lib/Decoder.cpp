@@ -70,6 +70,19 @@ Schedule withModelRoles(const ModelConfig &config, Schedule schedule,
   return schedule;
 }
 
+Schedule prefillSchedule(const ModelConfig &config, int64_t prefillWindow,
+                         int64_t pageSize) {
+  Schedule prefill = Schedule::uniform(config.numLayers, Policy::makeDense());
+  if (prefillWindow > 0) {
+    Policy window;
+    window.anchor = 0;
+    window.window = window.windowMax = prefillWindow;
+    window.pageSize = pageSize;
+    prefill = Schedule::uniform(config.numLayers, window);
+  }
+  return withModelRoles(config, std::move(prefill), pageSize);
+}
+
 int32_t layerWindow(const Schedule &schedule, int64_t layer, int64_t kvHeads,
                     double repScore) {
   for (int64_t g = 0; g < kvHeads; ++g) {
@@ -130,7 +143,8 @@ Decoder::~Decoder() = default;
 
 Result<std::unique_ptr<Decoder>>
 Decoder::create(std::shared_ptr<const ModelWeights> weights,
-                const Schedule &schedule, const DecoderOptions &options) {
+                const Schedule &schedule, const DecoderOptions &optionsIn) {
+  DecoderOptions options = optionsIn;
   if (!weights)
     return Status::error("Decoder: no weights");
   const ModelConfig &cfg = weights->config();
@@ -149,8 +163,13 @@ Decoder::create(std::shared_ptr<const ModelWeights> weights,
     return Status::error("page size " + std::to_string(pageSize) +
                          " differs from the schedule's page_size " +
                          std::to_string(*schedulePage));
-  if (options.prefillChunk <= 0)
-    return Status::error("prefillChunk must be > 0");
+  if (options.prefillChunk < 0)
+    return Status::error("prefillChunk must be >= 0 (0: the backend's "
+                         "default)");
+  // Prefill rows per chunk: a GPU needs many to fill its SMs (the prefill
+  // kernel has a block per tile of rows and key/value head).
+  if (options.prefillChunk == 0)
+    options.prefillChunk = gpu ? 2048 : 256;
   if (options.maxBatch <= 0)
     return Status::error("maxBatch must be > 0");
   if (options.prefillWindow < 0)
@@ -159,6 +178,7 @@ Decoder::create(std::shared_ptr<const ModelWeights> weights,
   BackendSetup setup;
   setup.weights = weights;
   setup.schedule = withModelRoles(cfg, schedule, pageSize);
+  setup.prefill = prefillSchedule(cfg, options.prefillWindow, pageSize);
   setup.options = options;
   ModelShape &shape = setup.shape;
   shape.numLayers = cfg.numLayers;

@@ -18,6 +18,7 @@
 #include "condensate/Runtime/GPUProgram.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -190,6 +191,8 @@ private:
   cuda::Blas blas_;
   cuda::Module kernels_;
   std::map<std::string, cuda::Function> functions_;
+  /// The schedule's program, and the prefill schedule's (its prefill
+  /// functions and the append both programs share).
   std::shared_ptr<GPUAttention> program_, dense_;
 
   std::vector<DeviceLayer> layers_;
@@ -200,7 +203,10 @@ private:
   std::vector<cuda::DeviceBuffer> bufs_ =
       std::vector<cuda::DeviceBuffer>(kNumBufs);
   cuda::DeviceBuffer tokens_, positions_, lens_, pageTable_, windows_;
-  cuda::DeviceBuffer stats_, prefillStats_, queries_;
+  cuda::DeviceBuffer stats_, queries_;
+  /// A prefill pass's lens and row starts (prefillHost_ on the device).
+  cuda::DeviceBuffer prefillRows_;
+  std::array<int32_t, 3> prefillHost_{};
 
   const ForwardBatch *batch_ = nullptr;
   /// Decode graphs by batch size; cleared when the program changes.
@@ -233,8 +239,10 @@ GPUBackend::load(const Schedule &schedule) const {
   auto p = std::make_shared<GPUAttention>();
   p->schedule_ = schedule;
   p->program = program.take();
-  // Sized for the largest call, so no launch allocates (graph capture).
-  CONDENSATE_RETURN_IF_ERROR(p->program->reserve(maxRows_, width_, numPages_));
+  // Sized for the largest decode call, so no launch allocates (graph
+  // capture); prefill calls need no workspace.
+  CONDENSATE_RETURN_IF_ERROR(
+      p->program->reserve(options_.maxBatch, width_, numPages_));
   p->owner = this;
   p->seconds = secondsSince(start);
   return p;
@@ -287,17 +295,9 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
   if (!program.ok())
     return program.status();
   d.program_ = program.take();
-  // Prefill attends as the model does: dense, windowed on local layers;
-  // or in a window of DecoderOptions::prefillWindow everywhere.
-  Schedule prefill = Schedule::uniform(cfg.numLayers, Policy::makeDense());
-  if (setup.options.prefillWindow > 0) {
-    Policy window;
-    window.anchor = 0;
-    window.window = window.windowMax = setup.options.prefillWindow;
-    window.pageSize = d.shape_.pageSize;
-    prefill = Schedule::uniform(cfg.numLayers, window);
-  }
-  auto dense = d.load(withModelRoles(cfg, prefill, d.shape_.pageSize));
+  // Prefill attends as the model does (decoder::prefillSchedule), through
+  // the prefill functions of this second program.
+  auto dense = d.load(setup.prefill);
   if (!dense.ok())
     return dense.status();
   d.dense_ = dense.take();
@@ -329,12 +329,14 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
     CONDENSATE_RETURN_IF_ERROR(allocate(R * 4, d.stream_, *b));
   CONDENSATE_RETURN_IF_ERROR(
       allocate(R * size_t(d.width_) * 4, d.stream_, d.pageTable_));
-  CONDENSATE_RETURN_IF_ERROR(allocate(L * R * 4, d.stream_, d.windows_));
+  // Per-layer windows, stats and kept queries exist for decode rows only.
+  const size_t B = size_t(setup.options.maxBatch);
+  CONDENSATE_RETURN_IF_ERROR(allocate(L * B * 4, d.stream_, d.windows_));
   const size_t statRow = size_t(cfg.qHeads * Decoder::kStatFields) * 4;
-  CONDENSATE_RETURN_IF_ERROR(allocate(L * R * statRow, d.stream_, d.stats_));
-  CONDENSATE_RETURN_IF_ERROR(allocate(R * statRow, d.stream_, d.prefillStats_));
+  CONDENSATE_RETURN_IF_ERROR(allocate(L * B * statRow, d.stream_, d.stats_));
+  CONDENSATE_RETURN_IF_ERROR(allocate(3 * 4, d.stream_, d.prefillRows_));
   CONDENSATE_RETURN_IF_ERROR(
-      allocate(L * R * size_t(cfg.qDim()) * 4, d.stream_, d.queries_));
+      allocate(L * B * size_t(cfg.qDim()) * 4, d.stream_, d.queries_));
   CONDENSATE_RETURN_IF_ERROR(d.stream_.synchronize());
   return std::unique_ptr<Backend>(std::move(be));
 }
@@ -468,6 +470,26 @@ Status GPUBackend::begin(const ForwardBatch &batch) {
   if (batch.kind == ForwardKind::Decode)
     CONDENSATE_RETURN_IF_ERROR(windows_.copyFromHostAsync(
         batch.windows.data(), batch.windows.size() * 4, stream_));
+  if (batch.kind == ForwardKind::Prefill) {
+    // lens [1] and row starts [2] of the one sequence prefillAttend passes:
+    // its rows are consecutive positions ending at the last row's.
+    prefillHost_ = {batch.positions[R - 1] + 1, 0, int32_t(R)};
+    PrefillArgs check;
+    check.rows = int64_t(R);
+    check.seqs = 1;
+    check.maxPages = width_;
+    check.numPages = numPages_;
+    check.pageTable = batch.pageTable.data();
+    check.lens = prefillHost_.data();
+    check.rowStarts = prefillHost_.data() + 1;
+    check.q = dev<const float>(addr(Buf::Q));
+    check.out = dev<float>(addr(Buf::Attn));
+    check.kCache = check.vCache = dev<void>(layers_[0].k.address());
+    CONDENSATE_RETURN_IF_ERROR(
+        checkPrefillArgs(shape_, check, /*hostTables=*/true));
+    CONDENSATE_RETURN_IF_ERROR(prefillRows_.copyFromHostAsync(
+        prefillHost_.data(), prefillHost_.size() * 4, stream_));
+  }
   return Status::success();
 }
 
@@ -645,13 +667,23 @@ Status GPUBackend::attend(int64_t l) {
 }
 
 Status GPUBackend::prefillAttend(int64_t l) {
-  // One "sequence" per prompt row: its own length over the shared page
-  // row, so the model's dense (or, on local layers, window) kernel is
-  // causal.
-  AttentionArgs a = attentionArgs(l);
-  a.windows = dev<const int32_t>(windows_.address()); // dense: unread
-  a.stats = dev<float>(prefillStats_.address());
-  return dense_->program->attend(l, a, stream_);
+  // The rows are consecutive positions of one sequence: one prefill call
+  // with one sequence, its page-table row the first row's (begin() uploaded
+  // its length and row starts to prefillRows_).
+  const DeviceLayer &L = layers_[size_t(l)];
+  PrefillArgs a;
+  a.rows = rows();
+  a.seqs = 1;
+  a.maxPages = width_;
+  a.numPages = numPages_;
+  a.q = dev<const float>(addr(Buf::Q));
+  a.kCache = dev<void>(L.k.address());
+  a.vCache = dev<void>(L.v.address());
+  a.pageTable = dev<const int32_t>(pageTable_.address());
+  a.lens = dev<const int32_t>(prefillRows_.address());
+  a.rowStarts = dev<const int32_t>(prefillRows_.address() + 4);
+  a.out = dev<float>(addr(Buf::Attn));
+  return dense_->program->prefill(l, a, stream_);
 }
 
 Status GPUBackend::activation(Activation kind) {

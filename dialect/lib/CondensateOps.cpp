@@ -430,6 +430,37 @@ LogicalResult AppendKVOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// PrefillAttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PrefillAttentionOp::verify() {
+  ShapeChecker sc(*this);
+  if (failed(sc.check(getQ(), "q", {"R", "Hq", "D"})) ||
+      failed(sc.check(getKCache(), "k_cache", {"NP", "Hkv", "P", "D"})) ||
+      failed(sc.check(getVCache(), "v_cache", {"NP", "Hkv", "P", "D"})) ||
+      failed(sc.check(getPageTable(), "page_table", {"S", "MP"})) ||
+      failed(sc.check(getLens(), "lens", {"S"})) ||
+      failed(sc.check(getRowStarts(), "row_starts", {""})) ||
+      failed(sc.check(getOut(), "out", {"R", "Hq", "D"})) ||
+      failed(sc.checkGroup()) ||
+      failed(sc.requireStatic({"Hq", "Hkv", "D", "P"})) ||
+      failed(checkScale(*this, getScaleAttr())) ||
+      failed(checkNonNegative(*this, "window", getWindow())) ||
+      failed(checkNonNegative(*this, "anchor", getAnchor())))
+    return failure();
+  auto s = sc.get("S");
+  int64_t starts = getRowStarts().getType().getDimSize(0);
+  if (s && !ShapedType::isDynamic(starts) && starts != *s + 1)
+    return emitOpError() << "row_starts must have one more entry than lens ("
+                         << *s + 1 << "), got " << starts;
+  if (getWindow() == 0 && getAnchor() != 0)
+    return emitOpError() << "anchor = " << getAnchor()
+                         << " needs a window (window = 0 attends to every "
+                            "earlier position)";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Stages
 //===----------------------------------------------------------------------===//
 
@@ -758,5 +789,5 @@ LogicalResult MergeOp::verify() {
 bool mlir::condensate::isStageOp(Operation *op) {
   return isa<ScorePagesOp, ScoreTokensOp, ScoreSketchOp, SelectTopKOp,
              PrecertifyOp, SparseAttendOp, DenseAttendOp, CertifyOp, MergeOp,
-             AppendKVOp>(op);
+             AppendKVOp, PrefillAttentionOp>(op);
 }

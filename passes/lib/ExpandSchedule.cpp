@@ -1,7 +1,8 @@
 //===- ExpandSchedule.cpp - model schedule to per-layer functions ---------===//
 //
 // Implements condensate-expand-schedule: one function per distinct layer
-// configuration, one append function, and a layer table.
+// configuration, one prefill function per distinct prefill window, one
+// append function, and a layer table.
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Passes/Passes.h"
@@ -30,7 +31,7 @@ static_assert(::condensate::abi::kDynamic == ShapedType::kDynamic,
 /// The memref types of the attention and append functions of one model, in
 /// argument order, as AttentionABI.h defines them.
 struct ModelTypes {
-  SmallVector<Type> attend, append;
+  SmallVector<Type> attend, append, prefill;
 
   explicit ModelTypes(ModelOp model) {
     MLIRContext *ctx = model.getContext();
@@ -54,6 +55,10 @@ struct ModelTypes {
     for (int i = 0; i < abi::kAttendArgs; ++i)
       attend.push_back(
           MemRefType::get(attendShapes[i], element(abi::attendElement(i))));
+    auto prefillShapes = abi::prefillShapes(dims, abi::PrefillCallDims());
+    for (int i = 0; i < abi::kPrefillArgs; ++i)
+      prefill.push_back(
+          MemRefType::get(prefillShapes[i], element(abi::prefillElement(i))));
     auto appendShapes = abi::appendShapes(dims, abi::CallDims());
     for (int i = 0; i < abi::kAppendArgs; ++i)
       append.push_back(
@@ -140,6 +145,49 @@ struct ExpandSchedulePass
       layerRefs.push_back(ref);
     }
 
+    // One prefill function per distinct prefill window: a layer whose
+    // key/value heads all follow one static window policy (anchor + window,
+    // no selection, no certificate) prefills in that window; every other
+    // layer densely.
+    llvm::MapVector<std::pair<int64_t, int64_t>, FlatSymbolRefAttr> prefills;
+    SmallVector<Attribute> prefillRefs;
+    for (int64_t l = 0; l < model.getNumLayers(); ++l) {
+      ArrayRef<Attribute> heads(policies);
+      heads = heads.slice(l * hkv, hkv);
+      auto p = dyn_cast<PolicyAttr>(heads.front());
+      abi::PrefillWindow w = abi::prefillWindowOf(
+          llvm::all_equal(heads), !p, p && p.needsScores(),
+          p && p.isAdaptive(), p ? p.getWindow() : 0, p ? p.getAnchor() : 0);
+      std::pair<int64_t, int64_t> window{w.window, w.anchor};
+      auto it = prefills.find(window);
+      if (it != prefills.end()) {
+        prefillRefs.push_back(it->second);
+        continue;
+      }
+      std::string fnName = (name + "_prefill").str();
+      if (window.first > 0)
+        fnName += ("_w" + Twine(window.first) + "_a" + Twine(window.second))
+                      .str();
+      if (symbols.lookup(fnName))
+        return model.emitOpError()
+               << "cannot expand: symbol @" << fnName << " already exists";
+      auto fn = func::FuncOp::create(b, loc, fnName,
+                                     b.getFunctionType(t.prefill, {}));
+      fn->setAttr("llvm.emit_c_interface", emitC);
+      OpBuilder body = OpBuilder::atBlockBegin(fn.addEntryBlock());
+      auto a = fn.getArguments();
+      PrefillAttentionOp::create(
+          body, loc, a[abi::PrefillQ], a[abi::PrefillK], a[abi::PrefillV],
+          a[abi::PrefillPageTable], a[abi::PrefillLens],
+          a[abi::PrefillRowStarts], a[abi::PrefillOut], scale,
+          b.getI64IntegerAttr(window.first),
+          b.getI64IntegerAttr(window.second));
+      func::ReturnOp::create(body, loc);
+      auto ref = FlatSymbolRefAttr::get(ctx, fnName);
+      prefills.insert({window, ref});
+      prefillRefs.push_back(ref);
+    }
+
     // The append function of the model's cache.
     std::string appendName = (name + "_append").str();
     if (symbols.lookup(appendName))
@@ -168,6 +216,7 @@ struct ExpandSchedulePass
     NamedAttrList entry;
     entry.append("append", FlatSymbolRefAttr::get(ctx, appendName));
     entry.append("layers", b.getArrayAttr(layerRefs));
+    entry.append("prefill", b.getArrayAttr(prefillRefs));
     entry.append("adaptive", b.getDenseI64ArrayAttr(adaptive));
     tables.set(name, entry.getDictionary(ctx));
     parent->setAttr(kLayerTablesAttrName, tables.getDictionary(ctx));

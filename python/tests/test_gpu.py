@@ -1,5 +1,6 @@
-"""The condensate package on a GPU: the ops against the CPU plan and torch
-SDPA, inside a CUDA graph, under torch.compile, an AOT library loaded with
+"""The condensate package on a GPU: the ops (decode and prefill attention,
+append) against the CPU plan, torch SDPA and a float64 reference, inside a
+CUDA graph, under torch.compile, an AOT library loaded with
 the runtime alone, and the ops' overhead over the C API (printed; a
 measurement, not a gate). Skipped, saying so, without a CUDA device."""
 
@@ -22,7 +23,8 @@ import torch.nn.functional as F
 import condensate
 from condensate import ModelShape, _native
 
-from test_ops import SEED, rel_err
+from test_ops import (SEED, assert_rows_close, prefill_reference,
+                      prefill_window, rel_err, row_starts_of)
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(),
@@ -313,3 +315,76 @@ def test_prebuilt_plan_needs_no_jit():
     a, _ = pre.run(q, k, v, pt, lens, s, layer=31)
     b, _ = jit.run(q, k, v, pt, lens, s, layer=31)
     assert torch.equal(a, b)
+
+
+GPU_PREFILL_POLICIES = {
+    "dense": "#condensate.dense",
+    "window": "#condensate.policy<anchor = 4, window = 64, topk = 0, page_size = 16>",
+    "block_minmax": GPU_POLICIES["block_minmax"],  # prefills densely
+}
+
+
+def cache_rows(pair, b):
+    """Float64 keys and values [n, Hkv, D] of sequence b, read from the CPU
+    plan's cache (the same bits as the GPU's)."""
+    n = pair.lens[b]
+    pages = pair.pt[b, :(n + 15) // 16].long()
+    k, v = pair.c[0][pages], pair.c[1][pages]  # [pages, Hkv, 16, D]
+    rows = lambda x: x.permute(0, 2, 1, 3).reshape(-1, x.shape[1], x.shape[3])[:n]
+    return rows(k).double(), rows(v).double()
+
+
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: "q{}_kv{}_d{}_{}".format(*s))
+@pytest.mark.parametrize("policy", list(GPU_PREFILL_POLICIES))
+def test_gpu_prefill_matches_cpu_and_reference(shape, policy):
+    """Whole prompts, later chunks and a sequence with no rows in one call,
+    on the GPU against the CPU plan and a float64 reference."""
+    gen = torch.Generator().manual_seed(SEED)
+    rng = random.Random(SEED ^ 0x5EED)
+    lens = [rng.randint(1, 1500) for _ in range(3)] + [rng.randint(200, 700)]
+    pair = Pair(shape, GPU_PREFILL_POLICIES[policy], lens, gen)
+    counts = [lens[0], rng.randint(1, min(lens[1], 300)), 0,
+              rng.randint(1, 128)]
+    hq, hkv, d, kv = shape
+    q = torch.randn(sum(counts), hq, d, generator=gen)
+    rs = row_starts_of(counts)
+    oc = pair.cpu.prefill(q, *pair.c[:2], pair.pt, pair.lens_t, rs)
+    og = torch.full((sum(counts), hq, d), float("nan"), device="cuda")
+    pair.gpu.prefill(q.cuda(), *pair.g[:2], pair.pt.cuda(), pair.lens_t.cuda(),
+                     rs.cuda(), out=og)
+    torch.cuda.synchronize()
+    og = og.cpu()
+    what = f"{policy} {shape} lens {lens} rows {counts}"
+    assert_rows_close(og, oc.double(), what + ": GPU vs CPU")
+    keys, values = zip(*(cache_rows(pair, b) for b in range(len(lens))))
+    ref = prefill_reference(pair.gpu, type("C", (), {"keys": keys, "values": values}),
+                            q, lens, counts, *prefill_window(pair.gpu))
+    assert_rows_close(og, ref, what + ": GPU vs float64")
+
+
+def test_gpu_prefill_in_cuda_graph():
+    """Prefill needs no workspace: it captures with no reserve, and a replay
+    over new queries matches an eager call."""
+    gen = torch.Generator().manual_seed(SEED)
+    pair = Pair((32, 8, 128, "bf16"), GPU_PREFILL_POLICIES["window"], [300, 90], gen)
+    plan = pair.gpu
+    k, v, _ = pair.g
+    pt, lens = pair.pt.cuda(), pair.lens_t.cuda()
+    rs = row_starts_of([64, 90]).cuda()
+    q = torch.zeros(154, 32, 128, device="cuda")
+    out = torch.empty_like(q)
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        plan.prefill(q, k, v, pt, lens, rs, out=out)
+    torch.cuda.current_stream().wait_stream(stream)
+    with torch.cuda.graph(graph):
+        plan.prefill(q, k, v, pt, lens, rs, out=out)
+    for _ in range(3):
+        qs = torch.randn(154, 32, 128, generator=gen).cuda()
+        q.copy_(qs)
+        graph.replay()
+        want = plan.prefill(qs, k, v, pt, lens, rs)
+        torch.cuda.synchronize()
+        assert torch.equal(out, want)

@@ -1,6 +1,8 @@
 """The condensate package on the CPU: the ops against a float64 reference
 and torch SDPA on fresh random caches, several shapes and policies, the
-certificate's bounds, torch.compile tracing, opcheck, and bad arguments.
+certificate's bounds, prefill attention (whole prompts, later chunks, window
+layers) against a float64 causal reference, torch.compile tracing, opcheck,
+and bad arguments.
 GPU checks are in test_gpu.py (skipped without a GPU)."""
 
 from __future__ import annotations
@@ -453,3 +455,226 @@ def test_prebuilt_libraries_match_their_specs():
         with open(libs[text]) as f:
             chips = [im["chip"] for im in json.load(f)["images"]]
         assert chips == ["sm_80", "sm_90"]
+
+
+# -- prefill ---------------------------------------------------------------
+
+def prefill_window(plan, layer=0):
+    """(window, anchor) the layer prefills in ((0, 0): dense), as the plan
+    describes it (abi::prefillWindowOf)."""
+    window, anchor = plan.description["prefill_windows"][layer]
+    return window, anchor
+
+
+def row_starts_of(counts):
+    starts = [0]
+    for c in counts:
+        starts.append(starts[-1] + c)
+    return torch.tensor(starts, dtype=torch.int32)
+
+
+def prefill_reference(plan, cache, q, lens, counts, window=0, anchor=0):
+    """Float64 causal attention of the rows q [R, Hq, D]: sequence s's
+    counts[s] rows are its positions lens[s] - counts[s] .. lens[s] - 1 and
+    attend to the positions t <= their own (only t > p - window or t <
+    anchor when window > 0), as abi::prefillVisible says."""
+    R, H, D = q.shape
+    grp = H // plan.kv_heads
+    out = torch.zeros(R, H, D, dtype=torch.float64)
+    r0 = 0
+    for s, (n, c) in enumerate(zip(lens, counts)):
+        if c == 0:
+            continue
+        K = cache.keys[s][:n].repeat_interleave(grp, 1)     # [n, H, D]
+        V = cache.values[s][:n].repeat_interleave(grp, 1)
+        Q = q[r0:r0 + c].double()                           # [c, H, D]
+        p = torch.arange(n - c, n)[:, None]                 # [c, 1]
+        t = torch.arange(n)[None, :]                        # [1, n]
+        vis = t <= p
+        if window > 0:
+            vis &= (t > p - window) | (t < anchor)
+        logits = plan.scale * torch.einsum("chd,nhd->hcn", Q, K)
+        logits = logits.masked_fill(~vis, -math.inf)
+        out[r0:r0 + c] = torch.einsum("hcn,nhd->chd", torch.softmax(logits, -1), V)
+        r0 += c
+    return out
+
+
+def assert_rows_close(got, want, what, tol=1e-5):
+    """Every (row, head) of `got` within relative `tol` of `want`."""
+    assert not torch.isnan(got).any(), f"{what}: NaN in the output (unwritten rows?)"
+    err = ((got.double() - want).norm(dim=-1)
+           / want.norm(dim=-1).clamp_min(1e-300))
+    worst = err.max().item()
+    r, h = divmod(int(err.argmax()), err.shape[1])
+    assert worst <= tol, (f"{what}: relative error {worst:.3g} at row {r} head "
+                          f"{h} (seed {SEED})")
+
+
+PREFILL_POLICIES = {
+    "dense": "#condensate.dense",
+    # a static window policy: prefills in its window and anchor
+    "window": "#condensate.policy<anchor = 3, window = 24, topk = 0, page_size = {P}>",
+    # top-k selection: prefills densely
+    "block_minmax": POLICIES["block_minmax"],
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+@pytest.mark.parametrize("policy", list(PREFILL_POLICIES))
+def test_prefill_whole_prompts_match_float64_reference(shape, policy):
+    """Several whole prompts in one call (one of a single token)."""
+    rng = random.Random(SEED ^ hash((shape, policy, "prefill")) & 0xFFFFFFFF)
+    gen = torch.Generator().manual_seed(rng.randrange(1 << 31))
+    plan = make_plan(shape, PREFILL_POLICIES[policy])
+    window, anchor = prefill_window(plan)
+    assert (window > 0) == (policy == "window")
+    lens = random_lens(rng, 3, 1, 150) + [1]
+    cache = Cache(plan, lens, gen)
+    q = torch.randn(sum(lens), plan.q_heads, plan.head_dim, generator=gen)
+    out = torch.full_like(q, float("nan"))
+    got = plan.prefill(q, cache.k, cache.v, cache.page_table, cache.lens_t,
+                       row_starts_of(lens), out=out)
+    assert got is out
+    want = prefill_reference(plan, cache, q, lens, lens, window, anchor)
+    assert_rows_close(out, want, f"{policy} {shape_id(shape)} lens {lens}")
+
+
+@pytest.mark.parametrize("shape", SHAPES[:3], ids=shape_id)
+def test_prefill_later_chunk_matches_float64_reference(shape):
+    """A later chunk of each prompt (its earlier positions prefilled before),
+    a sequence with no rows in this call, and the chunks of one prompt
+    prefilled one call at a time agree with the reference."""
+    rng = random.Random(SEED ^ hash((shape, "chunk")) & 0xFFFFFFFF)
+    gen = torch.Generator().manual_seed(rng.randrange(1 << 31))
+    plan = make_plan(shape, "dense")
+    lens = [rng.randint(40, 200), rng.randint(2, 30), 77, rng.randint(20, 90)]
+    counts = [rng.randint(1, 33), lens[1], 0, rng.randint(1, lens[3])]
+    cache = Cache(plan, lens, gen)
+    q = torch.randn(sum(counts), plan.q_heads, plan.head_dim, generator=gen)
+    out = plan.prefill(q, cache.k, cache.v, cache.page_table, cache.lens_t,
+                       row_starts_of(counts))
+    want = prefill_reference(plan, cache, q, lens, counts)
+    assert_rows_close(out, want, f"{shape_id(shape)} lens {lens} rows {counts}")
+    # Sequence 0 in chunks of 16: each call's lens is the chunk's end.
+    n = lens[0]
+    qs = torch.randn(n, plan.q_heads, plan.head_dim, generator=gen)
+    want = prefill_reference(plan, cache, qs, [n], [n])
+    got = torch.empty_like(qs)
+    for lo in range(0, n, 16):
+        hi = min(n, lo + 16)
+        plan.prefill(qs[lo:hi], cache.k, cache.v, cache.page_table[:1],
+                     torch.tensor([hi], dtype=torch.int32),
+                     row_starts_of([hi - lo]), out=got[lo:hi])
+    assert_rows_close(got, want, f"{shape_id(shape)} chunked n={n}")
+
+
+def test_prefill_window_layer_and_gqa():
+    """Layer 1 under #condensate.policy<anchor = 2, window = 8> prefills in
+    its window, layer 0 (dense) over every earlier position; the last rows
+    agree with decode attention of the same layer."""
+    gen = torch.Generator().manual_seed(SEED)
+    P = 16
+    shape = ModelShape(layers=2, q_heads=8, kv_heads=2, head_dim=64, page_size=P)
+    plan = condensate.plan(shape, {"default": "dense", "rules": [
+        {"layers": [1], "policy": {"anchor": 2, "window": 8, "page_size": P}}]})
+    assert prefill_window(plan, 0) == (0, 0)
+    assert prefill_window(plan, 1) == (8, 2)
+    lens = [45, 9, 120]
+    counts = [45, 9, 30]
+    cache = Cache(plan, lens, gen)
+    q = torch.randn(sum(counts), 8, 64, generator=gen)
+    rs = row_starts_of(counts)
+    args = (q, cache.k, cache.v, cache.page_table, cache.lens_t, rs)
+    dense = plan.prefill(*args, layer=0)
+    windowed = plan.prefill(*args, layer=1)
+    assert_rows_close(dense, prefill_reference(plan, cache, q, lens, counts),
+                      "layer 0 (dense)")
+    assert_rows_close(windowed,
+                      prefill_reference(plan, cache, q, lens, counts, 8, 2),
+                      "layer 1 (window 8, anchor 2)")
+    # Rows at positions < 10 see the same keys in both layers; later ones not.
+    assert torch.allclose(dense[:10], windowed[:10], rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(dense[20:45], windowed[20:45], rtol=1e-3, atol=1e-4)
+    # The last row of each sequence is its decode step.
+    last = (rs[1:] - 1).long()
+    for layer, got in ((0, dense), (1, windowed)):
+        out, _ = plan.run(q[last].contiguous(), cache.k, cache.v,
+                          cache.page_table, cache.lens_t, cache.summaries,
+                          layer=layer)
+        assert_rows_close(got[last], out.double(), f"layer {layer} vs decode")
+
+
+def test_prefill_opcheck_and_torch_compile():
+    gen = torch.Generator().manual_seed(SEED)
+    plan = make_plan((4, 2, 32, 8, "f32"), PREFILL_POLICIES["window"])
+    cache = Cache(plan, [40, 9], gen)
+    q = torch.randn(49, 4, 32, generator=gen)
+    rs = row_starts_of([40, 9])
+    torch.library.opcheck(
+        torch.ops.condensate.prefill_attention.default,
+        (plan.id, 0, q, cache.k, cache.v, cache.page_table, cache.lens_t, rs,
+         torch.empty_like(q)),
+        test_utils=("test_schema", "test_faketensor"))
+
+    def f(q):
+        return plan.prefill(q * 2.0, cache.k, cache.v, cache.page_table,
+                            cache.lens_t, rs).sum(-1)
+
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(q)
+    assert torch.allclose(got, f(q))
+
+
+def test_prefill_bad_arguments_raise_clear_errors():
+    gen = torch.Generator().manual_seed(SEED)
+    plan = make_plan((8, 2, 64, 16, "f32"), "dense")
+    cache = Cache(plan, [40, 70], gen)
+    q = torch.randn(50, 8, 64, generator=gen)
+    rs = row_starts_of([20, 30])
+
+    def run(**over):
+        a = dict(layer=0, q=q, k_cache=cache.k, v_cache=cache.v,
+                 page_table=cache.page_table, lens=cache.lens_t,
+                 row_starts=rs, out=torch.empty_like(q))
+        a.update(over)
+        torch.ops.condensate.prefill_attention(
+            plan.id, a["layer"], a["q"], a["k_cache"], a["v_cache"],
+            a["page_table"], a["lens"], a["row_starts"], a["out"])
+
+    run()  # the arguments below differ from these, which are fine
+    i32 = dict(dtype=torch.int32)
+    cases = [
+        (dict(q=q.double()), "q must be torch.float32"),
+        (dict(q=q.half()), "q must be torch.float32"),
+        (dict(k_cache=cache.k.half()), "k_cache must be torch.float32"),
+        (dict(v_cache=cache.v[:-1]), "v_cache must be"),
+        (dict(q=torch.randn(50, 7, 64)), "q must be [50, 8, 64]"),
+        (dict(out=torch.empty(49, 8, 64)), "out must be [50, 8, 64]"),
+        (dict(q=torch.randn(50, 64, 8).transpose(1, 2)), "q must be contiguous"),
+        (dict(lens=cache.lens_t.long()), "lens must be torch.int32"),
+        (dict(row_starts=rs.long()), "row_starts must be torch.int32"),
+        (dict(row_starts=rs[:-1].contiguous()), "row_starts must be [3]"),
+        (dict(row_starts=torch.tensor([0, 20, 40, 50], **i32)), "row_starts must be [3]"),
+        (dict(page_table=cache.page_table[:1]), "page_table must be [2, 6]"),
+        (dict(layer=1), "layer must be in [0, 1)"),
+        # Values, checked by the CPU runtime:
+        (dict(row_starts=torch.tensor([1, 20, 50], **i32)),
+         "row_starts[0] = 1, expected 0"),
+        (dict(row_starts=torch.tensor([0, 20, 49], **i32)),
+         "row_starts[2] = 49, expected the row count 50"),
+        (dict(row_starts=torch.tensor([0, 55, 50], **i32),
+              lens=torch.tensor([60, 70], **i32)), "row_starts decreases at 2"),
+        (dict(row_starts=torch.tensor([0, 45, 50], **i32)),
+         "sequence 0 has 45 rows but only 40 positions"),
+        (dict(lens=torch.tensor([40, 10_000], **i32)), "lens[1] = 10000 outside"),
+        (dict(lens=torch.tensor([0, 70], **i32)), "lens[0] = 0 outside"),
+    ]
+    for over, message in cases:
+        with pytest.raises(CondensateError, match=__import__("re").escape(message)):
+            run(**over)
+    bad = cache.page_table.clone()
+    bad[1, 2] = cache.k.shape[0] + 5
+    with pytest.raises(CondensateError, match=r"page_table\[1, 2\]"):
+        run(page_table=bad)
+    with pytest.raises(CondensateError, match="prefill_attention"):
+        run(row_starts=torch.tensor([1, 20, 50], **i32))

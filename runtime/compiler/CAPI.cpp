@@ -113,6 +113,22 @@ int condensate_cpu_attend(condensate_cpu_program *p, int64_t layer,
   return st.ok() ? 0 : fail(st, error, error_size);
 }
 
+int condensate_cpu_prefill(condensate_cpu_program *p, int64_t layer,
+                           int64_t rows, int64_t seqs, int64_t max_pages,
+                           int64_t num_pages, const void *q,
+                           const void *k_cache, const void *v_cache,
+                           const void *page_table, const void *lens,
+                           const void *row_starts, void *out, char *error,
+                           size_t error_size) {
+  if (!p)
+    return fail(Status::error("condensate_cpu_prefill: null program"), error,
+                error_size);
+  Status st = p->program->prefill(
+      layer, capi::prefillArgs(rows, seqs, max_pages, num_pages, q, k_cache,
+                               v_cache, page_table, lens, row_starts, out));
+  return st.ok() ? 0 : fail(st, error, error_size);
+}
+
 int condensate_cpu_append(condensate_cpu_program *p, int64_t batch,
                           int64_t max_pages, int64_t num_pages,
                           const void *k_new, const void *v_new, void *k_cache,

@@ -81,6 +81,7 @@ struct CPUProgram::Impl {
   CompileInfo info;
   std::unique_ptr<ExecutionEngine> engine;
   std::vector<void *> layers; ///< _mlir_ciface_ function of each layer
+  std::vector<void *> prefill; ///< prefill function of each layer
   std::vector<bool> adaptive;
   void *append = nullptr;
 };
@@ -134,6 +135,7 @@ buildProgram(mlir::MLIRContext *ctx, mlir::OwningOpRef<mlir::ModuleOp> module,
     return Status::error(bufferName + ": no layer table for @" + name);
   auto layers = table.getAs<mlir::ArrayAttr>("layers");
   auto appendRef = table.getAs<mlir::FlatSymbolRefAttr>("append");
+  auto prefill = table.getAs<mlir::ArrayAttr>("prefill");
   auto adaptive = table.getAs<mlir::DenseI64ArrayAttr>("adaptive");
   (*module)->removeAttr(mc::kLayerTablesAttrName);
 
@@ -171,6 +173,14 @@ buildProgram(mlir::MLIRContext *ctx, mlir::OwningOpRef<mlir::ModuleOp> module,
     }
     impl->layers.push_back(byName[fn]);
   }
+  if (prefill)
+    for (mlir::Attribute a : prefill) {
+      std::string fn = mlir::cast<mlir::FlatSymbolRefAttr>(a).getValue().str();
+      auto sym = lookup(fn);
+      if (!sym.ok())
+        return sym.status();
+      impl->prefill.push_back(*sym);
+    }
   auto appendSym = lookup(appendRef.getValue());
   if (!appendSym.ok())
     return appendSym.status();
@@ -293,6 +303,19 @@ Status CPUProgram::attend(int64_t layer, const AttentionArgs &a) const {
         ": the kernel could not allocate its scratch memory (batch " +
         std::to_string(a.batch) + ", " + std::to_string(a.maxPages) +
         " pages a sequence)");
+  return Status::success();
+}
+
+Status CPUProgram::prefill(int64_t layer, const PrefillArgs &a) const {
+  if (layer < 0 || layer >= static_cast<int64_t>(impl->prefill.size()))
+    return Status::error("prefill: layer " + std::to_string(layer) +
+                         " out of range [0, " +
+                         std::to_string(impl->prefill.size()) + ")");
+  CONDENSATE_RETURN_IF_ERROR(
+      checkPrefillArgs(impl->shape, a, /*hostTables=*/true)
+          .withContext("layer " + std::to_string(layer)));
+  call<abi::kPrefillArgs>(impl->prefill[layer], a.pointers(),
+                          shapesOf(impl->shape, a));
   return Status::success();
 }
 

@@ -107,6 +107,50 @@ Status checkAttentionArgs(const ModelShape &s, const AttentionArgs &a,
   return Status::success();
 }
 
+Status checkPrefillArgs(const ModelShape &s, const PrefillArgs &a,
+                        bool hostTables) {
+  if (a.rows <= 0 || a.seqs <= 0 || a.maxPages <= 0 || a.numPages <= 0)
+    return Status::error(
+        "prefill: rows, seqs, maxPages and numPages must be > 0");
+  if (!a.q || !a.kCache || !a.vCache || !a.pageTable || !a.lens ||
+      !a.rowStarts || !a.out)
+    return Status::error("prefill: a required buffer is null");
+  if (!hostTables)
+    return Status::success();
+  if (a.rowStarts[0] != 0)
+    return Status::error("prefill: row_starts[0] = " +
+                         std::to_string(a.rowStarts[0]) + ", expected 0");
+  if (a.rowStarts[a.seqs] != a.rows)
+    return Status::error("prefill: row_starts[" + std::to_string(a.seqs) +
+                         "] = " + std::to_string(a.rowStarts[a.seqs]) +
+                         ", expected the row count " + std::to_string(a.rows));
+  for (int64_t b = 0; b < a.seqs; ++b) {
+    const int64_t count = int64_t(a.rowStarts[b + 1]) - a.rowStarts[b];
+    if (count < 0)
+      return Status::error("prefill: row_starts decreases at " +
+                           std::to_string(b + 1));
+    const int64_t n = a.lens[b];
+    if (n <= 0 || n > a.maxPages * s.pageSize)
+      return Status::error("prefill: lens[" + std::to_string(b) + "] = " +
+                           std::to_string(n) + " outside [1, " +
+                           std::to_string(a.maxPages * s.pageSize) + "]");
+    if (count > n)
+      return Status::error("prefill: sequence " + std::to_string(b) +
+                           " has " + std::to_string(count) +
+                           " rows but only " + std::to_string(n) +
+                           " positions");
+    for (int64_t j = 0; j * s.pageSize < n; ++j) {
+      int32_t page = a.pageTable[b * a.maxPages + j];
+      if (page < 0 || page >= a.numPages)
+        return Status::error("prefill: page_table[" + std::to_string(b) +
+                             ", " + std::to_string(j) + "] = " +
+                             std::to_string(page) + " outside [0, " +
+                             std::to_string(a.numPages) + ")");
+    }
+  }
+  return Status::success();
+}
+
 Status checkAppendArgs(const ModelShape &s, const AppendArgs &a,
                        bool hostTables) {
   CONDENSATE_RETURN_IF_ERROR(

@@ -379,4 +379,14 @@ double repetitionScore(const int32_t *tokens, int64_t count, int64_t span) {
                : 0.0;
 }
 
+abi::PrefillWindow prefillWindowOf(const Schedule &schedule, int64_t layer,
+                                   int64_t kvHeads) {
+  const Policy &p = schedule.policyFor(layer, 0);
+  bool uniform = true;
+  for (int64_t g = 1; g < kvHeads; ++g)
+    uniform &= schedule.policyFor(layer, g) == p;
+  return abi::prefillWindowOf(uniform, p.dense, p.topk > 0 || p.certified(),
+                              p.adaptive(), p.window, p.anchor);
+}
+
 } // namespace condensate

@@ -317,6 +317,13 @@ std::string describeModelJSON(const ModelShape &shape,
       any |= schedule.policyFor(l, g).adaptive();
     adaptive.push_back(any);
   }
+  // Per layer, the window and anchor its prefill function attends in
+  // ([0, 0]: dense).
+  nlohmann::json prefill = nlohmann::json::array();
+  for (int64_t l = 0; l < schedule.numLayers; ++l) {
+    const abi::PrefillWindow w = prefillWindowOf(schedule, l, shape.kvHeads);
+    prefill.push_back({w.window, w.anchor});
+  }
   nlohmann::json stats = nlohmann::json::array();
   for (const char *name : abi::kStatsNames)
     stats.push_back(name);
@@ -332,6 +339,7 @@ std::string describeModelJSON(const ModelShape &shape,
         {"v_max", abi::VMax},
         {"sketch", abi::kSketchRow0}}},
       {"adaptive", adaptive},
+      {"prefill_windows", prefill},
       {"stats", stats}};
   return j.dump();
 }

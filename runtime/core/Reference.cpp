@@ -506,4 +506,55 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
   return result;
 }
 
+std::vector<double> prefill(const PrefillInputs &in, int64_t window,
+                            int64_t anchor) {
+  const int64_t d = in.headDim, group = in.qHeads / in.kvHeads;
+  std::vector<double> out(in.rows * in.qHeads * d, 0.0);
+  std::vector<double> logits;
+  for (int64_t s = 0; s < in.seqs; ++s) {
+    const int64_t n = in.lens[s];
+    const int64_t rowBegin = in.rowStarts[s], rowEnd = in.rowStarts[s + 1];
+    // Key or value row of position t of this sequence, key/value head g.
+    auto at = [&](const float *cache, int64_t g, int64_t t) {
+      int64_t page = in.pageTable[s * in.maxPages + t / in.pageSize];
+      return cache +
+             ((page * in.kvHeads + g) * in.pageSize + t % in.pageSize) * d;
+    };
+    for (int64_t r = rowBegin; r < rowEnd; ++r) {
+      const int64_t pos = abi::prefillPosition(n, rowBegin, rowEnd, r);
+      for (int64_t h = 0; h < in.qHeads; ++h) {
+        const int64_t g = h / group;
+        const float *q = in.q + (r * in.qHeads + h) * d;
+        logits.assign(n, 0.0);
+        double m = -kInf;
+        for (int64_t t = 0; t < n; ++t) {
+          if (!abi::prefillVisible(pos, t, window, anchor))
+            continue;
+          const float *k = at(in.k, g, t);
+          double dot = 0.0;
+          for (int64_t c = 0; c < d; ++c)
+            dot += static_cast<double>(q[c]) * static_cast<double>(k[c]);
+          logits[t] = in.scale * dot;
+          m = std::max(m, logits[t]);
+        }
+        double z = 0.0;
+        double *o = out.data() + (r * in.qHeads + h) * d;
+        for (int64_t t = 0; t < n; ++t) {
+          if (!abi::prefillVisible(pos, t, window, anchor))
+            continue;
+          const double e = std::exp(logits[t] - m);
+          const float *v = at(in.v, g, t);
+          z += e;
+          for (int64_t c = 0; c < d; ++c)
+            o[c] += e * static_cast<double>(v[c]);
+        }
+        // z >= 1: the row's own position is always visible.
+        for (int64_t c = 0; c < d; ++c)
+          o[c] /= z;
+      }
+    }
+  }
+  return out;
+}
+
 } // namespace condensate::reference

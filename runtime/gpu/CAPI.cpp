@@ -15,7 +15,7 @@ using namespace condensate;
 using condensate::capi::appendArgs;
 using condensate::capi::attentionArgs;
 using condensate::capi::fail;
-
+using condensate::capi::prefillArgs;
 
 namespace {
 
@@ -138,6 +138,25 @@ int condensate_gpu_append(condensate_gpu_program *p, int64_t batch,
   Status st = p->program->append(
       appendArgs(batch, max_pages, num_pages, k_new, v_new, k_cache, v_cache,
                  page_table, positions, summaries),
+      s);
+  return st.ok() ? 0 : fail(st, error, error_size);
+}
+
+int condensate_gpu_prefill(condensate_gpu_program *p, int64_t layer,
+                           int64_t rows, int64_t seqs, int64_t max_pages,
+                           int64_t num_pages, const void *q,
+                           const void *k_cache, const void *v_cache,
+                           const void *page_table, const void *lens,
+                           const void *row_starts, void *out, void *stream,
+                           char *error, size_t error_size) {
+  if (!p)
+    return fail(Status::error("condensate_gpu_prefill: null program"), error,
+                error_size);
+  cuda::Stream s = streamOf(stream);
+  Status st = p->program->prefill(
+      layer,
+      prefillArgs(rows, seqs, max_pages, num_pages, q, k_cache, v_cache,
+                  page_table, lens, row_starts, out),
       s);
   return st.ok() ? 0 : fail(st, error, error_size);
 }

@@ -75,6 +75,26 @@ inline AppendArgs appendArgs(int64_t batch, int64_t maxPages,
   return a;
 }
 
+/// The C API's prefill arguments as the runtime's.
+inline PrefillArgs prefillArgs(int64_t rows, int64_t seqs, int64_t maxPages,
+                               int64_t numPages, const void *q, const void *k,
+                               const void *v, const void *pt, const void *lens,
+                               const void *rowStarts, void *out) {
+  PrefillArgs a;
+  a.rows = rows;
+  a.seqs = seqs;
+  a.maxPages = maxPages;
+  a.numPages = numPages;
+  a.q = static_cast<const float *>(q);
+  a.kCache = k;
+  a.vCache = v;
+  a.pageTable = static_cast<const int32_t *>(pt);
+  a.lens = static_cast<const int32_t *>(lens);
+  a.rowStarts = static_cast<const int32_t *>(rowStarts);
+  a.out = static_cast<float *>(out);
+  return a;
+}
+
 /// `text` in a malloc'd NUL-terminated buffer (condensate_free releases
 /// it), or an error when there is no memory for it.
 inline int copyOut(const std::string &text, char **out, char *error,

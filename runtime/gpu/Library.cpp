@@ -51,8 +51,9 @@ std::string GPULibrary::manifestJSON() const {
 
 namespace {
 
-/// The plan must name a function for every layer and the append, each with
-/// the ABI's argument count, and every argument reference must exist.
+/// The plan must name a function for every layer and the append (and, when
+/// it has prefill functions, one for every layer), each with the ABI's
+/// argument count, and every argument reference must exist.
 Status checkPlan(const LaunchPlan &plan, const ModelShape &shape) {
   if (static_cast<int64_t>(plan.layers.size()) != shape.numLayers)
     return Status::error("the plan has " + std::to_string(plan.layers.size()) +
@@ -81,6 +82,19 @@ Status checkPlan(const LaunchPlan &plan, const ModelShape &shape) {
   for (const std::string &fn : plan.layers)
     CONDENSATE_RETURN_IF_ERROR(check(fn, abi::kAttendArgs));
   CONDENSATE_RETURN_IF_ERROR(check(plan.append, abi::kAppendArgs));
+  if (!plan.prefill.empty() &&
+      static_cast<int64_t>(plan.prefill.size()) != shape.numLayers)
+    return Status::error("the plan has " +
+                         std::to_string(plan.prefill.size()) +
+                         " prefill layers but the model " +
+                         std::to_string(shape.numLayers));
+  for (const std::string &fn : plan.prefill) {
+    CONDENSATE_RETURN_IF_ERROR(check(fn, abi::kPrefillArgs));
+    if (!plan.functions.at(fn).scratch.empty())
+      return Status::error("prefill function @" + fn +
+                           " needs scratch memory, which the runtime does "
+                           "not provide to prefill calls");
+  }
   for (int64_t l : plan.adaptive)
     if (l < 0 || l >= shape.numLayers)
       return Status::error("adaptive layer " + std::to_string(l) +

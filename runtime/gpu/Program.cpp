@@ -105,6 +105,8 @@ Status GPUProgram::reserve(int64_t maxBatch, int64_t maxPages,
                            int64_t numPages) {
   int64_t need = 0;
   for (const auto &[name, fn] : library_->plan.functions) {
+    if (fn.scratch.empty()) // prefill functions, checked on load
+      continue;
     auto shapes = name == library_->plan.append
                       ? appendShapes(shape(), maxBatch, maxPages, numPages)
                       : attentionShapes(shape(), maxBatch, maxPages, numPages);
@@ -241,6 +243,24 @@ Status GPUProgram::append(const AppendArgs &a, const cuda::Stream &stream) {
       checkAppendArgs(shape(), a, /*hostTables=*/false));
   const LaunchPlan &plan = library_->plan;
   return run(plan.functions.at(plan.append), devicePtrs(a.pointers()),
+             shapesOf(shape(), a), stream);
+}
+
+Status GPUProgram::prefill(int64_t layer, const PrefillArgs &a,
+                           const cuda::Stream &stream) {
+  const LaunchPlan &plan = library_->plan;
+  if (plan.prefill.empty())
+    return Status::error("prefill: this kernel library has no prefill "
+                         "functions (built before prefill_attention; "
+                         "rebuild it)");
+  if (layer < 0 || layer >= static_cast<int64_t>(plan.prefill.size()))
+    return Status::error("prefill: layer " + std::to_string(layer) +
+                         " out of range [0, " +
+                         std::to_string(plan.prefill.size()) + ")");
+  CONDENSATE_RETURN_IF_ERROR(
+      checkPrefillArgs(shape(), a, /*hostTables=*/false)
+          .withContext("layer " + std::to_string(layer)));
+  return run(plan.functions.at(plan.prefill[layer]), devicePtrs(a.pointers()),
              shapesOf(shape(), a), stream);
 }
 

@@ -1,5 +1,5 @@
 // The launch plan extracted from the host functions after the GPU lowering
-// (what an AOT manifest carries): layer and append functions, scratch
+// (what an AOT manifest carries): layer, prefill and append functions, scratch
 // buffers, and every kernel launch with its grid and memref views written
 // as expressions over argument dimensions (argI.dimJ).
 //
@@ -16,6 +16,7 @@ condensate.model @lp layers = 2, q_heads = 4, kv_heads = 2, head_dim = 64,
 
 // CHECK-LABEL: // launch plan of @lp for sm_90
 // CHECK-NEXT: layers: @lp_layer0 @lp_layer1
+// CHECK-NEXT: prefill: @lp_prefill @lp_prefill
 // CHECK-NEXT: append: @lp_append
 // CHECK-NEXT: adaptive:{{$}}
 
@@ -46,9 +47,20 @@ condensate.model @lp layers = 2, q_heads = 4, kv_heads = 2, head_dim = 64,
 // CHECK-NOT:    launch lp_layer1_score
 // CHECK:        launch lp_layer1_merge
 
+// Prefill: one block per tile of 32 rows (two query heads of a group, 64
+// vectors), key/value head and sequence; no scratch.
+// CHECK-LABEL: func @lp_prefill args 7
+// CHECK-NEXT:   launch lp_prefill_prefill grid (ceildiv(arg0.dim0, 32), 2, arg4.dim0) block (128, 1, 1)
+// CHECK-NEXT:     arg 0 f32 offset 0 sizes [arg0.dim0, 4, 64] strides [256, 64, 1]
+// CHECK:          arg 5 i32 offset 0 sizes [arg5.dim0] strides [1]
+// CHECK-NEXT:     arg 6 f32 offset 0 sizes [arg6.dim0, 4, 64] strides [256, 64, 1]
+
 // JSON: "adaptive": []
 // JSON: "append": "lp_append"
 // JSON: "format": "condensate-launch-plan-1"
+// JSON: "prefill": [
+// JSON-NEXT: "lp_prefill",
+// JSON-NEXT: "lp_prefill"
 // JSON: "target": "sm_80"
 
 // ERR: error: no layer tables: run the GPU lowering first

@@ -685,6 +685,58 @@ func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?x
 }
 
 //===----------------------------------------------------------------------===//
+// condensate.prefill_attention
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x3x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %rs: memref<?xi32>) {
+  // expected-error@+1 {{'condensate.prefill_attention' op GQA ratio: 4 query heads is not a multiple of 3 key/value heads}}
+  condensate.prefill_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x3x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) rows(%rs : memref<?xi32>) out(%q : memref<?x4x16xf32>) {scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<3xi32>, %rs: memref<3xi32>) {
+  // expected-error@+1 {{'condensate.prefill_attention' op row_starts must have one more entry than lens (4), got 3}}
+  condensate.prefill_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<3xi32>) rows(%rs : memref<3xi32>) out(%q : memref<?x4x16xf32>) {scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<2x?xi32>, %len: memref<3xi32>, %rs: memref<?xi32>) {
+  // expected-error@+1 {{'condensate.prefill_attention' op dimension S mismatch: 'page_table' has 2 but 'lens' has 3}}
+  condensate.prefill_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<2x?xi32>) lens(%len : memref<3xi32>) rows(%rs : memref<?xi32>) out(%q : memref<?x4x16xf32>) {scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %rs: memref<?xi32>) {
+  // expected-error@+1 {{'condensate.prefill_attention' op anchor = 2 needs a window (window = 0 attends to every earlier position)}}
+  condensate.prefill_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) rows(%rs : memref<?xi32>) out(%q : memref<?x4x16xf32>) {scale = 0.25 : f32, anchor = 2}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %rs: memref<?xi32>) {
+  // expected-error@+1 {{'condensate.prefill_attention' op window must be >= 0, got -1}}
+  condensate.prefill_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) rows(%rs : memref<?xi32>) out(%q : memref<?x4x16xf32>) {scale = 0.25 : f32, window = -1}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x12xf32>, %k: memref<?x2x16x12xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %rs: memref<?xi32>) {
+  // expected-error@+1 {{'condensate.prefill_attention' op head_dim must be a multiple of 8, got 12}}
+  condensate.prefill_attention q(%q : memref<?x4x12xf32>) kv(%k, %k : memref<?x2x16x12xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) rows(%rs : memref<?xi32>) out(%q : memref<?x4x12xf32>) {scale = 0.25 : f32}
+  return
+}
+
+//===----------------------------------------------------------------------===//
 // condensate.append_kv
 //===----------------------------------------------------------------------===//
 

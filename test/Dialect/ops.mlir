@@ -124,6 +124,27 @@ condensate.model @exact_model layers = 2, q_heads = 4, kv_heads = 2,
 
 // -----
 
+// CHECK-LABEL: func.func @prefill
+// CHECK: condensate.prefill_attention q(%{{.*}} : memref<?x4x16xf32>) kv(%{{.*}}, %{{.*}} : memref<?x2x16x16xbf16>) pages(%{{.*}} : memref<?x?xi32>) lens(%{{.*}} : memref<?xi32>) rows(%{{.*}} : memref<?xi32>) out(%{{.*}} : memref<?x4x16xf32>) {scale = 2.500000e-01 : f32}
+// CHECK: condensate.prefill_attention {{.*}} {anchor = 4 : i64, scale = 2.500000e-01 : f32, window = 512 : i64}
+// GENERIC: "condensate.prefill_attention"({{.*}}) <{anchor = 0 : i64, scale = 2.500000e-01 : f32, window = 0 : i64}> : (memref<?x4x16xf32>, memref<?x2x16x16xbf16>, memref<?x2x16x16xbf16>, memref<?x?xi32>, memref<?xi32>, memref<?xi32>, memref<?x4x16xf32>) -> ()
+func.func @prefill(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xbf16>,
+                   %v: memref<?x2x16x16xbf16>, %pt: memref<?x?xi32>,
+                   %len: memref<?xi32>, %rs: memref<?xi32>,
+                   %o: memref<?x4x16xf32>) {
+  condensate.prefill_attention q(%q : memref<?x4x16xf32>)
+      kv(%k, %v : memref<?x2x16x16xbf16>) pages(%pt : memref<?x?xi32>)
+      lens(%len : memref<?xi32>) rows(%rs : memref<?xi32>)
+      out(%o : memref<?x4x16xf32>) {scale = 0.25 : f32}
+  condensate.prefill_attention q(%q : memref<?x4x16xf32>)
+      kv(%k, %v : memref<?x2x16x16xbf16>) pages(%pt : memref<?x?xi32>)
+      lens(%len : memref<?xi32>) rows(%rs : memref<?xi32>)
+      out(%o : memref<?x4x16xf32>) {scale = 0.25 : f32, window = 512, anchor = 4}
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @append
 // CHECK: condensate.append_kv k(%{{.*}} : memref<?x2x16xf32>) v(%{{.*}} : memref<?x2x16xf32>) into(%{{.*}}, %{{.*}} : memref<?x2x16x16xbf16>) pages(%{{.*}} : memref<?x?xi32>) positions(%{{.*}} : memref<?xi32>) summaries(%{{.*}} : memref<?x2x5x16xf32>)
 // CHECK: condensate.append_kv k(%{{.*}} : memref<?x2x16xf32>) v(%{{.*}} : memref<?x2x16xf32>) into(%{{.*}}, %{{.*}} : memref<?x2x16x16xbf16>) pages(%{{.*}} : memref<?x?xi32>) positions(%{{.*}} : memref<?xi32>){{$}}

@@ -1,5 +1,6 @@
 // condensate-expand-schedule: one function per distinct layer configuration,
-// one append function, and the module's layer table.
+// one prefill function per distinct prefill window, one append function, and
+// the module's layer table.
 // RUN: condensate-opt %s -split-input-file --condensate-expand-schedule -verify-diagnostics | FileCheck %s
 // RUN: condensate-opt %S/../../examples/paper.mlir --condensate-expand-schedule | FileCheck %s --check-prefix=PAPER
 // RUN: condensate-opt %S/../../examples/paper.mlir --condensate-expand-schedule | FileCheck %s --check-prefix=PAPERN
@@ -10,7 +11,7 @@
 
 // Layers 0, 2 share the default; 1, 3 are dense; layer 4 overrides key/value
 // head 1 with an adaptive window, so it gets per-head policies and windows.
-// CHECK: module attributes {condensate.layer_tables = {m = {adaptive = array<i64: 4>, append = @m_append, layers = [@m_layer0, @m_layer1, @m_layer0, @m_layer1, @m_layer4]}}}
+// CHECK: module attributes {condensate.layer_tables = {m = {adaptive = array<i64: 4>, append = @m_append, layers = [@m_layer0, @m_layer1, @m_layer0, @m_layer1, @m_layer4], prefill = [@m_prefill, @m_prefill, @m_prefill, @m_prefill, @m_prefill]}}}
 // CHECK-NOT: condensate.model
 // CHECK-LABEL: func.func @m_layer0
 // CHECK-SAME: (%[[Q:.*]]: memref<?x4x16xf32>, %[[K:.*]]: memref<?x2x16x16xf16>, %[[V:.*]]: memref<?x2x16x16xf16>, %[[PT:.*]]: memref<?x?xi32>, %[[LEN:.*]]: memref<?xi32>, %[[W:.*]]: memref<?xi32>, %[[S:.*]]: memref<?x2x5x16xf32>, %[[O:.*]]: memref<?x4x16xf32>, %[[ST:.*]]: memref<?x4x5xf32>)
@@ -27,6 +28,12 @@
 // CHECK-NEXT: condensate.decode_attention
 // CHECK-SAME: windows(%[[W4]] : memref<?xi32>)
 // CHECK-SAME: {head_policies = [#condensate.policy<anchor = 1, window = 64, topk = 32>, #condensate.policy<anchor = 1, window = 8, window_max = 32>], policy = #condensate.policy<anchor = 1, window = 64, topk = 32>, scale = 5.000000e-01 : f32}
+// Sparse, dense and per-head layers all prefill densely: one function.
+// CHECK-LABEL: func.func @m_prefill
+// CHECK-SAME: (%[[PQ:.*]]: memref<?x4x16xf32>, %[[PK:.*]]: memref<?x2x16x16xf16>, %[[PV:.*]]: memref<?x2x16x16xf16>, %[[PPT:.*]]: memref<?x?xi32>, %[[PLEN:.*]]: memref<?xi32>, %[[PRS:.*]]: memref<?xi32>, %[[PO:.*]]: memref<?x4x16xf32>)
+// CHECK-SAME: attributes {llvm.emit_c_interface}
+// CHECK-NEXT: condensate.prefill_attention q(%[[PQ]] : memref<?x4x16xf32>) kv(%[[PK]], %[[PV]] : memref<?x2x16x16xf16>) pages(%[[PPT]] : memref<?x?xi32>) lens(%[[PLEN]] : memref<?xi32>) rows(%[[PRS]] : memref<?xi32>) out(%[[PO]] : memref<?x4x16xf32>) {scale = 5.000000e-01 : f32}
+// CHECK-NEXT: return
 // CHECK-LABEL: func.func @m_append
 // CHECK-SAME: (%{{.*}}: memref<?x2x16xf32>, %{{.*}}: memref<?x2x16xf32>, %{{.*}}: memref<?x2x16x16xf16>, %{{.*}}: memref<?x2x16x16xf16>, %{{.*}}: memref<?x?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?x2x5x16xf32>)
 // CHECK-SAME: attributes {llvm.emit_c_interface}
@@ -45,15 +52,24 @@ condensate.model @m layers = 5, q_heads = 4, kv_heads = 2, head_dim = 16,
 
 // Two models and an existing table: entries are merged, sorted by name; the
 // default scale is 1/sqrt(head_dim); a later rule overrides an earlier one.
-// CHECK: module attributes {condensate.layer_tables = {a = {adaptive = array<i64>, append = @a_append, layers = [@a_layer0, @a_layer1, @a_layer0]}, b = {adaptive = array<i64>, append = @b_append, layers = [@b_layer0]}, old = {adaptive = array<i64>, append = @x, layers = []}}}
+// CHECK: module attributes {condensate.layer_tables = {a = {adaptive = array<i64>, append = @a_append, layers = [@a_layer0, @a_layer1, @a_layer0], prefill = [@a_prefill_w4_a1, @a_prefill_w2_a0, @a_prefill_w4_a1]}, b = {adaptive = array<i64>, append = @b_append, layers = [@b_layer0], prefill = [@b_prefill]}, old = {adaptive = array<i64>, append = @x, layers = []}}}
 // CHECK-LABEL: func.func @b_layer0
 // CHECK: {policy = #condensate.dense, scale = 0.353553385 : f32}
+// CHECK-LABEL: func.func @b_prefill
+// CHECK: {scale = 0.353553385 : f32}
 // CHECK-LABEL: func.func @b_append
 // CHECK-LABEL: func.func @a_layer0
 // CHECK-SAME: (%{{.*}}: memref<?x2x8xf32>, %{{.*}}: memref<?x1x1x8xbf16>,
 // CHECK: {policy = #condensate.policy<anchor = 1, window = 4, page_size = 1>, scale = 1.250000e-01 : f32}
 // CHECK-LABEL: func.func @a_layer1
 // CHECK: {policy = #condensate.policy<anchor = 0, window = 2, page_size = 1>, scale = 1.250000e-01 : f32}
+// Static window policies prefill in their window, with their anchor.
+// CHECK-LABEL: func.func @a_prefill_w4_a1
+// CHECK: condensate.prefill_attention
+// CHECK-SAME: {anchor = 1 : i64, scale = 1.250000e-01 : f32, window = 4 : i64}
+// CHECK-LABEL: func.func @a_prefill_w2_a0
+// CHECK: condensate.prefill_attention
+// CHECK-SAME: {scale = 1.250000e-01 : f32, window = 2 : i64}
 // CHECK-LABEL: func.func @a_append
 // CHECK-NOT: func.func
 module attributes {condensate.layer_tables = {old = {append = @x, layers = [], adaptive = array<i64>}}} {
@@ -100,7 +116,7 @@ condensate.model @m layers = 1, q_heads = 1, kv_heads = 1, head_dim = 8,
 // The paper's schedule: layers 0..7 share the wide window, 15 is the pillar,
 // every other layer shares the adaptive default (and only those are listed
 // as adaptive); three layer functions in all.
-// PAPER: module attributes {condensate.layer_tables = {paper = {adaptive = array<i64: 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29>, append = @paper_append, layers = [@paper_layer0, @paper_layer0, @paper_layer0, @paper_layer0, @paper_layer0, @paper_layer0, @paper_layer0, @paper_layer0, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer15, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8]}}}
+// PAPER: module attributes {condensate.layer_tables = {paper = {adaptive = array<i64: 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29>, append = @paper_append, layers = [@paper_layer0, @paper_layer0, @paper_layer0, @paper_layer0, @paper_layer0, @paper_layer0, @paper_layer0, @paper_layer0, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer15, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8, @paper_layer8], prefill = [@paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill, @paper_prefill]}}}
 // PAPER-LABEL: func.func @paper_layer0
 // PAPER: {policy = #condensate.policy<anchor = 1, window = 1024, topk = 32, selector = exact>, scale = 1.250000e-01 : f32}
 // PAPER-LABEL: func.func @paper_layer8

@@ -315,6 +315,9 @@ FailureOr<LaunchPlan> mlir::condensate::extractLaunchPlan(ModuleOp module,
     return module.emitError() << "malformed layer table for @" << model;
   for (Attribute a : layers)
     plan.layers.push_back(cast<FlatSymbolRefAttr>(a).getValue().str());
+  if (auto prefill = table.getAs<ArrayAttr>("prefill"))
+    for (Attribute a : prefill)
+      plan.prefill.push_back(cast<FlatSymbolRefAttr>(a).getValue().str());
   plan.append = append.getValue().str();
   for (int64_t l : adaptive.asArrayRef())
     plan.adaptive.push_back(l);
@@ -328,6 +331,10 @@ FailureOr<LaunchPlan> mlir::condensate::extractLaunchPlan(ModuleOp module,
   for (const std::string &name : plan.layers)
     if (!plan.functions.count(name))
       return module.emitError() << "layer function @" << name
+                                << " has no host function";
+  for (const std::string &name : plan.prefill)
+    if (!plan.functions.count(name))
+      return module.emitError() << "prefill function @" << name
                                 << " has no host function";
   if (!plan.functions.count(plan.append))
     return module.emitError() << "append function @" << plan.append
@@ -349,6 +356,9 @@ void printPlan(llvm::raw_ostream &os, StringRef model, const LaunchPlan &plan) {
   os << "// launch plan of @" << model << " for " << plan.target << "\n";
   os << "layers:";
   for (const std::string &l : plan.layers)
+    os << " @" << l;
+  os << "\nprefill:";
+  for (const std::string &l : plan.prefill)
     os << " @" << l;
   os << "\nappend: @" << plan.append << "\nadaptive:";
   for (int64_t l : plan.adaptive)

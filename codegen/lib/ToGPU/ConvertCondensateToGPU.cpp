@@ -84,4 +84,5 @@ void mlir::condensate::populateCondensateToGPUPatterns(
   populateCertifyToGPUPatterns(patterns, kernels);
   populateMergeToGPUPatterns(patterns, kernels);
   populateAppendToGPUPatterns(patterns, kernels);
+  populatePrefillToGPUPatterns(patterns, kernels);
 }

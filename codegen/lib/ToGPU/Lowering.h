@@ -34,6 +34,9 @@ void populateMergeToGPUPatterns(RewritePatternSet &patterns,
 /// append_kv.
 void populateAppendToGPUPatterns(RewritePatternSet &patterns,
                                  gpu::GPUModuleOp kernels);
+/// prefill_attention.
+void populatePrefillToGPUPatterns(RewritePatternSet &patterns,
+                                  gpu::GPUModuleOp kernels);
 
 } // namespace mlir::condensate
 

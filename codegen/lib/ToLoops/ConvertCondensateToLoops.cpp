@@ -1,7 +1,7 @@
 //===- ConvertCondensateToLoops.cpp - stages to scf loops -----------------===//
 //
 // Implements convert-condensate-to-loops: every condensate stage (and the KV
-// append) becomes scf loops over memrefs with arith/math/vector arithmetic,
+// append and prefill) becomes scf loops over memrefs with arith/math/vector arithmetic,
 // which the standard lowering turns into LLVM for the CPU. Head-dimension
 // rows are processed as vectors of kLanes floats. The stages' patterns live
 // in the files beside this one, one per stage.
@@ -78,4 +78,5 @@ void mlir::condensate::populateCondensateToLoopsPatterns(
   populateCertifyToLoopsPatterns(patterns);
   populateMergeToLoopsPatterns(patterns);
   populateAppendToLoopsPatterns(patterns);
+  populatePrefillToLoopsPatterns(patterns);
 }

@@ -100,6 +100,8 @@ void populateCertifyToLoopsPatterns(RewritePatternSet &patterns);
 void populateMergeToLoopsPatterns(RewritePatternSet &patterns);
 /// append_kv.
 void populateAppendToLoopsPatterns(RewritePatternSet &patterns);
+/// prefill_attention.
+void populatePrefillToLoopsPatterns(RewritePatternSet &patterns);
 
 } // namespace mlir::condensate
 

@@ -150,6 +150,7 @@ std::string LaunchPlan::toJSON() const {
   j["target"] = target;
   j["layers"] = layers;
   j["append"] = append;
+  j["prefill"] = prefill;
   j["adaptive"] = adaptive;
   json fns = json::object();
   for (const auto &[name, fn] : functions) {
@@ -204,6 +205,8 @@ Result<LaunchPlan> LaunchPlan::fromJSON(const std::string &text) {
     plan.target = j.at("target").get<std::string>();
     plan.layers = j.at("layers").get<std::vector<std::string>>();
     plan.append = j.at("append").get<std::string>();
+    if (j.contains("prefill"))
+      plan.prefill = j.at("prefill").get<std::vector<std::string>>();
     plan.adaptive = j.at("adaptive").get<std::vector<int64_t>>();
     for (auto it = j.at("functions").begin(); it != j.at("functions").end();
          ++it) {

@@ -8,11 +8,14 @@
                            "max_extra = 512>")
     k, v, summaries = plan.empty_cache(num_pages=64)
     plan.append(k_new, v_new, k, v, page_table, positions, summaries)
+    # a prompt (its tokens appended): causal attention of its rows
+    out = plan.prefill(q_rows, k, v, page_table, lens, row_starts)
+    # a decode step (its token appended)
     out, stats = plan.run(q, k, v, page_table, lens, summaries)
 
-Ops: torch.ops.condensate.decode_attention, torch.ops.condensate.append_kv
-(see condensate.ops). Plans: condensate.plan (JIT, CPU or GPU, cached) and
-condensate.load (an AOT library, runtime only).
+Ops: torch.ops.condensate.decode_attention, .prefill_attention and
+.append_kv (see condensate.ops). Plans: condensate.plan (JIT, CPU or GPU,
+cached) and condensate.load (an AOT library, runtime only).
 """
 
 from ._native import CondensateError, have_compiler

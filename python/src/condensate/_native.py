@@ -56,6 +56,7 @@ def _declare(lib: ctypes.CDLL, name: str, args: list, res=ctypes.c_int):
 
 _ATTEND = [_I64, _I64, _I64, _I64, _P, _P, _P, _P, _P, _P, _P, _P, _P]
 _APPEND = [_I64, _I64, _I64, _P, _P, _P, _P, _P, _P, _P]
+_PREFILL = [_I64, _I64, _I64, _I64, _I64, _P, _P, _P, _P, _P, _P, _P]
 
 
 def runtime() -> ctypes.CDLL:
@@ -79,6 +80,7 @@ def runtime() -> ctypes.CDLL:
             _declare(lib, "condensate_gpu_reserve", [_P, _I64, _I64, _I64, _S, _SZ])
             _declare(lib, "condensate_gpu_attend", [_P] + _ATTEND + [_P, _S, _SZ])
             _declare(lib, "condensate_gpu_append", [_P] + _APPEND + [_P, _S, _SZ])
+            _declare(lib, "condensate_gpu_prefill", [_P] + _PREFILL + [_P, _S, _SZ])
             _declare(lib, "condensate_gpu_describe",
                      [_P, ctypes.POINTER(_P), _S, _SZ])
             _declare(lib, "condensate_gpu_launch_count", [_P, _I64])
@@ -115,6 +117,7 @@ def compiler() -> ctypes.CDLL:
                      [_P, ctypes.POINTER(_P), _S, _SZ])
             _declare(lib, "condensate_cpu_attend", [_P] + _ATTEND + [_S, _SZ])
             _declare(lib, "condensate_cpu_append", [_P] + _APPEND + [_S, _SZ])
+            _declare(lib, "condensate_cpu_prefill", [_P] + _PREFILL + [_S, _SZ])
             _compiler = lib
         return _compiler
 

@@ -1,14 +1,14 @@
-"""torch.ops.condensate: decode attention and KV append as torch.library
-custom ops.
+"""torch.ops.condensate: decode attention, prefill attention and KV append
+as torch.library custom ops.
 
-Both write into caller-provided tensors (out, stats; the caches and
+All three write into caller-provided tensors (out, stats; the caches and
 summaries), allocate nothing per call, run on the caller's current CUDA
 stream with no host synchronisation (a GPU plan's workspace is reserved
-outside capture), and so capture in a CUDA graph. Their fake (meta)
-implementations check shapes and dtypes only, so torch.compile traces
-through them. Arguments are checked here before any pointer reaches C;
-lengths and page-table entries are checked by the runtime on the CPU
-(device tables are not read back, that would synchronise).
+outside capture; prefill needs none), and so capture in a CUDA graph. Their
+fake (meta) implementations check shapes and dtypes only, so torch.compile
+traces through them. Arguments are checked here before any pointer reaches
+C; lengths, row starts and page-table entries are checked by the runtime on
+the CPU (device tables are not read back, that would synchronise).
 """
 
 from __future__ import annotations
@@ -103,6 +103,36 @@ def _check_append(p: Plan, k_new, v_new, k_cache, v_cache, page_table,
     return B, MP, NP
 
 
+def _check_prefill(p: Plan, layer, q, k_cache, v_cache, page_table, lens,
+                   row_starts, out):
+    """Checks a prefill call's tensors (dtypes, shapes, devices, layouts);
+    returns (R, S, MP, NP). The values of lens, row_starts and the page
+    table are the runtime's to check (on the CPU only)."""
+    what = f"condensate.prefill_attention (layer {layer})"
+    if not isinstance(layer, int) or not 0 <= layer < p.num_layers:
+        _fail(what, f"layer must be in [0, {p.num_layers}), got {layer!r}")
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        _fail(what, "q must be a [rows, q_heads, head_dim] tensor")
+    if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4:
+        _fail(what, "k_cache must be a [pages, kv_heads, page_size, head_dim] tensor")
+    if not isinstance(lens, torch.Tensor) or lens.dim() != 1:
+        _fail(what, "lens must be a [seqs] tensor")
+    if not isinstance(page_table, torch.Tensor) or page_table.dim() != 2:
+        _fail(what, "page_table must be a [seqs, max_pages] tensor")
+    R, S, NP, MP = q.shape[0], lens.shape[0], k_cache.shape[0], page_table.shape[1]
+    H, G, P, D, dev = p.q_heads, p.kv_heads, p.page_size, p.head_dim, p.device
+    _expect(what, "q", q, torch.float32, (R, H, D), dev)
+    _expect(what, "k_cache", k_cache, p.kv_dtype, (NP, G, P, D), dev)
+    _expect(what, "v_cache", v_cache, p.kv_dtype, (NP, G, P, D), dev)
+    _expect(what, "lens", lens, torch.int32, (S,), dev)
+    _expect(what, "page_table", page_table, torch.int32, (S, MP), dev)
+    _expect(what, "row_starts", row_starts, torch.int32, (S + 1,), dev)
+    _expect(what, "out", out, torch.float32, (R, H, D), dev)
+    if R == 0 or S == 0 or NP == 0 or MP == 0:
+        _fail(what, f"empty call (rows {R}, seqs {S}, pages {NP}, max_pages {MP})")
+    return R, S, MP, NP
+
+
 def _ptr(t: Optional[torch.Tensor]):
     return ctypes.c_void_p(0 if t is None else t.data_ptr())
 
@@ -158,3 +188,36 @@ def _append_kv_fake(plan, k_new, v_new, k_cache, v_cache, page_table,
                     positions, summaries) -> None:
     _check_append(lookup(int(plan)), k_new, v_new, k_cache, v_cache,
                   page_table, positions, summaries)
+
+
+@torch.library.custom_op("condensate::prefill_attention", mutates_args=("out",))
+def prefill_attention(plan: int, layer: int, q: torch.Tensor,
+                      k_cache: torch.Tensor, v_cache: torch.Tensor,
+                      page_table: torch.Tensor, lens: torch.Tensor,
+                      row_starts: torch.Tensor, out: torch.Tensor) -> None:
+    """Causal prefill attention of `layer` of plan `plan` into out.
+
+    q, out [R, Hq, D] f32 hold the rows of S sequences concatenated, those
+    of sequence s being [row_starts[s], row_starts[s + 1]) (row_starts
+    [S + 1] int32, row_starts[0] = 0, row_starts[S] = R); their keys and
+    values are already appended. lens [S] int32 is each sequence's context
+    length including its rows and page_table [S, MP] int32 its pages. With
+    c rows, row r of sequence s is the query at position lens[s] - c +
+    (r - row_starts[s]) and attends to positions <= it (only to the layer's
+    window and anchor when its policy is a static window policy, densely
+    otherwise). On a CPU plan the runtime checks row_starts, lens and the
+    page table; on a GPU plan they stay on the device and only their sizes
+    are checked: the caller keeps them consistent."""
+    p = lookup(plan)
+    R, S, MP, NP = _check_prefill(p, layer, q, k_cache, v_cache, page_table,
+                                  lens, row_starts, out)
+    ptrs = [_ptr(t) for t in (q, k_cache, v_cache, page_table, lens,
+                              row_starts, out)]
+    p._prefill(layer, R, S, MP, NP, ptrs, _stream(p))
+
+
+@prefill_attention.register_fake
+def _prefill_attention_fake(plan, layer, q, k_cache, v_cache, page_table, lens,
+                            row_starts, out) -> None:
+    _check_prefill(lookup(int(plan)), int(layer), q, k_cache, v_cache,
+                   page_table, lens, row_starts, out)

@@ -2,10 +2,10 @@
 many times.
 
 A Plan owns one compiled program: the CPU JIT's, the GPU JIT's (memory and
-disk cache) or an AOT library's. Its run() and append() go through the
-torch.ops.condensate ops (condensate/ops.py), so they trace under
-torch.compile and capture in a CUDA graph; the ops look the plan up by its
-integer id.
+disk cache) or an AOT library's. Its run(), prefill() and append() go
+through the torch.ops.condensate ops (condensate/ops.py), so they trace
+under torch.compile and capture in a CUDA graph; the ops look the plan up
+by its integer id.
 """
 
 from __future__ import annotations
@@ -95,8 +95,10 @@ def model_text(shape: ShapeLike, schedule: ScheduleLike) -> str:
 
 
 class Plan:
-    """A compiled program: `run` is decode attention of one layer, `append`
-    writes one token per sequence into the paged cache and its summaries."""
+    """A compiled program: `run` is decode attention of one layer,
+    `prefill` causal attention of a prompt's rows (chunked prefill) of one
+    layer, `append` writes one token per sequence into the paged cache and
+    its summaries."""
 
     def __init__(self, kind: str, handle: int, device: torch.device,
                  description: dict, seconds: float = 0.0, source: str = ""):
@@ -169,6 +171,25 @@ class Plan:
             windows, out, stats)
         return out, stats
 
+    def prefill(self, q: torch.Tensor, k_cache: torch.Tensor,
+                v_cache: torch.Tensor, page_table: torch.Tensor,
+                lens: torch.Tensor, row_starts: torch.Tensor, *,
+                layer: int = 0, out: Optional[torch.Tensor] = None):
+        """Causal prefill attention of `layer`: q [R, Hq, D] f32 holds the
+        rows of S sequences concatenated (sequence s: rows [row_starts[s],
+        row_starts[s + 1]), row_starts [S + 1] int32), whose keys and values
+        are already appended; lens [S] int32 counts each sequence's context
+        including its rows, which are its last positions. Returns out [R, Hq,
+        D] f32 (pass `out` to allocate nothing). A static window policy's
+        layer attends in its window and anchor, every other layer densely.
+        See torch.ops.condensate.prefill_attention."""
+        if out is None:
+            out = torch.empty_like(q)
+        torch.ops.condensate.prefill_attention(
+            self.id, layer, q, k_cache, v_cache, page_table, lens, row_starts,
+            out)
+        return out
+
     def append(self, k_new: torch.Tensor, v_new: torch.Tensor,
                k_cache: torch.Tensor, v_cache: torch.Tensor,
                page_table: torch.Tensor, positions: torch.Tensor,
@@ -213,6 +234,19 @@ class Plan:
                     self._handle, layer, batch, max_pages, num_pages, *ptrs,
                     stream, self._err.buf, _native._ERR)
             self._err.check(rc, f"decode_attention (layer {layer})")
+
+    def _prefill(self, layer, rows, seqs, max_pages, num_pages, ptrs, stream):
+        # Prefill functions use no workspace: nothing to reserve.
+        with self._call_lock:
+            if self.kind == "cpu":
+                rc = _native.compiler().condensate_cpu_prefill(
+                    self._handle, layer, rows, seqs, max_pages, num_pages,
+                    *ptrs, self._err.buf, _native._ERR)
+            else:
+                rc = _native.runtime().condensate_gpu_prefill(
+                    self._handle, layer, rows, seqs, max_pages, num_pages,
+                    *ptrs, stream, self._err.buf, _native._ERR)
+            self._err.check(rc, f"prefill_attention (layer {layer})")
 
     def _append(self, batch, max_pages, num_pages, ptrs, stream):
         with self._call_lock:

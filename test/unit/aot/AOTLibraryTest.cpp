@@ -79,8 +79,13 @@ TEST(AOTLibrary, ManifestMatchesItsSpec) {
       EXPECT_EQ(lib.schedule.policyFor(l, h), spec->schedule.policyFor(l, h))
           << "layer " << l << " head " << h;
   EXPECT_TRUE(lib.schedule.policyFor(1, 0).dense);
-  // Three distinct layer configurations, one append.
-  EXPECT_EQ(lib.plan.functions.size(), 4u);
+  // Three distinct layer configurations, one prefill function (no layer
+  // is a static window), one append.
+  EXPECT_EQ(lib.plan.functions.size(), 5u);
+  ASSERT_EQ(static_cast<int64_t>(lib.plan.prefill.size()),
+            spec->shape.numLayers);
+  for (const std::string &fn : lib.plan.prefill)
+    EXPECT_EQ(fn, lib.plan.prefill.front());
   EXPECT_EQ(lib.specs.size(), 3u);
 }
 
@@ -119,6 +124,23 @@ TEST(AOTLibrary, DamagedLibrariesAreRejected) {
   ASSERT_NE(at, std::string::npos);
   layers.replace(at, 11, "\"layers\": 4");
   expectError(GPULibrary::fromManifest(layers, ptx), "a layer count mismatch");
+  // The prefill list: absent in manifests written before prefill existed
+  // (accepted, the library has none); of the wrong length, rejected.
+  at = manifest.find("\"prefill\": [");
+  ASSERT_NE(at, std::string::npos);
+  size_t end = manifest.find(']', at);
+  ASSERT_NE(end, std::string::npos);
+  std::string noPrefill = manifest;
+  noPrefill.replace(at, end + 1 - at, "\"no_prefill\": []");
+  auto old = GPULibrary::fromManifest(noPrefill, ptx);
+  ASSERT_TRUE(old.ok()) << old.message();
+  EXPECT_TRUE(old->plan.prefill.empty());
+  std::string shortPrefill = manifest;
+  shortPrefill.replace(at, end + 1 - at,
+                       "\"prefill\": [\"" + good->plan.prefill.front() +
+                           "\"]");
+  expectError(GPULibrary::fromManifest(shortPrefill, ptx),
+              "a prefill list shorter than the layers");
   // Unreadable files name the path.
   auto absent = GPULibrary::load(kPrefix + ".nope.ptx", kPrefix + ".json");
   ASSERT_FALSE(absent.ok());

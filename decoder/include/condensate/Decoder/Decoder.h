@@ -53,8 +53,8 @@ struct DecoderOptions {
   /// KV pool capacity in tokens, over all sequences; 0 means the model's
   /// context length (4096 if unknown).
   int64_t maxTokens = 0;
-  /// Query rows per prefill chunk.
-  int64_t prefillChunk = 256;
+  /// Query rows per prefill chunk; 0: 256 on the CPU, 2048 on a GPU.
+  int64_t prefillChunk = 0;
   /// Prefill attends to at most this many recent positions on every layer
   /// (0: the model's own attention). Only for speed runs on dummy weights
   /// (ModelWeights::dummy), whose cache values mean nothing anyway: a long
@@ -120,6 +120,14 @@ Schedule withPageSize(Schedule schedule, int64_t pageSize);
 /// applies it to every schedule it compiles (the dense one too).
 Schedule withModelRoles(const ModelConfig &config, Schedule schedule,
                         int64_t pageSize);
+
+/// The schedule whose prefill functions (condensate.prefill_attention) the
+/// decoder runs on prompt rows: the model's own attention, dense on global
+/// layers and windowed on local ones (withModelRoles of a dense schedule);
+/// with `prefillWindow` > 0 (DecoderOptions::prefillWindow), a window of
+/// that many positions on every other layer.
+Schedule prefillSchedule(const ModelConfig &config, int64_t prefillWindow,
+                         int64_t pageSize);
 
 /// The window (AttentionArgs::windows entry) that layer `layer`'s kernels
 /// get for a sequence whose repetition score is `repScore`: windowFor of

@@ -142,6 +142,64 @@ enum AppendArg : int {
   kAppendArgs
 };
 
+/// Arguments of a layer's prefill-attention function, in order: causal
+/// attention of R query rows over the cache, the rows of S sequences
+/// concatenated. Shapes (R rows, S sequences, MP, NP as above):
+///   q, out     [R, Hq, D] f32
+///   k, v       [NP, Hkv, P, D] of the model's KV type
+///   pageTable  [S, MP] i32
+///   lens       [S] i32: context length of sequence s including its rows,
+///              whose keys and values are already appended
+///   rowStarts  [S + 1] i32: the rows of sequence s are [rowStarts[s],
+///              rowStarts[s + 1]), rowStarts[0] = 0, rowStarts[S] = R.
+/// With c = rowStarts[s + 1] - rowStarts[s], row r of sequence s is the
+/// query at position lens[s] - c + (r - rowStarts[s]) (prefillPosition).
+enum PrefillArg : int {
+  PrefillQ = 0,
+  PrefillK,
+  PrefillV,
+  PrefillPageTable,
+  PrefillLens,
+  PrefillRowStarts,
+  PrefillOut,
+  kPrefillArgs
+};
+
+/// The position of row `row` of a sequence of context length `len` whose
+/// rows are [rowBegin, rowEnd).
+constexpr int64_t prefillPosition(int64_t len, int64_t rowBegin,
+                                  int64_t rowEnd, int64_t row) {
+  return len - (rowEnd - rowBegin) + (row - rowBegin);
+}
+
+/// Whether the query at `position` attends key `t` in a layer whose prefill
+/// window is `window` (0: every earlier position) with `anchor` leading
+/// positions always kept.
+constexpr bool prefillVisible(int64_t position, int64_t t, int64_t window,
+                              int64_t anchor) {
+  return t <= position &&
+         (window <= 0 || t > position - window || t < anchor);
+}
+
+/// The causal window a layer's prefill function attends in: the window and
+/// anchor of a static window policy shared by all its key/value heads (no
+/// selection, no certificate, not adaptive), else none (window 0: dense).
+/// condensate-expand-schedule generates the functions by it; the runtime
+/// describes them by it.
+struct PrefillWindow {
+  int64_t window = 0, anchor = 0;
+};
+/// `uniform`: every key/value head of the layer has the same policy;
+/// `dense`: it is #condensate.dense; `selects`: it scores positions (top-k
+/// or a certificate).
+constexpr PrefillWindow prefillWindowOf(bool uniform, bool dense, bool selects,
+                                        bool adaptive, int64_t window,
+                                        int64_t anchor) {
+  if (!uniform || dense || selects || adaptive || window <= 0)
+    return {};
+  return {window, anchor};
+}
+
 /// Element type of an argument.
 enum class Element { F32, KV, I32 };
 
@@ -188,6 +246,40 @@ inline std::vector<Shape> appendShapes(const ModelDims &m, const CallDims &c) {
           {c.batch},
           {c.numPages, m.kvHeads, summaryRows(m.pageSize, m.sketchBits),
            m.headDim}};
+}
+
+/// The per-call dimensions of a prefill call (kDynamic in a signature).
+struct PrefillCallDims {
+  int64_t rows = kDynamic, seqs = kDynamic, maxPages = kDynamic,
+          numPages = kDynamic;
+};
+
+/// Shapes of the prefill arguments, indexed by PrefillArg.
+inline std::vector<Shape> prefillShapes(const ModelDims &m,
+                                        const PrefillCallDims &c) {
+  Shape kv = {c.numPages, m.kvHeads, m.pageSize, m.headDim};
+  return {{c.rows, m.qHeads, m.headDim},
+          kv,
+          kv,
+          {c.seqs, c.maxPages},
+          {c.seqs},
+          {c.seqs == kDynamic ? kDynamic : c.seqs + 1},
+          {c.rows, m.qHeads, m.headDim}};
+}
+
+/// Element types of the prefill arguments, indexed by PrefillArg.
+inline Element prefillElement(int arg) {
+  switch (arg) {
+  case PrefillK:
+  case PrefillV:
+    return Element::KV;
+  case PrefillPageTable:
+  case PrefillLens:
+  case PrefillRowStarts:
+    return Element::I32;
+  default:
+    return Element::F32;
+  }
 }
 
 /// Element types of the decode-attention arguments, indexed by AttendArg.

@@ -1,8 +1,9 @@
 //===- LaunchPlan.h - how to launch generated GPU kernels -------*- C++ -*-===//
 //
 // The launch plan of a compiled model: for every generated function (one per
-// layer configuration, plus the append), the scratch buffers it needs and
-// the kernels it launches in order, with grids and memref parameters written
+// layer configuration, one per prefill window, plus the append), the scratch
+// buffers it needs and the kernels it launches in order, with grids and
+// memref parameters written
 // as small expressions over the arguments' dimensions. It is what the JSON
 // manifest of an AOT kernel library holds, so engines other than this
 // runtime can launch the kernels too.
@@ -103,6 +104,9 @@ struct LaunchPlan {
   std::map<std::string, FunctionPlan> functions;
   std::vector<std::string> layers; ///< function of each layer
   std::string append;              ///< function of the KV append
+  /// Prefill function of each layer (empty in manifests written before
+  /// prefill_attention existed).
+  std::vector<std::string> prefill;
   std::vector<int64_t> adaptive;   ///< layers that take per-sequence windows
 
   std::string toJSON() const;

@@ -61,8 +61,8 @@ constexpr llvm::StringLiteral kLayerTablesAttrName = "condensate.layer_tables";
 /// True if `attr` is a PolicyAttr or a DenseAttr.
 bool isPolicyLike(Attribute attr);
 
-/// Whether `op` is a stage op (the ops condensate-decompose emits, and
-/// append_kv): the ops both lowerings must replace.
+/// Whether `op` is a stage op (the ops condensate-decompose emits,
+/// append_kv and prefill_attention): the ops both lowerings must replace.
 bool isStageOp(Operation *op);
 
 } // namespace mlir::condensate

@@ -198,6 +198,64 @@ def Condensate_AppendKVOp : Condensate_Op<"append_kv",
 }
 
 //===----------------------------------------------------------------------===//
+// PrefillAttentionOp
+//===----------------------------------------------------------------------===//
+
+def Condensate_PrefillAttentionOp : Condensate_Op<"prefill_attention",
+    [AllTypesMatch<["k_cache", "v_cache"]>, AllTypesMatch<["q", "out"]>]> {
+  let summary = "Causal attention of a prompt's rows over the paged cache";
+  let description = [{
+    Chunked prefill: q holds R query rows (memref<R x Hq x D x f32>), those
+    of sequence s being rows [row_starts[s], row_starts[s + 1]) (S = the
+    size of `lens`, row_starts has S + 1 entries, row_starts[0] = 0 and
+    row_starts[S] = R). Their keys and values are already in the cache:
+    with c rows, row r of sequence s is the query at position
+    p = lens[s] - c + (r - row_starts[s]) and attends causally to the
+    positions t <= p of sequence s through page_table[s]; with `window`
+    W > 0 only to t > p - W and the first `anchor` positions (a sliding
+    window layer). out[r, h] = softmax(scale * q[r, h] . K) V, query head h
+    using key/value head h / (Hq / Hkv).
+
+    It lowers to a flash-attention kernel on the GPU (a block per tile of
+    rows and key/value head: the tile's queries stay in shared memory while
+    key/value tiles stream through it once) and to loops on the CPU; both
+    keep online-softmax state in float32. A layer's prefill attends as the
+    layer's policy would were it applied to every prompt row: in its window
+    for a static window policy, densely otherwise
+    (`condensate-expand-schedule`).
+
+    ```mlir
+    condensate.prefill_attention q(%q : memref<?x9x64xf32>)
+        kv(%k, %v : memref<?x3x16x64xf16>) pages(%pt : memref<?x?xi32>)
+        lens(%len : memref<?xi32>) rows(%rs : memref<?xi32>)
+        out(%o : memref<?x9x64xf32>) {scale = 0.125 : f32, window = 512}
+    ```
+  }];
+  let arguments = (ins
+    Condensate_F32Buffer:$q,
+    Condensate_KVBuffer:$k_cache,
+    Condensate_KVBuffer:$v_cache,
+    Condensate_I32Buffer:$page_table,
+    Condensate_I32Buffer:$lens,
+    Condensate_I32Buffer:$row_starts,
+    Condensate_F32Buffer:$out,
+    F32Attr:$scale,
+    DefaultValuedAttr<I64Attr, "0">:$window,
+    DefaultValuedAttr<I64Attr, "0">:$anchor
+  );
+  let assemblyFormat = [{
+    `q` `(` $q `:` type($q) `)`
+    `kv` `(` $k_cache `,` $v_cache `:` type($k_cache) `)`
+    `pages` `(` $page_table `:` type($page_table) `)`
+    `lens` `(` $lens `:` type($lens) `)`
+    `rows` `(` $row_starts `:` type($row_starts) `)`
+    `out` `(` $out `:` type($out) `)`
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Stages
 //===----------------------------------------------------------------------===//
 

@@ -15,7 +15,10 @@ def CondensateExpandSchedule
   let description = [{
     Every `condensate.model` becomes one `func.func` per distinct layer
     configuration (the tuple of per-key/value-head policies), each holding a
-    single `condensate.decode_attention`, one `func.func` holding the
+    single `condensate.decode_attention`, one `func.func` per distinct
+    prefill window holding a `condensate.prefill_attention` (a layer whose
+    key/value heads share one static window policy prefills in that window,
+    every other layer densely), one `func.func` holding the
     `condensate.append_kv` of the model's cache, and an entry in the module
     attribute `condensate.layer_tables` that maps each layer to its function
     (an attribute, so it survives the lowering to LLVM for the runtime). Layers
@@ -42,9 +45,11 @@ def CondensateExpandSchedule
       return
     }
     func.func @m_layer1(...) { condensate.decode_attention ... {policy = #condensate.dense, ...} }
+    func.func @m_prefill(...) { condensate.prefill_attention ... {scale = 0.125 : f32} }
     func.func @m_append(...) { condensate.append_kv ... }
     module attributes {condensate.layer_tables = {m = {adaptive = array<i64>,
-        append = @m_append, layers = [@m_layer0, @m_layer1, @m_layer0]}}}
+        append = @m_append, layers = [@m_layer0, @m_layer1, @m_layer0],
+        prefill = [@m_prefill, @m_prefill, @m_prefill]}}}
     ```
   }];
   let dependentDialects = [

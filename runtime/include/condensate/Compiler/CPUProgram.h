@@ -2,8 +2,8 @@
 //
 // Part of the compiler library: compiles a model's layer schedule
 // in-process (the condensate-to-cpu pipeline, JIT through MLIR's
-// ExecutionEngine; cached) and calls one layer's decode attention or the KV
-// append on host buffers. The header needs neither LLVM nor MLIR.
+// ExecutionEngine; cached) and calls one layer's decode attention, its
+// prefill attention or the KV append on host buffers. The header needs neither LLVM nor MLIR.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_COMPILER_CPUPROGRAM_H
@@ -50,6 +50,9 @@ public:
 
   /// Decode attention of layer `layer`; checks the arguments first.
   Status attend(int64_t layer, const AttentionArgs &args) const;
+  /// Prefill attention of layer `layer` (causal, in the layer's prefill
+  /// window); checks the arguments first.
+  Status prefill(int64_t layer, const PrefillArgs &args) const;
   /// Writes one token per sequence into the cache and its summaries.
   Status append(const AppendArgs &args) const;
 

@@ -3,7 +3,8 @@
  * The C entry points that need the compiler library (libCondensateCompiler):
  * compile a model in-process and load it as a program of the runtime's C
  * API (condensate/Runtime/condensate_c.h), build a model's op text from a
- * shape and a schedule, and run a model's attention on the CPU.
+ * shape and a schedule, and run a model's attention (decode and prefill)
+ * and KV append on the CPU.
  *
  *===----------------------------------------------------------------------===*/
 #ifndef CONDENSATE_COMPILER_CONDENSATE_COMPILER_C_H
@@ -57,6 +58,20 @@ int condensate_cpu_attend(condensate_cpu_program *program, int64_t layer,
                           const void *lens, const void *windows,
                           const void *summaries, void *out, void *stats,
                           char *error, size_t error_size);
+
+/* Prefill (causal) attention of `layer` on host buffers, as
+ * condensate_gpu_prefill: q, out [rows, q_heads, head_dim] f32, page_table
+ * [seqs, max_pages] i32, lens [seqs] i32 (context length including the
+ * rows, already appended), row_starts [seqs + 1] i32. Also checks that the
+ * row starts partition [0, rows), that no sequence has more rows than
+ * positions, and every length and referenced page. */
+int condensate_cpu_prefill(condensate_cpu_program *program, int64_t layer,
+                           int64_t rows, int64_t seqs, int64_t max_pages,
+                           int64_t num_pages, const void *q,
+                           const void *k_cache, const void *v_cache,
+                           const void *page_table, const void *lens,
+                           const void *row_starts, void *out, char *error,
+                           size_t error_size);
 
 int condensate_cpu_append(condensate_cpu_program *program, int64_t batch,
                           int64_t max_pages, int64_t num_pages,

@@ -76,6 +76,32 @@ struct AppendArgs {
   }
 };
 
+/// Buffers of one prefill-attention call (abi::PrefillArg): q, out [R, Hq,
+/// D] f32, the rows of S sequences concatenated; k/vCache [NP, Hkv, P, D];
+/// pageTable [S, MP] i32; lens [S] i32 (context length of each sequence
+/// including its rows, already appended); rowStarts [S + 1] i32 (the rows
+/// of sequence s are [rowStarts[s], rowStarts[s + 1]), rowStarts[0] = 0,
+/// rowStarts[S] = R). Row r of sequence s attends causally from position
+/// abi::prefillPosition(lens[s], rowStarts[s], rowStarts[s + 1], r).
+struct PrefillArgs {
+  int64_t rows = 0;
+  int64_t seqs = 0;
+  int64_t maxPages = 0;
+  int64_t numPages = 0;
+  const float *q = nullptr;
+  const void *kCache = nullptr;
+  const void *vCache = nullptr;
+  const int32_t *pageTable = nullptr;
+  const int32_t *lens = nullptr;
+  const int32_t *rowStarts = nullptr;
+  float *out = nullptr;
+
+  /// The pointers in abi::PrefillArg order.
+  std::vector<const void *> pointers() const {
+    return {q, kCache, vCache, pageTable, lens, rowStarts, out};
+  }
+};
+
 /// The ABI's model dimensions of `shape`.
 inline abi::ModelDims modelDims(const ModelShape &shape) {
   return {shape.qHeads, shape.kvHeads, shape.headDim, shape.pageSize,
@@ -90,6 +116,12 @@ inline std::vector<abi::Shape> shapesOf(const ModelShape &s,
 inline std::vector<abi::Shape> shapesOf(const ModelShape &s,
                                         const AppendArgs &a) {
   return abi::appendShapes(modelDims(s), {a.batch, a.maxPages, a.numPages});
+}
+
+inline std::vector<abi::Shape> shapesOf(const ModelShape &s,
+                                        const PrefillArgs &a) {
+  return abi::prefillShapes(modelDims(s),
+                            {a.rows, a.seqs, a.maxPages, a.numPages});
 }
 
 /// Bytes of the cache one query head's share of a decode-attention call
@@ -109,6 +141,12 @@ double bytesRead(const Policy &policy, const ModelShape &shape, int64_t n,
 /// says whether the layer needs `windows`.
 Status checkAttentionArgs(const ModelShape &shape, const AttentionArgs &a,
                           bool adaptive, bool hostTables);
+/// The same for a prefill call; with `hostTables` (rowStarts, lens and the
+/// page table in host memory) also that the row starts partition [0, rows),
+/// that no sequence has more rows than positions, and every length and
+/// referenced page.
+Status checkPrefillArgs(const ModelShape &shape, const PrefillArgs &a,
+                        bool hostTables);
 /// The same for an append; with `hostTables` (host buffers: the CPU
 /// program) also that every new key and value is finite.
 Status checkAppendArgs(const ModelShape &shape, const AppendArgs &a,

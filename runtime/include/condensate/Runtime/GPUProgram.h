@@ -90,6 +90,15 @@ public:
   Status attend(int64_t layer, const AttentionArgs &args,
                 const cuda::Stream &stream, Profile *profile = nullptr);
   Status append(const AppendArgs &args, const cuda::Stream &stream);
+  /// Prefill attention of `layer` on device buffers (causal, in the layer's
+  /// prefill window). The row starts, lens and page table are device
+  /// memory too, so only sizes are checked here: the caller keeps them
+  /// consistent (checkPrefillArgs on its host copies).
+  Status prefill(int64_t layer, const PrefillArgs &args,
+                 const cuda::Stream &stream);
+  /// Whether the library carries prefill functions (libraries written
+  /// before prefill_attention existed do not).
+  bool hasPrefill() const { return !library_->plan.prefill.empty(); }
 
   /// Bytes of scratch the last call of `layer` needed.
   int64_t workspaceBytes() const { return workspaceBytes_; }

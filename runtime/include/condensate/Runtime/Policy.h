@@ -102,6 +102,11 @@ struct Schedule {
   int64_t sketchBits() const;
 };
 
+/// The window layer `layer`'s prefill function attends in
+/// (abi::prefillWindowOf of its key/value heads' policies; window 0: dense).
+abi::PrefillWindow prefillWindowOf(const Schedule &schedule, int64_t layer,
+                                   int64_t kvHeads);
+
 /// A model's attention shape and KV-cache layout.
 struct ModelShape {
   int64_t numLayers = 0;

@@ -118,6 +118,31 @@ double sketchBound(const float *q, const float *rows, int64_t headDim,
                    int64_t off, int64_t bits, bool full, double scale,
                    double *magnitude = nullptr);
 
+/// Prefill-attention inputs (abi::PrefillArg), with keys and values as
+/// stored (already rounded to the cache type) in float: q [R, Hq, D]; k, v
+/// [NP, Hkv, P, D]; pageTable [S, MP]; lens [S]; rowStarts [S + 1] (the rows
+/// of sequence s are [rowStarts[s], rowStarts[s + 1])).
+struct PrefillInputs {
+  int64_t rows = 0, seqs = 0, qHeads = 0, kvHeads = 0, headDim = 0,
+          pageSize = 0;
+  int64_t maxPages = 0;
+  double scale = 0.0;
+  const float *q = nullptr;
+  const float *k = nullptr;
+  const float *v = nullptr;
+  const int32_t *pageTable = nullptr;
+  const int32_t *lens = nullptr;
+  const int32_t *rowStarts = nullptr;
+};
+
+/// Prefill attention in float64: out [R, Hq, D], row r of sequence s at
+/// abi::prefillPosition attending the keys abi::prefillVisible admits in a
+/// layer of prefill `window` (0: dense) and `anchor`, query head h reading
+/// key/value head h / (Hq / Hkv). The inputs must satisfy
+/// checkPrefillArgs.
+std::vector<double> prefill(const PrefillInputs &in, int64_t window,
+                            int64_t anchor);
+
 } // namespace condensate::reference
 
 #endif // CONDENSATE_RUNTIME_REFERENCE_H

@@ -71,6 +71,21 @@ int condensate_gpu_append(condensate_gpu_program *program, int64_t batch,
                           const void *positions, void *summaries, void *stream,
                           char *error, size_t error_size);
 
+/* Prefill (causal) attention of `layer` for `rows` query rows of `seqs`
+ * sequences (condensate::PrefillArgs): q, out [rows, q_heads, head_dim] f32,
+ * page_table [seqs, max_pages] i32, lens [seqs] i32 (context length
+ * including the rows, already appended), row_starts [seqs + 1] i32. All
+ * device pointers; lens, row_starts and the page table must be consistent
+ * (only sizes are checked). Fails on libraries built without prefill
+ * functions. */
+int condensate_gpu_prefill(condensate_gpu_program *program, int64_t layer,
+                           int64_t rows, int64_t seqs, int64_t max_pages,
+                           int64_t num_pages, const void *q,
+                           const void *k_cache, const void *v_cache,
+                           const void *page_table, const void *lens,
+                           const void *row_starts, void *out, void *stream,
+                           char *error, size_t error_size);
+
 /* A JSON description of the program (condensate::describeModelJSON: model
  * shape, schedule, summary rows, which layers take per-sequence windows,
  * stats columns) in `*json`, a NUL-terminated buffer the caller releases
