@@ -28,6 +28,10 @@ import math
 import os
 import sys
 
+# bench_attention (load_lib, check) imports torch: imported where used, so
+# --report runs without it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 P = 64
 L2_BYTES = 60 * 1024**2
 SHAPES = [
@@ -45,11 +49,10 @@ MODEL = """condensate.model @prefill layers = 1, q_heads = {hq}, kv_heads = {hkv
 
 
 def load_lib(path):
-    lib = ctypes.CDLL(path)
+    # bench_attention's declarations (compile, attend, ...) plus prefill.
+    import bench_attention
+    lib = bench_attention.load_lib(path)
     c = ctypes
-    lib.condensate_gpu_compile.argtypes = [
-        c.c_char_p, c.c_char_p, c.c_char_p, c.POINTER(c.c_void_p),
-        c.POINTER(c.c_double), c.POINTER(c.c_int), c.c_char_p, c.c_size_t]
     lib.condensate_gpu_prefill.argtypes = (
         [c.c_void_p, c.c_int64, c.c_int64, c.c_int64, c.c_int64, c.c_int64] +
         [c.c_void_p] * 7 + [c.c_void_p, c.c_char_p, c.c_size_t])
@@ -57,13 +60,9 @@ def load_lib(path):
     return lib
 
 
-def check(rc, err):
-    if rc != 0:
-        raise RuntimeError(err.value.decode())
-
-
 def run_case(lib, torch, F, SDPBackend, sdpa_kernel, name, hq, hkv, d, n,
              iters, flush):
+    from bench_attention import check
     dev = torch.device("cuda")
     err = ctypes.create_string_buffer(4096)
     prog = ctypes.c_void_p()

@@ -23,6 +23,30 @@ Status checkSizes(const char *what, int64_t batch, int64_t maxPages,
   return Status::success();
 }
 
+/// Every length of `lens` [count] in [1, maxPages * pageSize] and every page
+/// its sequence's row of `pageTable` [count, maxPages] references in [0,
+/// numPages); errors name `what` and the entry.
+Status checkTables(const char *what, const ModelShape &s, int64_t count,
+                   const int32_t *lens, const int32_t *pageTable,
+                   int64_t maxPages, int64_t numPages) {
+  for (int64_t b = 0; b < count; ++b) {
+    int64_t n = lens[b];
+    if (n <= 0 || n > maxPages * s.pageSize)
+      return Status::error(std::string(what) + ": lens[" + std::to_string(b) +
+                           "] = " + std::to_string(n) + " outside [1, " +
+                           std::to_string(maxPages * s.pageSize) + "]");
+    for (int64_t j = 0; j * s.pageSize < n; ++j) {
+      int32_t page = pageTable[b * maxPages + j];
+      if (page < 0 || page >= numPages)
+        return Status::error(std::string(what) + ": page_table[" +
+                             std::to_string(b) + ", " + std::to_string(j) +
+                             "] = " + std::to_string(page) + " outside [0, " +
+                             std::to_string(numPages) + ")");
+    }
+  }
+  return Status::success();
+}
+
 } // namespace
 
 double bytesRead(const Policy &p, const ModelShape &s, int64_t n,
@@ -89,22 +113,8 @@ Status checkAttentionArgs(const ModelShape &s, const AttentionArgs &a,
         "attend: the layer has an adaptive window and needs 'windows'");
   if (!hostTables)
     return Status::success();
-  for (int64_t b = 0; b < a.batch; ++b) {
-    int64_t n = a.lens[b];
-    if (n <= 0 || n > a.maxPages * s.pageSize)
-      return Status::error("attend: lens[" + std::to_string(b) + "] = " +
-                           std::to_string(n) + " outside [1, " +
-                           std::to_string(a.maxPages * s.pageSize) + "]");
-    for (int64_t j = 0; j * s.pageSize < n; ++j) {
-      int32_t page = a.pageTable[b * a.maxPages + j];
-      if (page < 0 || page >= a.numPages)
-        return Status::error("attend: page_table[" + std::to_string(b) +
-                             ", " + std::to_string(j) + "] = " +
-                             std::to_string(page) + " outside [0, " +
-                             std::to_string(a.numPages) + ")");
-    }
-  }
-  return Status::success();
+  return checkTables("attend", s, a.batch, a.lens, a.pageTable, a.maxPages,
+                     a.numPages);
 }
 
 Status checkPrefillArgs(const ModelShape &s, const PrefillArgs &a,
@@ -124,29 +134,19 @@ Status checkPrefillArgs(const ModelShape &s, const PrefillArgs &a,
     return Status::error("prefill: row_starts[" + std::to_string(a.seqs) +
                          "] = " + std::to_string(a.rowStarts[a.seqs]) +
                          ", expected the row count " + std::to_string(a.rows));
+  CONDENSATE_RETURN_IF_ERROR(checkTables("prefill", s, a.seqs, a.lens,
+                                         a.pageTable, a.maxPages,
+                                         a.numPages));
   for (int64_t b = 0; b < a.seqs; ++b) {
     const int64_t count = int64_t(a.rowStarts[b + 1]) - a.rowStarts[b];
     if (count < 0)
       return Status::error("prefill: row_starts decreases at " +
                            std::to_string(b + 1));
-    const int64_t n = a.lens[b];
-    if (n <= 0 || n > a.maxPages * s.pageSize)
-      return Status::error("prefill: lens[" + std::to_string(b) + "] = " +
-                           std::to_string(n) + " outside [1, " +
-                           std::to_string(a.maxPages * s.pageSize) + "]");
-    if (count > n)
+    if (count > a.lens[b])
       return Status::error("prefill: sequence " + std::to_string(b) +
                            " has " + std::to_string(count) +
-                           " rows but only " + std::to_string(n) +
+                           " rows but only " + std::to_string(a.lens[b]) +
                            " positions");
-    for (int64_t j = 0; j * s.pageSize < n; ++j) {
-      int32_t page = a.pageTable[b * a.maxPages + j];
-      if (page < 0 || page >= a.numPages)
-        return Status::error("prefill: page_table[" + std::to_string(b) +
-                             ", " + std::to_string(j) + "] = " +
-                             std::to_string(page) + " outside [0, " +
-                             std::to_string(a.numPages) + ")");
-    }
   }
   return Status::success();
 }
