@@ -97,18 +97,6 @@ Value shuffleIdx(GPUEmitter &e, Value v, Value lane) {
       .getShuffleResult();
 }
 
-Value warpMax(GPUEmitter &e, Value v) {
-  for (int64_t o = kWarp / 2; o > 0; o /= 2)
-    v = e.fmax(v, e.shuffleXor(v, o));
-  return v;
-}
-
-Value warpSum(GPUEmitter &e, Value v) {
-  for (int64_t o = kWarp / 2; o > 0; o /= 2)
-    v = e.fadd(v, e.shuffleXor(v, o));
-  return v;
-}
-
 void lowerPrefillAttention(PrefillAttentionOp op, OpBuilder &b,
                            const KernelBuilder &kb, StringRef name) {
   Location loc = op.getLoc();
@@ -300,7 +288,8 @@ void lowerPrefillAttention(PrefillAttentionOp op, OpBuilder &b,
             SmallVector<Value> weight;
             for (int64_t i = 0; i < QW; ++i) {
               Value m = st[i];
-              Value mNew = e.fmax(m, warpMax(e, logit[i]));
+              Value mNew =
+                  e.fmax(m, laneMax(e, nvvmTarget(), logit[i], kWarp));
               // No visible key yet: keep everything at zero.
               Value mSafe = e.select(
                   e.fcmp(arith::CmpFPredicate::OEQ, mNew, e.negInf()),
@@ -358,7 +347,7 @@ void lowerPrefillAttention(PrefillAttentionOp op, OpBuilder &b,
 
       // out = acc / l for the warp's active vectors.
       for (int64_t i = 0; i < QW; ++i) {
-        Value l = warpSum(e, state[QW + i]);
+        Value l = laneSum(e, nvvmTarget(), state[QW + i], kWarp);
         Value vec = e.add(e.mul(warp, e.idx(QW)), e.idx(i));
         Value row = e.add(rBeg, e.divs(vec, e.idx(H)));
         Value h = e.add(e.mul(g, e.idx(G)),
