@@ -12,7 +12,10 @@ same process, are timed for every method:
     over the same keys and values in SDPA's [B, Hkv, n, D] layout;
   - our dense decode, our block-selection decode (anchor 1 + window 64 +
     top 960 tokens by page min/max, ~1K) and its certified variant
-    (tau 1e-3, up to 4 extra pages, then dense fallback).
+    (tau 1e-3, up to 4 extra pages, then dense fallback);
+  - token top-960 by 4-bit key sketches (the same budget; its own program,
+    whose summaries carry the sketch rows, written here by the ABI's
+    formula, dialect/include/condensate/ABI/AttentionABI.h).
 Correctness is checked on layer 0 of every case before timing (dense
 against SDPA, the sparse outputs against dense).
 
@@ -42,7 +45,47 @@ SHAPES = [
 ]
 BATCHES = [1, 8, 32, 64]
 CONTEXTS = [4096, 16384, 32768, 65536, 131072, 1048576]
-METHODS = ["sdpa_cudnn", "sdpa_flash", "dense", "condensate", "certified"]
+METHODS = ["sdpa_cudnn", "sdpa_flash", "dense", "condensate", "certified",
+           "sketch"]
+SKETCH_BITS = 4
+SKETCH_TEMPLATE = """condensate.model @sketch layers = 1, q_heads = {hq},
+    kv_heads = {hkv}, head_dim = {d}, page_size = {p}, kv_type = bf16,
+    schedule = #condensate.schedule<layers = 1,
+      default = #condensate.policy<anchor = 1, window = 64, topk = {topk},
+        selector = sketch, bits = {bits}, page_size = {p}>, rules = []>
+"""
+
+
+def add_sketches(torch, c, bits):
+    """Summaries with the key sketch rows after the five box rows: per page,
+    channel and token the code round((k - lo) * L / (hi - lo)) clamped to
+    [0, L], packed 32 / bits codes a word (AttentionABI.h)."""
+    k, summ = c["k"], c["summ"]
+    num_pages, hkv, p, d = k.shape
+    per_word = 32 // bits
+    rows = (p + per_word - 1) // per_word
+    levels = (1 << bits) - 1
+    out = torch.empty(num_pages, hkv, 5 + rows, d, device=k.device,
+                      dtype=torch.float32)
+    out[:, :, :5] = summ
+    step = max(1, (1 << 26) // (hkv * p * d * 4))
+    for s in range(0, num_pages, step):
+        kk = k[s:s + step].float()
+        lo = summ[s:s + step, :, 0][:, :, None, :]
+        hi = summ[s:s + step, :, 1][:, :, None, :]
+        rng = hi - lo
+        inv = levels / torch.where(rng > 0, rng, torch.ones_like(rng))
+        code = torch.floor((kk - lo) * inv + 0.5).clamp(0, levels)
+        code = torch.where(rng > 0, code, torch.zeros_like(code)).to(torch.int64)
+        code = torch.nn.functional.pad(code, (0, 0, 0, rows * per_word - p))
+        code = code.view(code.shape[0], hkv, rows, per_word, d)
+        shifts = (torch.arange(per_word, device=k.device) * bits).view(
+            1, 1, 1, per_word, 1)
+        words = (code << shifts).sum(3)            # < 2^32, in int64
+        words = torch.where(words >= 1 << 31, words - (1 << 32), words)
+        out[s:s + step, :, 5:] = words.to(torch.int32).view(torch.float32)
+        del kk, code, words
+    c["summ_sketch"] = out
 
 
 
@@ -89,6 +132,14 @@ def run_bench(args):
         check(lib.condensate_gpu_compile(text.encode(), b"sm_90", b"",
                                          ctypes.byref(prog), ctypes.byref(secs),
                                          ctypes.byref(src), err, 4096), err)
+        sk_prog = ctypes.c_void_p()
+        sk_text = SKETCH_TEMPLATE.format(hq=hq, hkv=hkv, d=d, p=P, topk=TOPK,
+                                         bits=SKETCH_BITS)
+        check(lib.condensate_gpu_compile(sk_text.encode(), b"sm_90", b"",
+                                         ctypes.byref(sk_prog),
+                                         ctypes.byref(secs),
+                                         ctypes.byref(src), err, 4096), err)
+        progs = (prog, sk_prog)
         print(f"{name} {shape_key(hq, hkv, d)}: compiled in {secs.value:.2f} s",
               flush=True)
         for batch in batches:
@@ -101,14 +152,14 @@ def run_bench(args):
                 layers = max(2, math.ceil(3 * L2_BYTES / layer_bytes))
                 layers = min(layers, args.max_layers)
                 # Ours and SDPA's copies of the cache, within the memory cap.
-                while layers > 2 and 2.3 * layers * layer_bytes > args.mem_cap:
+                while layers > 2 and 2.5 * layers * layer_bytes > args.mem_cap:
                     layers -= 1
-                if 2.3 * layers * layer_bytes > args.mem_cap:
+                if 2.5 * layers * layer_bytes > args.mem_cap:
                     print(f"  skip B{batch} n{n}: over the memory cap",
                           flush=True)
                     continue
                 try:
-                    row = measure_case(torch, F, sdpa_kernel, lib, prog, err,
+                    row = measure_case(torch, F, sdpa_kernel, lib, progs, err,
                                        backends, bw, (name, hq, hkv, d),
                                        batch, n, layers, layer_bytes, gen,
                                        args.iters)
@@ -123,6 +174,7 @@ def run_bench(args):
                 print(json.dumps(row), flush=True)
                 write_json(args, props, torch, bw, rows)
         lib.condensate_gpu_free(prog)
+        lib.condensate_gpu_free(sk_prog)
     print_table(write_json(args, props, torch, bw, rows))
 
 
@@ -138,25 +190,31 @@ def write_json(args, props, torch, bw, rows):
     return out
 
 
-def measure_case(torch, F, sdpa_kernel, lib, prog, err, backends, bw, shape,
+def measure_case(torch, F, sdpa_kernel, lib, progs, err, backends, bw, shape,
                  batch, n, layers, layer_bytes, gen, iters):
     from bench_attention import LAYERS, check, graph_time, make_cache
     name, hq, hkv, d = shape
     ls = [make_cache(hq, hkv, d, batch, n, gen) for _ in range(layers)]
+    for c in ls:
+        add_sketches(torch, c, SKETCH_BITS)
     mp = ls[0]["max_pages"]
     npg = ls[0]["num_pages"]
-    check(lib.condensate_gpu_reserve(prog, batch, mp, npg, err,
-                                     4096), err)
+    for prog in progs:
+        check(lib.condensate_gpu_reserve(prog, batch, mp, npg, err,
+                                         4096), err)
 
     def ours(method, c):
-        layer = LAYERS[method]
+        sketch = method == "sketch"
+        prog = progs[1] if sketch else progs[0]
+        layer = 0 if sketch else LAYERS[method]
+        summ = c["summ_sketch"] if sketch else c["summ"]
 
         def call():
             check(lib.condensate_gpu_attend(
                 prog, layer, batch, mp, npg, c["q"].data_ptr(),
                 c["k"].data_ptr(), c["v"].data_ptr(),
                 c["pt"].data_ptr(), c["lens"].data_ptr(),
-                c["windows"].data_ptr(), c["summ"].data_ptr(),
+                c["windows"].data_ptr(), summ.data_ptr(),
                 c["out"].data_ptr(), c["stats"].data_ptr(),
                 torch.cuda.current_stream().cuda_stream, err,
                 4096), err)
@@ -185,7 +243,7 @@ def measure_case(torch, F, sdpa_kernel, lib, prog, err, backends, bw, shape,
     dense = c0["out"].clone()
     row["dense_vs_sdpa_rel_err"] = float(
         (dense - ref).norm() / ref.norm())
-    for m in ("condensate", "certified"):
+    for m in ("condensate", "certified", "sketch"):
         c0["out"].fill_(float("nan"))
         ours(m, c0)()
         torch.cuda.synchronize()
@@ -211,7 +269,7 @@ def measure_case(torch, F, sdpa_kernel, lib, prog, err, backends, bw, shape,
     if sd:
         best = min(sd)
         row["faster_sdpa_us"] = best
-        for m in ("dense", "condensate", "certified"):
+        for m in ("dense", "condensate", "certified", "sketch"):
             if m + "_us" in row:
                 row[m + "_speedup"] = best / row[m + "_us"]
     del ls
@@ -228,8 +286,8 @@ def print_table(out):
           f"times in us per layer, cold in L2\n")
     print("| shape | batch | context | layers | cuDNN | flash | ours dense | "
           "dense / faster SDPA | K+V at copy BW | condensate | speedup | "
-          "certified | speedup | certified fallback |")
-    print("|" + "---|" * 14)
+          "certified | speedup | certified fallback | sketch | speedup |")
+    print("|" + "---|" * 16)
     for r in out["rows"]:
         best = r.get("faster_sdpa_us")
         # What one layer must read at least, K and V, at the device-copy
@@ -249,7 +307,8 @@ def print_table(out):
               f" | {ratio('dense')} | {fmt_us(roof)} | "
               f"{fmt_us(r.get('condensate_us'))} | {speed('condensate')} | "
               f"{fmt_us(r.get('certified_us'))} | {speed('certified')} | "
-              f"{100 * r.get('certified_fallback_rate', float('nan')):.0f}% |")
+              f"{100 * r.get('certified_fallback_rate', float('nan')):.0f}% | "
+              f"{fmt_us(r.get('sketch_us'))} | {speed('sketch')} |")
 
 
 def report(args):
@@ -261,11 +320,14 @@ def report(args):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-    for ax, method, title in zip(
-            axes, ["condensate", "dense"],
-            ["condensate (~1K budget) / faster SDPA",
-             "ours dense / faster SDPA"]):
+    methods = [m for m in ("condensate", "sketch", "dense")
+               if any(m + "_speedup" in r for r in out["rows"])]
+    titles = {"condensate": "block_minmax (~1K budget) / faster SDPA",
+              "sketch": "4-bit sketch top-k (~1K budget) / faster SDPA",
+              "dense": "ours dense / faster SDPA"}
+    fig, axes = plt.subplots(1, len(methods), figsize=(6.5 * len(methods), 5))
+    for ax, method in zip(axes, methods):
+        title = titles[method]
         for key in sorted({r["shape"] for r in out["rows"]}):
             pts = sorted((r["context"], r[method + "_speedup"])
                          for r in out["rows"]

@@ -16,6 +16,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/TargetSelect.h"
 
+#include <cstdlib>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -147,6 +148,10 @@ buildProgram(mlir::MLIRContext *ctx, mlir::OwningOpRef<mlir::ModuleOp> module,
                                       /*targetMachine=*/nullptr);
   options.transformer = transformer;
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  // CONDENSATE_JIT_PERF=1: LLVM's perf listener names the JIT's functions
+  // for `perf record -k 1` + `perf inject --jit` (a profiling aid).
+  if (const char *perf = std::getenv("CONDENSATE_JIT_PERF"))
+    options.enablePerfNotificationListener = std::string(perf) == "1";
   auto engine = ExecutionEngine::create(*module, options);
   if (!engine) {
     std::string message = llvm::toString(engine.takeError());

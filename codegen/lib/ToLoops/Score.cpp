@@ -1,7 +1,9 @@
 //===- Score.cpp - page and token scoring as loops ------------------------===//
 //
 // Lowers score_pages (a bound per page from its key summaries) and
-// score_tokens (exact logits) to scf loops over (sequence, head, unit).
+// score_tokens (exact logits) to scf loops over (sequence, head, unit), and
+// score_sketch (per-token bounds from the key sketches) to loops over
+// (sequence, kv head, page, token), the group's heads innermost.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -95,8 +97,9 @@ void lowerScoreTokens(ScoreTokensOp op, Emitter &e, PatternRewriter &rewriter) {
   });
 }
 
-/// Per page: the box terms once, then each token's dequantised sketch (a
-/// full page) or the page box bound (a page still filling).
+/// Per kv head and page: the box terms once, then each token's dequantised
+/// sketch (a full page) or the page box bound (a page still filling). A
+/// token's codes are decoded once for the group's query heads.
 void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getSummaries(), 1);
@@ -107,17 +110,16 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
     Value pages = e.ceilDiv(n, e.idx(p));
-    e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
+    e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
       RowOps row{e, d};
-      Value g = e.divs(h, e.idx(group));
-      SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
+      SmallVector<Value> heads;
+      SmallVector<SmallVector<Value>> qs;
+      for (int64_t i = 0; i < group; ++i) {
+        heads.push_back(e.add(e.mul(g, e.idx(group)), e.idx(i)));
+        qs.push_back(row.loadRow(op.getQ(), {b, heads.back()}));
+      }
       e.forEach(e.idx(0), mp, [&](Emitter &e, Value j) {
         Value t0 = e.mul(j, e.idx(p));
-        auto fill = [&](Emitter &e, Value s) {
-          e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
-            e.store(s, scores, {b, h, e.add(t0, o)});
-          });
-        };
         e.ifElse(
             e.lt(j, pages), {},
             [&](Emitter &e) -> SmallVector<Value> {
@@ -131,34 +133,46 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
                   [&](Emitter &e) -> SmallVector<Value> {
                     RowOps row{e, d};
                     SketchRow sk = sketchRow(e, lo, hi, bits);
-                    Value slack = sketchSlack(e, row.target(), q, sk, d, 1);
+                    SmallVector<Value> slack;
+                    for (int64_t i = 0; i < group; ++i)
+                      slack.push_back(
+                          sketchSlack(e, row.target(), qs[i], sk, d, 1));
                     e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
                       RowOps row{e, d};
                       auto [wordRow, shift] = sketchSlot(e, o, bits);
                       auto words = row.loadRow(sum, {page, g, wordRow});
                       auto keys = sketchKeys(e, sk, words, shift, bits);
-                      Value est = rowDot(e, row.target(), q, keys, 1);
-                      e.store(e.fmul(e.fadd(est, slack), scale), scores,
-                              {b, h, e.add(t0, o)});
+                      for (int64_t i = 0; i < group; ++i) {
+                        Value est = rowDot(e, row.target(), qs[i], keys, 1);
+                        e.store(e.fmul(e.fadd(est, slack[i]), scale), scores,
+                                {b, heads[i], e.add(t0, o)});
+                      }
                     });
                     return {};
                   },
                   [&](Emitter &e) -> SmallVector<Value> {
                     // Still filling: the box bounds every token; past n
                     // there are none.
-                    Value box = e.fmul(
-                        rowBoxDot(e, row.target(), q, lo, hi, 1), scale);
+                    RowOps row{e, d};
+                    SmallVector<Value> box;
+                    for (int64_t i = 0; i < group; ++i)
+                      box.push_back(e.fmul(
+                          rowBoxDot(e, row.target(), qs[i], lo, hi, 1), scale));
                     e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
                       Value t = e.add(t0, o);
-                      e.store(e.select(e.lt(t, n), box, e.negInf()), scores,
-                              {b, h, t});
+                      for (int64_t i = 0; i < group; ++i)
+                        e.store(e.select(e.lt(t, n), box[i], e.negInf()),
+                                scores, {b, heads[i], t});
                     });
                     return {};
                   });
               return {};
             },
             [&](Emitter &e) -> SmallVector<Value> {
-              fill(e, e.negInf());
+              e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
+                for (int64_t i = 0; i < group; ++i)
+                  e.store(e.negInf(), scores, {b, heads[i], e.add(t0, o)});
+              });
               return {};
             });
       });
