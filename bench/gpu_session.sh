@@ -69,6 +69,14 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
     racecheck) step racecheck 150 compute-sanitizer --tool racecheck \
         --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='*d128_kv8_g4_p64_bf16*' ;;
+    sketch-sanitize) # memcheck and racecheck of the sketch scoring and
+        # selection kernels (token top-k by 2- and 4-bit sketches, and a
+        # shape whose schedule has sketch and certified layers)
+        for tool in memcheck racecheck; do
+          step "sketch-$tool" 240 compute-sanitizer --tool $tool \
+            --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
+            --gtest_filter="${SKETCH_SANITIZE_FILTER:-GPUAttentionTokenTopK.*:*d64_kv2_g1_p64_bf16*}"
+        done ;;
     prefill) # the generated prefill kernel against float64, and CPU = GPU
         step prefill 240 $BIN/PrefillTest --gtest_brief=1 ;;
     prefill-sanitize) # memcheck and racecheck of the prefill kernel
@@ -101,12 +109,26 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         # (condensate-bench): dense against sketch and page top-1024
         sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'
         bm='{"anchor":1,"window":64,"topk":1024,"selector":"block_minmax"}'
+        # E2E_CERTIFIED=1 adds the certified sketch policy of
+        # examples/certified.mlir (pages of 64)
+        cert='{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64}'
+        pols=(--policy "$sk" --policy "$bm")
+        [ "${E2E_CERTIFIED:-0}" = 1 ] && pols+=(--policy "$cert")
         for run in ${E2E_RUNS:-llama-3-8b:32768:8 llama-3-8b:32768:1 llama-3.2-1b:32768:8 qwen2.5-7b:32768:8 llama-3.2-1b:130000:8 llama-3-8b:130000:1}; do
           IFS=: read -r arch ctx batch <<< "$run"
           step "e2e-$arch-$ctx-b$batch" 240 $BIN/condensate-bench --dummy $arch \
             --context $ctx --batch $batch --steps 32 --warmup 4 \
-            --policy "$sk" --policy "$bm" --json "$OUT/e2e-$arch-$ctx-b$batch.json"
+            "${pols[@]}" --json "$OUT/e2e-$arch-$ctx-b$batch.json"
         done ;;
+    ncu-sketch) # kernel times of layer 5's decode kernels (dense, sketch
+        # top-1024, certified sketch) on dummy Llama-3.2-1B at 32K x 8
+        sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'
+        cert='{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64}'
+        step ncu-sketch 300 ncu --target-processes all \
+          --kernel-name regex:'layer5_' --launch-skip 0 --launch-count 40 \
+          --metrics gpu__time_duration.sum $BIN/condensate-bench \
+          --dummy llama-3.2-1b --context 32768 --batch 8 --steps 2 --warmup 1 \
+          --policy "$sk" --policy "$cert" ;;
     gemma-model) # join the Gemma-3-270M parts carried by earlier calls
         if [ ! -f /root/models/gemma.gguf ]; then
           cat /root/models/gemma.part0[0-9] > /root/models/gemma.gguf

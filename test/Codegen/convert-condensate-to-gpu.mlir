@@ -66,20 +66,28 @@ func.func @score_tokens(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %pt:
 // -----
 
 // Top-k: one 512-thread block per (kv head, sequence); 8-bit radix search
-// with shared-memory histograms built by atomic adds, warp scans by
-// shuffles; keys of up to 8192 units cached in shared memory. Optional
-// operands (windows) go last.
+// with shared-memory histograms built by atomic adds; keys of up to 8192
+// units cached in shared memory; per-warp counts (3 per warp), then each
+// warp places its units in unit order by warp scans (shuffles up). The two
+// ranked extras (slots 4 and 5) are collected in a shared list of 2 and
+// ranked there. Optional operands (windows) go last.
 // CHECK-LABEL: func.func @select_topk(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x?xf32>
 // CHECK: gpu.launch_func @condensate_kernels::@select_topk_select_topk blocks in (%c2{{(_[0-9]+)?}}, %[[B]], %c1{{(_[0-9]+)?}}) threads in (%c512{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %arg3 : memref<?x2x6xi32>, %arg2 : memref<?xi32>)
 // CHECK: gpu.func @select_topk_select_topk(%{{.*}}: memref<?x4x?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?x2x6xi32>, %{{.*}}: memref<?xi32>)
-// CHECK-SAME: workgroup(%[[HIST:.*]] : memref<256xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<8xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<17xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<32xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[KEYS:.*]] : memref<8192xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK-SAME: workgroup(%[[HIST:.*]] : memref<256xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[STATE:.*]] : memref<8xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<48xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[KEYS:.*]] : memref<8192xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[LIST:.*]] : memref<4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
 // CHECK: memref.store %{{.*}}, %[[KEYS]][%{{.*}}] : memref<8192xi32, #gpu.address_space<workgroup>>
 // CHECK: gpu.barrier
 // CHECK: memref.atomic_rmw addi %{{.*}}, %[[HIST]][%{{.*}}] : (i32, memref<256xi32, #gpu.address_space<workgroup>>) -> i32
 // CHECK: gpu.barrier
-// CHECK: gpu.shuffle up %{{.*}} : i32
 // CHECK: gpu.shuffle xor %{{.*}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : i32
+// CHECK: gpu.shuffle up %{{.*}} : i32
+// CHECK: gpu.shuffle idx %{{.*}}, %c31_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : i32
+// CHECK: memref.store %{{.*}}, %arg2[{{.*}}] : memref<?x2x6xi32>
+// CHECK: memref.atomic_rmw addi %{{.*}}, %[[STATE]][%{{.*}}] : (i32, memref<8xi32, #gpu.address_space<workgroup>>) -> i32
+// CHECK: memref.store %{{.*}}, %[[LIST]][%{{.*}}] : memref<4xi32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[LIST]][%{{.*}}] : memref<4xi32, #gpu.address_space<workgroup>>
 // CHECK: memref.store %{{.*}}, %arg2[{{.*}}] : memref<?x2x6xi32>
 // CHECK: gpu.return
 func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?xi32>, %idx: memref<?x2x6xi32>) {
@@ -321,13 +329,23 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
 
 // -----
 
-// Sketch scores: a lane group per token, like score_tokens, reading the
-// page's box and one word row instead of the key.
+// Sketch scores: a lane group of 16 lanes per page (16 groups a block,
+// 256 pages' tokens), reading the page's box once and its two word rows in
+// a loop, 8 tokens a row summed over the group by one transposed
+// butterfly (xor 8 exchanges 4 values, then 2, 1, and one each at 2 and 1:
+// lanes 0, 2, .. 14 store the 8 tokens).
 // CHECK-LABEL: func.func @score_sketch(
-// CHECK: gpu.launch_func @condensate_kernels::@score_sketch_score_sketch
-// CHECK: gpu.func @score_sketch_score_sketch({{.*}}) kernel {
+// CHECK: %[[T:.*]] = arith.ceildivsi %{{.*}}, %c256 : index
+// CHECK: gpu.launch_func @condensate_kernels::@score_sketch_score_sketch blocks in (%[[T]],
+// CHECK: gpu.func @score_sketch_score_sketch({{.*}}) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32} {
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %c2{{.*}} step %c1
 // CHECK: arith.shrui
 // CHECK: arith.uitofp
+// CHECK-COUNT-4: gpu.shuffle xor %{{.*}}, %c8_i32
+// CHECK-NOT: gpu.shuffle xor %{{.*}}, %c8_i32
+// CHECK-COUNT-2: gpu.shuffle xor %{{.*}}, %c4_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32
 // CHECK-NOT: memref<?x2x16x64
 func.func @score_sketch(%q: memref<?x4x64xf32>, %s: memref<?x2x7x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
   condensate.score_sketch q(%q : memref<?x4x64xf32>) summaries(%s : memref<?x2x7x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.125 : f32}

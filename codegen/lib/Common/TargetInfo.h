@@ -13,6 +13,8 @@
 #define CONDENSATE_CODEGEN_COMMON_TARGETINFO_H
 
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace mlir::condensate {
@@ -58,6 +60,16 @@ Value laneReduce(Emitter &e, const TargetInfo &target, Value v, int64_t lanes,
 /// Float sum and max over the group (laneReduce).
 Value laneSum(Emitter &e, const TargetInfo &target, Value v, int64_t lanes);
 Value laneMax(Emitter &e, const TargetInfo &target, Value v, int64_t lanes);
+/// Float sums of N values (`values`, N a power of two) over an aligned group
+/// of `lanes` lanes, each lane exchanging half of what it still holds per
+/// butterfly stage: N/2 + N/4 + ... shuffles in all, against N log2(lanes)
+/// for N laneSums. Returns max(1, N / lanes) sums; lane l (`lane`, its index
+/// in the group) holds those of values l * (N / lanes) + k when N >= lanes,
+/// else of value l / (lanes / N) (as every lane of its l / (lanes / N)
+/// subgroup does).
+SmallVector<Value> laneSumTransposed(Emitter &e, const TargetInfo &target,
+                                     ArrayRef<Value> values, int64_t lanes,
+                                     Value lane);
 
 } // namespace mlir::condensate
 

@@ -1,8 +1,10 @@
 //===- Score.cpp - page and token scoring kernels -------------------------===//
 //
 // Lowers score_pages (a lane group per page and kv head, the group's query
-// heads in registers; grid (page blocks, Hkv, B)), score_tokens and
-// score_sketch (a lane group per token; grid (token blocks, Hkv, B)).
+// heads in registers; grid (page blocks, Hkv, B)),
+// score_tokens (a lane group per token; grid (token blocks, Hkv, B)) and
+// score_sketch (a lane group per page, each word row's tokens summed by one
+// transposed butterfly; grid (page blocks, Hkv, B)).
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -183,42 +185,117 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
 
 void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                       StringRef name) {
+  Location loc = op.getLoc();
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getSummaries(), 1), G = hq / hkv;
   int64_t p = op.getPageSize(), bits = op.getBits();
   RowSplit rs = RowSplit::of(d, b.getF32Type());
-  int64_t perBlock = std::max<int64_t>(1, 256 / rs.lanes);
-  int64_t threads = perBlock * rs.lanes;
-  int64_t align = std::min<int64_t>(16, rs.elems * 4);
+  int64_t L = rs.lanes, E = rs.elems;
+  int64_t groups = std::max<int64_t>(1, 256 / L);
+  int64_t threads = groups * L;
+  int64_t align = std::min<int64_t>(16, E * 4);
+  // A lane group scores a whole page: the page's terms (box, slack) once,
+  // then each word row's tokens `chunk` at a time, their dot products
+  // summed over the group by one transposed butterfly.
+  int64_t perWord = ::condensate::abi::codesPerWord(bits);
+  int64_t used = std::min(perWord, p);
+  int64_t rows = ::condensate::abi::sketchRows(p, bits);
+  int64_t chunk = std::min<int64_t>(used, std::max<int64_t>(1, 32 / E));
+  int64_t outs = std::max<int64_t>(1, chunk / L);
+  int64_t spread = chunk >= L ? 1 : L / chunk;
+  double scaleValue = op.getScale().convertToDouble();
   SmallVector<Value> operands{op.getQ(), op.getSummaries(), op.getPageTable(),
                               op.getLens(), op.getScores()};
   auto fn = kb.createKernel(
       name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
-        Value sum = a[1], pt = a[2];
-        TokenLanes tl = TokenLanes::of(e, rs, perBlock, G, a[0], a[3], a[4],
-                                       op.getScale().convertToDouble());
-        // Both bounds are computed and one is selected (no branch around
-        // the shuffles): the sketch for a full page, the box otherwise.
-        Value j = e.divs(tl.tt, e.idx(p)), off = e.rems(tl.tt, e.idx(p));
-        Value page = e.loadIndex(pt, {tl.bb, j});
-        Value n = e.loadIndex(a[3], {tl.bb});
+        Value q = a[0], sum = a[1], pt = a[2], lens = a[3], scores = a[4];
+        const TargetInfo &target = nvvmTarget();
+        LanePlace at = e.lanePlace(rs);
+        Value li = at.lane, col = at.col;
+        Value g = e.bid(gpu::Dimension::y), bb = e.bid(gpu::Dimension::z);
+        Value j = e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(groups)),
+                        at.group);
+        Value nt = e.dim(scores, 2);
+        Value n = e.loadIndex(lens, {bb});
+        // No branch around the group shuffles: a group past the context
+        // computes on page slot 0 and stores -inf (or nothing past nt).
+        Value inRange = e.lt(j, e.ceilDiv(nt, e.idx(p)));
+        Value inside = e.lt(j, e.ceilDiv(n, e.idx(p)));
+        Value page = e.select(
+            inside, e.loadIndex(pt, {bb, e.select(inside, j, e.idx(0))}),
+            e.idx(0));
         Value full = e.le(e.mul(e.add(j, e.idx(1)), e.idx(p)), n);
-        auto row = [&](Value r) {
-          return e.vecLoad(sum, {page, tl.g, r, tl.col}, rs.elems, align);
+        Value first = e.mul(j, e.idx(p));
+        Value scale = e.f32(scaleValue);
+        SmallVector<Value> qs;
+        for (int64_t i = 0; i < G; ++i)
+          qs.push_back(e.vecLoad(
+              q, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), col}, E, align));
+        auto row = [&](Emitter &e, Value r) {
+          return static_cast<GPUEmitter &>(e).vecLoad(sum, {page, g, r, col},
+                                                      E, align);
         };
-        Value lo = row(e.idx(KMin)), hi = row(e.idx(KMax));
-        auto [wordRow, shift] = sketchSlot(e, off, bits);
+        Value lo = row(e, e.idx(KMin)), hi = row(e, e.idx(KMax));
         SketchRow sk = sketchRow(e, lo, hi, bits);
-        SmallVector<Value> keys = sketchKeys(e, sk, row(wordRow), shift, bits);
+        // Per query head: what a token of a full page adds to its estimate
+        // (the slack), and the box bound that a page not yet full gives
+        // all its tokens.
+        SmallVector<Value> slack, box;
         for (int64_t i = 0; i < G; ++i) {
-          Value est = rowDot(e, nvvmTarget(), tl.qs[i], keys, rs.lanes);
-          Value slack = sketchSlack(e, nvvmTarget(), tl.qs[i], sk, d, rs.lanes);
-          Value box = rowBoxDot(e, nvvmTarget(), tl.qs[i], lo, hi, rs.lanes);
-          tl.store(e, a[4], G, i, e.select(full, e.fadd(est, slack), box));
+          slack.push_back(sketchSlack(e, target, qs[i], sk, d, L));
+          box.push_back(rowBoxDot(e, target, qs[i], lo, hi, L));
         }
+        Value storer = spread == 1
+                           ? e.i1(true)
+                           : e.eq(e.rems(li, e.idx(spread)), e.idx(0));
+        e.forLoop(
+            e.idx(0), e.idx(rows), e.idx(1), {},
+            [&](Emitter &e, Value r, ValueRange) -> SmallVector<Value> {
+              Value words = row(e, e.add(e.idx(::condensate::abi::kSketchRow0), r));
+              for (int64_t c0 = 0; c0 < used; c0 += chunk) {
+                SmallVector<SmallVector<Value>> keys;
+                for (int64_t s = 0; s < chunk; ++s)
+                  keys.push_back(
+                      sketchKeys(e, sk, {words}, e.i32((c0 + s) * bits), bits));
+                for (int64_t i = 0; i < G; ++i) {
+                  SmallVector<Value> part;
+                  for (int64_t s = 0; s < chunk; ++s)
+                    part.push_back(rowDot(e, target, qs[i], keys[s], 1));
+                  SmallVector<Value> sums =
+                      laneSumTransposed(e, target, part, L, li);
+                  for (int64_t k = 0; k < outs; ++k) {
+                    Value slot = spread == 1
+                                     ? e.add(e.mul(li, e.idx(outs)), e.idx(k))
+                                     : e.divs(li, e.idx(spread));
+                    Value off = e.add(e.mul(r, e.idx(perWord)),
+                                      e.add(e.idx(c0), slot));
+                    Value t = e.add(first, off);
+                    Value v = e.select(full, e.fadd(sums[k], slack[i]), box[i]);
+                    v = e.select(e.lt(t, n), e.fmul(v, scale), e.negInf());
+                    Value store = e.band(
+                        e.band(inRange, storer),
+                        e.band(e.lt(off, e.idx(p)), e.lt(t, nt)));
+                    e.ifThen(store, [&](Emitter &e) {
+                      e.store(v, scores,
+                              {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), t});
+                    });
+                  }
+                }
+              }
+              return {};
+            });
       });
-  launchTokens(b, op.getLoc(), fn, op.getQ(), op.getScores(), hkv, perBlock,
-               threads, operands);
+  // Where the group's query slices are few, two resident blocks at least
+  // (128 registers a thread) without spilling; larger groups keep what
+  // ptxas takes.
+  if (G * E <= 32)
+    KernelBuilder::launchBounds(fn, threads, 2);
+  Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
+  Value nt = memref::DimOp::create(b, loc, op.getScores(), 2);
+  Value blocks = arith::CeilDivSIOp::create(
+      b, loc, nt, arith::ConstantIndexOp::create(b, loc, p * groups));
+  launch(b, loc, fn, blocks, arith::ConstantIndexOp::create(b, loc, hkv), batch,
+         threads, operands);
 }
 
 } // namespace

@@ -2,8 +2,11 @@
 //
 // Lowers select_topk to one block per (kv head, sequence): an 8-bit radix
 // search (4 histogram passes in shared memory) for the base-th largest key,
-// a block-wide scan that writes the set in unit order, and argmax passes for
-// the ranked extras.
+// and one for the (base + extras)-th when the op ranks extras; then each
+// warp walks a contiguous range of units, its warp scans placing the base
+// set in unit order and appending the extras to a shared list, where each
+// extra's rank (key desc, unit asc) is counted. More extras than the list
+// holds take one argmax pass each.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -16,43 +19,6 @@ using namespace mlir::condensate;
 using namespace mlir::condensate::kernel;
 
 namespace {
-
-/// Block-wide exclusive prefix sum of an index value; `warpSums` is a
-/// workgroup buffer of (threads / 32 + 1) i32. Returns (exclusive, total).
-std::pair<Value, Value> blockExclusiveScan(GPUEmitter &e, Value x,
-                                           int64_t threads, Value warpSums) {
-  Value tid = e.tid();
-  Value lane = e.rems(tid, e.idx(kWarp)), warp = e.divs(tid, e.idx(kWarp));
-  int64_t warps = threads / kWarp;
-  Value x32 = e.toI32(x);
-  Value incl = e.warpScanI32(x32, lane);
-  e.ifThen(e.eq(lane, e.idx(kWarp - 1)),
-           [&](Emitter &e) { e.store(incl, warpSums, {warp}); });
-  e.barrier();
-  // Warp 0 scans the warp totals.
-  e.ifThen(e.eq(warp, e.idx(0)), [&](Emitter &ee) {
-    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-    // Only lanes that own a warp total read one (no lane reads a slot
-    // another lane writes below).
-    Value mine = e.ifElse(
-        e.lt(lane, e.idx(warps)), {e.builder().getI32Type()},
-        [&](Emitter &e) -> SmallVector<Value> {
-          return {e.load(warpSums, {lane})};
-        },
-        [&](Emitter &e) -> SmallVector<Value> { return {e.i32(0)}; })[0];
-    Value sc = e.warpScanI32(mine, lane);
-    e.ifThen(e.lt(lane, e.idx(warps)),
-             [&](Emitter &e) { e.store(sc, warpSums, {lane}); });
-  });
-  e.barrier();
-  Value before = e.select(
-      e.gt(warp, e.idx(0)),
-      e.load(warpSums, {e.maxs(e.sub(warp, e.idx(1)), e.idx(0))}), e.i32(0));
-  Value total = e.load(warpSums, {e.idx(warps - 1)});
-  Value excl = e.sub(e.add(before, incl), x32);
-  e.barrier();
-  return {e.toIndex(excl), e.toIndex(total)};
-}
 
 void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                      StringRef name) {
@@ -73,18 +39,24 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
   // Ranking keys of the first kCachedKeys units live in shared memory;
   // further units (contexts past 512K tokens at pages of 64) recompute theirs.
   constexpr int64_t kCachedKeys = 8192;
+  // Up to kSharedExtras ranked extras are collected in shared memory and
+  // ordered by rank; more take one argmax pass each.
+  constexpr int64_t kSharedExtras = 1024;
+  const int64_t warps = threads / kWarp;
+  int64_t extras = slots - base;
+  int64_t listCap = std::max<int64_t>(1, std::min(extras, kSharedExtras));
   SmallVector<Type> smem{
-      KernelBuilder::workgroupType(ctx, {256}, i32),                 // hist
-      KernelBuilder::workgroupType(ctx, {8}, i32),                   // state
-      KernelBuilder::workgroupType(ctx, {threads / kWarp + 1}, i32), // scan
-      KernelBuilder::workgroupType(ctx, {2 * (threads / kWarp)}, i32),
-      KernelBuilder::workgroupType(ctx, {kCachedKeys}, i32)}; // keys
+      KernelBuilder::workgroupType(ctx, {256}, i32),       // hist
+      KernelBuilder::workgroupType(ctx, {8}, i32),         // state
+      KernelBuilder::workgroupType(ctx, {3 * warps}, i32), // per-warp
+      KernelBuilder::workgroupType(ctx, {kCachedKeys}, i32),   // keys
+      KernelBuilder::workgroupType(ctx, {2 * listCap}, i32)}; // extras
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value scores = a[0], lens = a[1], indices = a[2];
         Value windows = hasWindows ? a[3] : Value();
-        Value hist = sm[0], state = sm[1], scan = sm[2], red = sm[3];
-        Value cached = sm[4];
+        Value hist = sm[0], state = sm[1], red = sm[2], cached = sm[3];
+        Value list = sm[4];
         Value tid = e.tid();
         Value lane = e.rems(tid, e.idx(kWarp)),
               warp = e.divs(tid, e.idx(kWarp));
@@ -119,26 +91,14 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                             const Emitter::LoopBody &body) {
           return e.forLoop(tid, nu, e.idx(threads), inits, body);
         };
-        // Number of candidates.
         e.ifThen(e.lt(tid, e.idx(8)),
                  [&](Emitter &e) { e.store(e.i32(0), state, {tid}); });
         e.barrier();
-        Value myValid = forUnits(
-            e, {e.i32(0)},
-            [&](Emitter &ee, Value u, ValueRange acc) -> SmallVector<Value> {
-              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-              Value kk = key(e, u);
-              return {e.add(acc[0],
-                            e.select(e.ne(kk, e.i32(0)), e.i32(1), e.i32(0)))};
-            })[0];
-        e.atomicAddI32(state, {e.idx(0)}, myValid);
-        e.barrier();
-        Value numValid = e.toIndex(e.load(state, {e.idx(0)}));
-        Value few = e.le(numValid, e.idx(base));
-        // Radix search for the base-th largest key, 8 bits at a time.
-        Value prefix = e.i32(0), mask = e.i32(0);
-        Value remaining = e.i32(base);
-        if (base > 0) {
+        // Radix search for the k-th largest key, 8 bits at a time: its
+        // value, and how many units at it are among the k largest.
+        auto radixSearch = [&](int64_t k) -> std::pair<Value, Value> {
+          Value prefix = e.i32(0), mask = e.i32(0);
+          Value remaining = e.i32(k);
           for (int64_t shift = 24; shift >= 0; shift -= 8) {
             Value sh = e.i32(shift);
             e.forLoop(
@@ -181,6 +141,12 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                                   e.add(suffix, down), suffix);
               }
               Value above = e.sub(suffix, mine); // bins of higher lanes
+              // The first pass counts every candidate: lane 0's suffix is
+              // their number.
+              if (shift == 24)
+                e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+                  e.store(suffix, state, {e.idx(0)});
+                });
               Value crosses =
                   e.band(e.cmp(arith::CmpIPredicate::sge, suffix, remaining),
                          e.cmp(arith::CmpIPredicate::slt, above, remaining));
@@ -210,62 +176,168 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
             mask = e.bor(mask, e.i32(static_cast<int64_t>(255) << shift));
             e.barrier();
           }
+          return {prefix, remaining};
+        };
+        // The k largest units in (key desc, unit asc) order: keys above
+        // `thr`, and the first `ties` units (in unit order) at it; every
+        // candidate when there are at most k.
+        struct TopSet {
+          Value few, thr, ties;
+          Value above(Emitter &e, Value kk) const {
+            return e.bor(e.cmp(arith::CmpIPredicate::ugt, kk, thr),
+                         e.band(few, e.ne(kk, e.i32(0))));
+          }
+          Value tie(Emitter &e, Value kk) const {
+            return e.band(e.bnot(few),
+                          e.band(e.eq(kk, thr), e.ne(kk, e.i32(0))));
+          }
+        };
+        // The number of candidates, known once a radix search ran.
+        Value numValid;
+        auto topSet = [&](int64_t k) {
+          auto [prefix, remaining] = radixSearch(k);
+          numValid = e.toIndex(e.load(state, {e.idx(0)}));
+          Value few = e.le(numValid, e.idx(k));
+          return TopSet{few, e.select(few, e.i32(1), prefix),
+                        e.select(few, e.i32(0), remaining)};
+        };
+        // The base set, and (when the extras are ranked in shared memory)
+        // the base + extras set: the extras are the units of the second
+        // that are not in the first.
+        bool rankShared = extras > 0 && extras <= kSharedExtras;
+        TopSet baseSet =
+            base > 0 ? topSet(base) : TopSet{e.i1(false), e.i32(0), e.i32(0)};
+        TopSet topSetAll =
+            rankShared ? topSet(slots)
+                       : TopSet{e.i1(false), e.i32(0), e.i32(0)};
+        e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
+          e.store(e.i32(0), state, {e.idx(5)});
+        });
+        // Collection in unit order: warp w walks its contiguous range of
+        // units 32 at a time. Per unit three flags, packed 10 bits apart in
+        // one i32 so that one warp scan counts them: above the base
+        // threshold, a tie at it, a tie at the base + extras threshold.
+        Value perWarp = e.mul(e.ceilDiv(e.ceilDiv(nu, e.idx(warps)),
+                                        e.idx(kWarp)),
+                              e.idx(kWarp));
+        Value wlo = e.mins(e.mul(warp, perWarp), nu);
+        Value whi = e.mins(e.add(wlo, perWarp), nu);
+        auto flagsOf = [&](Emitter &e, Value kk) {
+          Value f = e.select(base > 0 ? baseSet.above(e, kk) : e.i1(false),
+                             e.i32(1), e.i32(0));
+          if (base > 0)
+            f = e.add(f, e.select(baseSet.tie(e, kk), e.i32(1 << 10),
+                                  e.i32(0)));
+          if (rankShared)
+            f = e.add(f, e.select(topSetAll.tie(e, kk), e.i32(1 << 20),
+                                  e.i32(0)));
+          return f;
+        };
+        auto field = [&](Emitter &e, Value packed, int64_t which) {
+          return e.toIndex(e.band(
+              arith::ShRUIOp::create(e.builder(), e.location(), packed,
+                                     e.i32(10 * which)),
+              e.i32(1023)));
+        };
+        auto keyAt = [&](GPUEmitter &e, Value u) {
+          Value in = e.lt(u, whi);
+          return e.ifElse(
+              in, {e.builder().getI32Type()},
+              [&](Emitter &ee) -> SmallVector<Value> {
+                return {key(static_cast<GPUEmitter &>(ee), u)};
+              },
+              [&](Emitter &e) -> SmallVector<Value> { return {e.i32(0)}; })[0];
+        };
+        // Counting: each warp's totals, then the totals of the warps
+        // before it.
+        auto counts = e.forLoop(
+            wlo, whi, e.idx(kWarp), {e.idx(0), e.idx(0), e.idx(0)},
+            [&](Emitter &ee, Value u0, ValueRange acc) -> SmallVector<Value> {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              Value f = flagsOf(e, keyAt(e, e.add(u0, lane)));
+              return {e.add(acc[0], field(e, f, 0)),
+                      e.add(acc[1], field(e, f, 1)),
+                      e.add(acc[2], field(e, f, 2))};
+            });
+        for (int64_t c = 0; c < 3; ++c) {
+          Value t = laneReduce(e, nvvmTarget(), e.toI32(counts[c]), kWarp,
+                               [&](Value x, Value y) { return e.add(x, y); });
+          e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+            e.store(t, red, {e.add(e.mul(warp, e.idx(3)), e.idx(c))});
+          });
         }
-        // Threshold and how many ties at it to take (all candidates if few).
-        // With base = 0 there is no base set, only the ranked extras.
-        Value thr = e.select(few, e.i32(1), prefix);
-        Value tiesWanted = e.select(few, e.i32(0), remaining);
-        Value tiesWantedIdx = e.toIndex(tiesWanted);
-        Value chunk = e.ceilDiv(nu, e.idx(threads));
-        Value lo = e.mins(e.mul(tid, chunk), nu);
-        Value hi = e.mins(e.add(lo, chunk), nu);
-        Value tiesBefore = e.idx(0);
-        // Whether key kk is above the threshold (with few candidates: any
-        // candidate), or a tie at it.
-        auto isAboveKey = [&](Emitter &e, Value kk) {
-          return e.bor(e.cmp(arith::CmpIPredicate::ugt, kk, thr),
-                       e.band(few, e.ne(kk, e.i32(0))));
-        };
-        auto isTieKey = [&](Emitter &e, Value kk) {
-          return e.band(e.bnot(few), e.band(e.eq(kk, thr), e.ne(kk, e.i32(0))));
-        };
-        // (above, ties) counts so far, advanced past one unit.
-        auto advance = [&](Emitter &e, ValueRange acc, Value isAbove,
-                           Value isTie) -> SmallVector<Value> {
-          return {e.select(isAbove, e.add(acc[0], e.idx(1)), acc[0]),
-                  e.select(isTie, e.add(acc[1], e.idx(1)), acc[1])};
-        };
-        if (base > 0) {
-          // Collection in unit order: thread t owns a contiguous chunk.
-          auto counts = e.forLoop(
-              lo, hi, e.idx(1), {e.idx(0), e.idx(0)},
-              [&](Emitter &ee, Value u, ValueRange acc) -> SmallVector<Value> {
-                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                Value kk = key(e, u);
-                Value isAbove = isAboveKey(e, kk);
-                Value isTie = isTieKey(e, kk);
-                return advance(e, acc, isAbove, isTie);
-              });
-          auto [aboveBefore, aboveTotal] =
-              blockExclusiveScan(e, counts[0], threads, scan);
-          auto tiesScan = blockExclusiveScan(e, counts[1], threads, scan);
-          tiesBefore = tiesScan.first;
-          (void)aboveTotal;
-          e.forLoop(
-              lo, hi, e.idx(1), {aboveBefore, tiesBefore},
-              [&](Emitter &ee, Value u, ValueRange acc) -> SmallVector<Value> {
-                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                Value kk = key(e, u);
-                Value isAbove = isAboveKey(e, kk);
-                Value isTie = isTieKey(e, kk);
-                Value takeTie = e.band(isTie, e.lt(acc[1], tiesWantedIdx));
-                Value take = e.bor(isAbove, takeTie);
-                Value pos = e.add(acc[0], e.mins(acc[1], tiesWantedIdx));
-                e.ifThen(take, [&](Emitter &e) {
+        e.barrier();
+        SmallVector<Value> before = e.forLoop(
+            e.idx(0), warp, e.idx(1), {e.idx(0), e.idx(0), e.idx(0)},
+            [&](Emitter &e, Value w, ValueRange acc) -> SmallVector<Value> {
+              SmallVector<Value> next;
+              for (int64_t c = 0; c < 3; ++c)
+                next.push_back(e.add(
+                    acc[c], e.loadIndex(red, {e.add(e.mul(w, e.idx(3)),
+                                                     e.idx(c))})));
+              return next;
+            });
+        Value tiesWanted = e.toIndex(baseSet.ties);
+        Value tiesWantedAll = e.toIndex(topSetAll.ties);
+        // Writing: the base set at its position in unit order, the extras
+        // appended to the shared list (any order), the base set's last tie
+        // noted for the argmax passes.
+        e.forLoop(
+            wlo, whi, e.idx(kWarp), before,
+            [&](Emitter &ee, Value u0, ValueRange acc) -> SmallVector<Value> {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              Value u = e.add(u0, lane);
+              Value kk = keyAt(e, u);
+              Value f = flagsOf(e, kk);
+              Value incl = e.warpScanI32(f, lane);
+              Value excl = e.sub(incl, f);
+              Value total = shuffle(e, incl, kWarp - 1, gpu::ShuffleMode::IDX);
+              SmallVector<Value> next;
+              for (int64_t c = 0; c < 3; ++c)
+                next.push_back(e.add(acc[c], field(e, total, c)));
+              Value valid = e.lt(u, whi);
+              Value inBase = e.i1(false);
+              if (base > 0) {
+                Value isAbove = e.ne(field(e, f, 0), e.idx(0));
+                Value isTie = e.ne(field(e, f, 1), e.idx(0));
+                Value tieRank = e.add(acc[1], field(e, excl, 1));
+                Value takeTie = e.band(isTie, e.lt(tieRank, tiesWanted));
+                inBase = e.band(valid, e.bor(isAbove, takeTie));
+                Value pos = e.add(e.add(acc[0], field(e, excl, 0)),
+                                  e.mins(tieRank, tiesWanted));
+                e.ifThen(inBase, [&](Emitter &e) {
                   e.store(e.toI32(u), indices, {bb, g, pos});
                 });
-                return advance(e, acc, isAbove, isTie);
-              });
+                if (extras > 0 && !rankShared) {
+                  Value last = e.band(
+                      e.band(valid, isTie),
+                      e.eq(e.add(tieRank, e.idx(1)), tiesWanted));
+                  e.ifThen(last, [&](Emitter &e) {
+                    e.store(e.toI32(u), state, {e.idx(4)});
+                  });
+                }
+              }
+              if (rankShared) {
+                Value tieRank = e.add(acc[2], field(e, excl, 2));
+                Value isTie = e.ne(field(e, f, 2), e.idx(0));
+                Value inTop = e.band(
+                    valid, e.bor(topSetAll.above(e, kk),
+                                 e.band(isTie, e.lt(tieRank, tiesWantedAll))));
+                e.ifThen(e.band(inTop, e.bnot(inBase)), [&](Emitter &ee) {
+                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                  Value at = e.toIndex(
+                      e.atomicAddI32(state, {e.idx(5)}, e.i32(1)));
+                  // At most `extras` units qualify (the base set is part of
+                  // the larger set); the guard only keeps the list's bounds.
+                  e.ifThen(e.lt(at, e.idx(listCap)), [&](Emitter &e) {
+                    e.store(kk, list, {at});
+                    e.store(e.toI32(u), list, {e.add(at, e.idx(listCap))});
+                  });
+                });
+              }
+              return next;
+            });
+        if (base > 0) {
           // Pad the base set.
           Value written = e.mins(numValid, e.idx(base));
           e.forLoop(e.add(written, tid), e.idx(base), e.idx(threads), {},
@@ -274,24 +346,45 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                       return {};
                     });
         }
-        // Ranked extras: argmax passes after (prevKey, prevIdx).
-        if (slots > base) {
-          // The base set's last tie (prevIdx) is the largest unit taken at
-          // the threshold: recover it as the tiesWanted-th tie.
-          Value lastTie = e.forLoop(
-              lo, hi, e.idx(1), {tiesBefore, e.idx(-1)},
-              [&](Emitter &ee, Value u, ValueRange acc) -> SmallVector<Value> {
-                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                Value kk = key(e, u);
-                Value isTie = isTieKey(e, kk);
-                Value isLast =
-                    e.band(isTie, e.eq(e.add(acc[0], e.idx(1)), tiesWantedIdx));
-                return {e.select(isTie, e.add(acc[0], e.idx(1)), acc[0]),
-                        e.select(isLast, u, acc[1])};
-              })[1];
-          e.ifThen(e.ge(lastTie, e.idx(0)), [&](Emitter &e) {
-            e.store(e.toI32(lastTie), state, {e.idx(4)});
-          });
+        if (rankShared) {
+          // Each extra's slot is its rank in (key desc, unit asc) order
+          // among the extras.
+          e.barrier();
+          Value count =
+              e.mins(e.loadIndex(state, {e.idx(5)}), e.idx(listCap));
+          e.forLoop(
+              tid, count, e.idx(threads), {},
+              [&](Emitter &e, Value i, ValueRange) -> SmallVector<Value> {
+                Value ki = e.load(list, {i});
+                Value ui = e.load(list, {e.add(i, e.idx(listCap))});
+                Value rank = e.forLoop(
+                    e.idx(0), count, e.idx(1), {e.idx(0)},
+                    [&](Emitter &e, Value jx,
+                        ValueRange acc) -> SmallVector<Value> {
+                      Value kj = e.load(list, {jx});
+                      Value uj =
+                          e.load(list, {e.add(jx, e.idx(listCap))});
+                      Value better = e.bor(
+                          e.cmp(arith::CmpIPredicate::ugt, kj, ki),
+                          e.band(e.eq(kj, ki),
+                                 e.cmp(arith::CmpIPredicate::slt, uj, ui)));
+                      return {e.select(better, e.add(acc[0], e.idx(1)),
+                                       acc[0])};
+                    })[0];
+                e.store(ui, indices, {bb, g, e.add(e.idx(base), rank)});
+                return {};
+              });
+          e.forLoop(e.add(e.add(e.idx(base), count), tid), e.idx(slots),
+                    e.idx(threads), {},
+                    [&](Emitter &e, Value j, ValueRange) -> SmallVector<Value> {
+                      e.store(e.i32(-1), indices, {bb, g, j});
+                      return {};
+                    });
+        } else if (extras > 0) {
+          // More extras than the shared list holds: one argmax pass per
+          // extra slot, each after (prevKey, prevIdx), as a loop (uniform
+          // bounds: the barriers inside are reached by every thread).
+          Value few = baseSet.few;
           e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
             if (base == 0) {
               // Start above every key.
@@ -299,15 +392,13 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
               e.store(e.i32(-1), state, {e.idx(4)});
               return;
             }
-            e.ifThen(e.bor(few, e.eq(tiesWanted, e.i32(0))), [&](Emitter &e) {
-              e.store(e.toI32(nu), state, {e.idx(4)});
-            });
-            e.store(e.select(few, e.i32(0), thr), state, {e.idx(3)});
+            e.ifThen(e.bor(few, e.eq(baseSet.ties, e.i32(0))),
+                     [&](Emitter &e) {
+                       e.store(e.toI32(nu), state, {e.idx(4)});
+                     });
+            e.store(e.select(few, e.i32(0), baseSet.thr), state, {e.idx(3)});
           });
           e.barrier();
-          // One argmax pass per extra slot, as a loop (uniform bounds: the
-          // barriers inside are reached by every thread), not unrolled: a
-          // certificate may rank hundreds of extras.
           e.forLoop(e.idx(base), e.idx(slots), e.idx(1), {},
                     [&](Emitter &ej, Value j,
                         ValueRange) -> SmallVector<Value> {
@@ -351,17 +442,17 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
             }
             e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
               e.store(bk, red, {warp});
-              e.store(bu, red, {e.add(warp, e.idx(threads / kWarp))});
+              e.store(bu, red, {e.add(warp, e.idx(warps))});
             });
             e.barrier();
             e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
               auto fin = e.forLoop(
-                  e.idx(0), e.idx(threads / kWarp), e.idx(1),
+                  e.idx(0), e.idx(warps), e.idx(1),
                   {e.i32(0), e.i32(-1)},
                   [&](Emitter &e, Value r,
                       ValueRange acc) -> SmallVector<Value> {
                     Value ok = e.load(red, {r});
-                    Value ou = e.load(red, {e.add(r, e.idx(threads / kWarp))});
+                    Value ou = e.load(red, {e.add(r, e.idx(warps))});
                     Value otherBetter = e.band(
                         e.ne(ok, e.i32(0)),
                         e.bor(e.cmp(arith::CmpIPredicate::ugt, ok, acc[0]),

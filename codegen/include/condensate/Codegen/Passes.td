@@ -72,13 +72,19 @@ def ConvertCondensateToGPU
       state per head, and combine through shared memory into the split's
       partial (m, l, count, o). The loop over rows is software-pipelined:
       each round loads the next round's rows before its arithmetic.
-    - score_pages / score_tokens: a lane group per page (or token) and kv
-      head, 256 threads per block; grid (blocks, Hkv, B). score_pages
-      carries launch bounds for 4 (or 3) resident blocks per SM where the
-      registers its loads hold leave room.
+    - score_pages / score_tokens / score_sketch: a lane group per page (or
+      token) and kv head, 256 threads per block; grid (blocks, Hkv, B).
+      score_pages carries launch bounds for 4 (or 3) resident blocks per SM
+      where the registers its loads hold leave room. score_sketch computes a
+      page's box and slack terms once, then walks its word rows, summing
+      each row's token dot products over the lane group with one transposed
+      butterfly (laneSumTransposed: N/2 + N/4 + ... shuffles for N sums).
     - select_topk: one 512-thread block per (kv head, sequence): 8-bit radix
-      search (4 shared-memory histogram passes) for the base-th largest key,
-      block scans writing the set in unit order, argmax passes for extras.
+      search (4 shared-memory histogram passes) for the base-th largest key
+      and, when the op ranks extras, for the (base + extras)-th; each warp
+      walks a contiguous range of units, warp scans writing the base set in
+      unit order and appending the extras to a shared list where each one's
+      rank is counted (up to 1024 extras; more take an argmax pass each).
     - certify: one block per (kv head, sequence), omitted mass in f64;
       the omitted-value box (only for groups that certify) with one warp
       per page row, lanes over channels, rows combined through shared
