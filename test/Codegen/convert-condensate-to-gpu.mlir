@@ -65,6 +65,25 @@ func.func @score_tokens(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %pt:
 
 // -----
 
+// head_dim 96 in bf16: lane groups of 8 lanes (a power of two, so groups
+// tile the warp and butterflies stay in the group), 12 elements each, read
+// 8-byte aligned; 32 groups a block.
+// CHECK-LABEL: func.func @score_tokens_d96(
+// CHECK: gpu.func @score_tokens_d96_score_tokens(
+// CHECK: arith.remsi %{{.*}}, %c8{{.*}} : index
+// CHECK: vector.load %arg1[{{.*}}] {alignment = 8 : i64} : memref<?x2x16x96xbf16>, vector<12xbf16>
+// CHECK: gpu.shuffle xor %{{.*}}, %c4_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32
+// CHECK-NOT: gpu.shuffle xor %{{.*}}, %c6_i32
+// CHECK: gpu.return
+func.func @score_tokens_d96(%q: memref<?x4x96xf32>, %k: memref<?x2x16x96xbf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  condensate.score_tokens q(%q : memref<?x4x96xf32>) k(%k : memref<?x2x16x96xbf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
 // Top-k: one 512-thread block per (kv head, sequence); 8-bit radix search
 // with shared-memory histograms built by atomic adds; keys of up to 8192
 // units cached in shared memory; per-warp counts (3 per warp), then each

@@ -54,12 +54,12 @@ void emitAttentionBody(
   Value tid = at.tid, gid = at.group, li = at.lane, col = at.col;
   Type f32 = e.builder().getF32Type();
   int64_t kvBytes = elementBytes(elementType(k));
-  int64_t align = std::min<int64_t>(16, E * kvBytes);
+  int64_t align = vectorAlign(E * kvBytes);
   // Query slices of the group's heads, prescaled by the softmax scale.
   SmallVector<Value> qs;
   for (int64_t i = 0; i < G; ++i) {
     Value h = e.add(e.mul(g, e.idx(G)), e.idx(i));
-    Value qv = e.vecLoad(q, {b, h, col}, E, std::min<int64_t>(16, E * 4));
+    Value qv = e.vecLoad(q, {b, h, col}, E, vectorAlign(E * 4));
     qs.push_back(e.fmul(qv, e.splat(scale, E)));
   }
   // Online-softmax state: m[G], l[G], count, acc[G].

@@ -44,24 +44,36 @@ const TargetInfo &nvvmTarget();
 /// A gpu.shuffle of the 32-bit value v across the warp.
 Value shuffle(Emitter &e, Value v, int64_t offset, gpu::ShuffleMode mode);
 
-/// How a lane group covers one head_dim row: `lanes` lanes, `elems`
-/// consecutive elements each (a vector load when the row allows it).
+/// The alignment a vector access of `bytes` bytes at multiples of its own
+/// size may claim: the largest power of two dividing it, at most 16.
+inline int64_t vectorAlign(int64_t bytes) {
+  int64_t a = 1;
+  while (a < 16 && bytes % (2 * a) == 0)
+    a *= 2;
+  return a;
+}
+
+/// How a lane group covers one head_dim row: `lanes` lanes (a power of two,
+/// at most a warp, so that groups tile warps and xor butterflies stay in
+/// the group), `elems` consecutive elements each: the most lanes that still
+/// give each a 16-byte load where the row allows it. head_dim 64, 128, 256
+/// and 512 split as 16-byte loads; 96 in bf16 as 8 lanes of 12 elements,
+/// 80 as 8 of 10, 72 as 8 of 9.
 struct RowSplit {
   int64_t lanes;
   int64_t elems;
   static RowSplit of(int64_t d, Type elt) {
     const TargetInfo &target = nvvmTarget();
-    int64_t elems = target.vectorWidth(elt);
-    int64_t lanes = d / elems;
-    if (lanes > target.warpSize()) {
-      lanes = target.warpSize();
-      elems = d / target.warpSize();
-    }
-    if (lanes < 1) {
-      lanes = 1;
-      elems = d;
-    }
-    return {lanes, elems};
+    int64_t width = target.vectorWidth(elt);
+    int64_t lanes = 1;
+    while (2 * lanes <= target.warpSize() && d % (2 * lanes) == 0 &&
+           d / (2 * lanes) >= width)
+      lanes *= 2;
+    return {lanes, d / lanes};
+  }
+  /// The alignment of a lane's slice of a row of `eltBytes`-byte elements.
+  int64_t alignBytes(int64_t eltBytes) const {
+    return vectorAlign(elems * eltBytes);
   }
 };
 

@@ -22,7 +22,10 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
   int64_t group = op.getFallback() ? hq / staticDim(op.getFallback(), 1)
                   : op.getVbox()   ? hq / staticDim(op.getVbox(), 1)
                                    : 1;
+  // Channels per lane: the fewest that divide head_dim over at most a warp.
   int64_t perLane = std::max<int64_t>(1, d / kWarp);
+  while (d % perLane != 0 || d / perLane > kWarp)
+    ++perLane;
   int64_t lanesUsed = d / perLane;
   const int64_t warpsPerBlock = 4;
   SmallVector<Value> operands(op.getPartials().begin(), op.getPartials().end());
@@ -96,7 +99,7 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
               ls.push_back(e.load(pmlV, {bb, h, sIdx, e.idx(1)}));
               cs.push_back(e.load(pmlV, {bb, h, sIdx, e.idx(2)}));
               os.push_back(e.vecLoad(poV, {bb, h, sIdx, colSafe}, perLane,
-                                     std::min<int64_t>(16, perLane * 4)));
+                                     vectorAlign(perLane * 4)));
             }
             SmallVector<Value> out(acc.begin(), acc.end());
             for (size_t k = 0; k < splitIdx.size(); ++k) {
@@ -146,7 +149,7 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
           if (vboxIdx >= 0 && !epsAttr) {
             Value vbox = a[vboxIdx];
             Value g = e.divs(h, e.idx(group));
-            int64_t align = std::min<int64_t>(16, perLane * 4);
+            int64_t align = vectorAlign(perLane * 4);
             Value lo =
                 e.vecLoad(vbox, {bb, g, e.idx(0), colSafe}, perLane, align);
             Value hi =

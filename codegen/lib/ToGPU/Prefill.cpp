@@ -204,7 +204,7 @@ void lowerPrefillAttention(PrefillAttentionOp op, OpBuilder &b,
               Value page = e.loadIndex(pt, {seq, e.divs(t, e.idx(P))});
               Value off = e.rems(t, e.idx(P));
               int64_t align =
-                  std::min<int64_t>(16, E * elementBytes(elementType(cache)));
+                  vectorAlign(E * elementBytes(elementType(cache)));
               Value x = e.toF32(e.vecLoad(
                   cache, {page, g, off, e.add(c, e.idx(c0))}, E, align));
               for (int64_t u = 0; u < E; ++u)

@@ -32,7 +32,7 @@ void lowerScorePages(ScorePagesOp op, OpBuilder &b, const KernelBuilder &kb,
   // Each lane group scores kPages pages, loading all before computing.
   constexpr int64_t kPages = 4;
   int64_t perBlock = groups * kPages;
-  int64_t align = std::min<int64_t>(16, E * 4);
+  int64_t align = vectorAlign(E * 4);
   bool minmax = op.getSelector() == Selector::block_minmax;
   SmallVector<Value> operands{op.getQ(), op.getSummaries(), op.getPageTable(),
                               op.getLens(), op.getScores()};
@@ -125,7 +125,7 @@ struct TokenLanes {
     for (int64_t i = 0; i < G; ++i)
       tl.qs.push_back(e.vecLoad(
           q, {tl.bb, e.add(e.mul(tl.g, e.idx(G)), e.idx(i)), tl.col},
-          rs.elems, std::min<int64_t>(16, rs.elems * 4)));
+          rs.elems, vectorAlign(rs.elems * 4)));
     // No branch around the group shuffles: out-of-range groups compute on
     // token 0 and do not store.
     tl.inRange = e.lt(tl.t, e.dim(scores, 2));
@@ -163,7 +163,7 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
   RowSplit rs = RowSplit::of(d, kElt);
   int64_t perBlock = std::max<int64_t>(1, 256 / rs.lanes);
   int64_t threads = perBlock * rs.lanes;
-  int64_t align = std::min<int64_t>(16, rs.elems * elementBytes(kElt));
+  int64_t align = vectorAlign(rs.elems * elementBytes(kElt));
   SmallVector<Value> operands{op.getQ(), op.getKCache(), op.getPageTable(),
                               op.getLens(), op.getScores()};
   auto fn = kb.createKernel(
@@ -193,7 +193,7 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
   int64_t L = rs.lanes, E = rs.elems;
   int64_t groups = std::max<int64_t>(1, 256 / L);
   int64_t threads = groups * L;
-  int64_t align = std::min<int64_t>(16, E * 4);
+  int64_t align = vectorAlign(E * 4);
   // A lane group scores a whole page: the page's terms (box, slack) once,
   // then each word row's tokens `chunk` at a time, their dot products
   // summed over the group by one transposed butterfly.
