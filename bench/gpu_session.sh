@@ -38,7 +38,7 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
           CONDENSATE_AOT_PREFIX=$PWD/.carry/run/aot/c-example \
           CONDENSATE_BENCH_OUT=$OUT step python 400 \
           python3 -m pytest -q -rs -p no:cacheprovider python/tests ;;
-    attention) step attention 240 $BIN/GPUAttentionTest --gtest_brief=1 \
+    attention) step attention 330 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='-GPUAttentionLarge.*' ;;
     certificate) step certificate 120 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='GPUCertificate.*' ;;
