@@ -200,7 +200,11 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
   int64_t perWord = ::condensate::abi::codesPerWord(bits);
   int64_t used = std::min(perWord, p);
   int64_t rows = ::condensate::abi::sketchRows(p, bits);
-  int64_t chunk = std::min<int64_t>(used, std::max<int64_t>(1, 32 / E));
+  // Tokens a butterfly sums at once: a power of two (used is one), with
+  // their dequantised keys (chunk x E floats) at most 32 registers.
+  int64_t chunk = 1;
+  while (2 * chunk <= used && 2 * chunk * E <= 32)
+    chunk *= 2;
   int64_t outs = std::max<int64_t>(1, chunk / L);
   int64_t spread = chunk >= L ? 1 : L / chunk;
   double scaleValue = op.getScale().convertToDouble();
@@ -251,7 +255,8 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
         e.forLoop(
             e.idx(0), e.idx(rows), e.idx(1), {},
             [&](Emitter &e, Value r, ValueRange) -> SmallVector<Value> {
-              Value words = row(e, e.add(e.idx(::condensate::abi::kSketchRow0), r));
+              Value words =
+                  row(e, e.add(e.idx(::condensate::abi::kSketchRow0), r));
               for (int64_t c0 = 0; c0 < used; c0 += chunk) {
                 SmallVector<SmallVector<Value>> keys;
                 for (int64_t s = 0; s < chunk; ++s)
