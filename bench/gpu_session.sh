@@ -120,12 +120,14 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
             --context $ctx --batch $batch --steps 32 --warmup 4 \
             "${pols[@]}" --json "$OUT/e2e-$arch-$ctx-b$batch.json"
         done ;;
-    ncu-sketch) # kernel times of layer 5's decode kernels (dense, sketch
-        # top-1024, certified sketch) on dummy Llama-3.2-1B at 32K x 8
+    ncu-sketch) # kernel times of the sketch top-1024 and certified sketch
+        # decode kernels on dummy Llama-3.2-1B at 32K x 8. Layers sharing a
+        # policy run model_layer0's kernels; the skip passes dense's merges
+        # (3 steps x 16 layers).
         sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'
         cert='{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64}'
         step ncu-sketch 300 ncu --target-processes all \
-          --kernel-name regex:'layer5_' --launch-skip 0 --launch-count 40 \
+          --kernel-name regex:'layer0_(score_sketch|select_topk|precertify|sparse_attend|certify|merge)' --launch-skip 48 --launch-count 24 \
           --metrics gpu__time_duration.sum $BIN/condensate-bench \
           --dummy llama-3.2-1b --context 32768 --batch 8 --steps 2 --warmup 1 \
           --policy "$sk" --policy "$cert" ;;
