@@ -71,10 +71,6 @@ struct RowSplit {
       lanes *= 2;
     return {lanes, d / lanes};
   }
-  /// The alignment of a lane's slice of a row of `eltBytes`-byte elements.
-  int64_t alignBytes(int64_t eltBytes) const {
-    return vectorAlign(elems * eltBytes);
-  }
 };
 
 /// A thread's place in a block of lane groups: its thread id, its lane
