@@ -381,7 +381,8 @@ def Condensate_SelectTopKOp : Condensate_Op<"select_topk"> {
     nor window (>= n - W) nor past the context. W is windows[b] clamped to
     [window, window_max] when `windows` is given, else `window`.
     Selection is a radix search for the base-th largest score over
-    order-preserving integer keys: 32 counting passes, no sort.
+    order-preserving integer keys (8 bits a counting pass, no sort); how
+    each target orders the extras is its lowering's choice.
 
     ```mlir
     condensate.select_topk page scores(%sc : memref<?x9x?xf32>)
