@@ -8,7 +8,9 @@
 #include "condensate/Passes/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -19,6 +21,32 @@
 
 using namespace mlir;
 using namespace mlir::condensate;
+
+namespace {
+
+/// Gives gpu.dynamic_shared_memory's global external linkage. The GPU to
+/// NVVM conversion declares it `internal` as a zero-length array, which the
+/// NVPTX printer emits as a one-byte static `.shared` variable placed among
+/// the kernel's other shared arrays; external linkage prints the
+/// `.extern .shared .b8 name[]` that dynamic shared memory needs.
+struct ExternDynamicSharedPass
+    : public PassWrapper<ExternDynamicSharedPass,
+                         OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ExternDynamicSharedPass)
+  StringRef getArgument() const override {
+    return "condensate-extern-dynamic-shared";
+  }
+  void runOnOperation() override {
+    getOperation().walk([](LLVM::GlobalOp global) {
+      auto array = dyn_cast<LLVM::LLVMArrayType>(global.getGlobalType());
+      if (global.getAddrSpace() == 3 && array && array.getNumElements() == 0 &&
+          !global.getInitializerBlock() && !global.getValue())
+        global.setLinkage(LLVM::Linkage::External);
+    });
+  }
+};
+
+} // namespace
 
 void mlir::condensate::buildCondensateToCPUPipeline(
     OpPassManager &pm, const CPUPipelineOptions &options) {
@@ -52,7 +80,9 @@ void mlir::condensate::buildCondensateToPTXPipeline(
   specialize.splits = options.splits;
   pm.addPass(createCondensateSpecialize(specialize));
   pm.addPass(createCondensateDecompose());
-  pm.addPass(createConvertCondensateToGPU());
+  ConvertCondensateToGPUOptions toGPU;
+  toGPU.chip = options.chip;
+  pm.addPass(createConvertCondensateToGPU(toGPU));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   buildGPUModulesToPTXPipeline(pm, options);
@@ -91,6 +121,7 @@ void mlir::condensate::buildGPUModulesToPTXPipeline(
   device.addPass(createLowerAffinePass());
   device.addPass(createSCFToControlFlowPass());
   device.addPass(createConvertGpuOpsToNVVMOps());
+  device.addPass(std::make_unique<ExternDynamicSharedPass>());
   device.addPass(createCanonicalizerPass());
   device.addPass(createCSEPass());
   device.addPass(createReconcileUnrealizedCastsPass());

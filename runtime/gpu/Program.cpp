@@ -38,6 +38,11 @@ GPUProgram::load(std::shared_ptr<const GPULibrary> library, int device) {
       auto f = p->module_.getFunction(l.kernel);
       if (!f.ok())
         return f.status();
+      // Past 48 KB a kernel must opt in to its dynamic shared memory; a
+      // device that has less fails here, naming the kernel.
+      if (l.sharedBytes > 0)
+        CONDENSATE_RETURN_IF_ERROR(
+            f->setMaxDynamicSharedMemory(static_cast<int>(l.sharedBytes)));
       p->functions_.emplace(l.kernel, f.take());
     }
   p->adaptive_.assign(p->library_->plan.layers.size(), false);
@@ -200,8 +205,9 @@ Status GPUProgram::run(const FunctionPlan &fn,
       CONDENSATE_RETURN_IF_ERROR(ev->record(stream));
       marks.push_back(ev.take());
     }
-    CONDENSATE_RETURN_IF_ERROR(cuda::launch(functions_.at(l.kernel), grid,
-                                            block, 0, stream, kargs.data()));
+    CONDENSATE_RETURN_IF_ERROR(cuda::launch(
+        functions_.at(l.kernel), grid, block,
+        static_cast<unsigned>(l.sharedBytes), stream, kargs.data()));
     if (profile) {
       auto ev = cuda::Event::create();
       if (!ev.ok())

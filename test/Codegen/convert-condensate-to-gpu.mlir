@@ -4,11 +4,22 @@
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu -verify-diagnostics | FileCheck %s
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu="module-name=attn" -verify-diagnostics | FileCheck %s --check-prefix=NAME
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu -verify-diagnostics | FileCheck %s --check-prefix=NONE
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu=chip=sm_80 -verify-diagnostics | FileCheck %s --check-prefix=SM80
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu=chip=sm_61 -verify-diagnostics | FileCheck %s --check-prefix=OLD
 
-// NONE-NOT: condensate.
+// select_topk's key cache is what the chip lets a block claim beside its
+// 2288 static bytes: 163 KB on sm_80 (40448 keys), the 48 KB every chip
+// allows on one this table does not know (11264 keys).
+// SM80: gpu.launch_func @condensate_kernels::@select_topk_select_topk {{.*}} dynamic_shared_memory_size %c161792_i32
+// SM80: memref<40448xi32, #gpu.address_space<workgroup>>
+// OLD: gpu.launch_func @condensate_kernels::@select_topk_select_topk {{.*}} dynamic_shared_memory_size %c45056_i32
+// OLD: memref<11264xi32, #gpu.address_space<workgroup>>
+
+// NONE-NOT: {{^[[:space:]]*condensate\.}}
+// NONE-NOT: = condensate.
 // NAME-NOT: @condensate_kernels
 // NAME: gpu.launch_func @attn::@score_pages_score_pages
-// NAME: gpu.module @attn {
+// NAME: gpu.module @attn attributes
 
 // Page bounds: a lane group of 16 lanes x 4 floats per page row (16-byte
 // loads), 16 groups x 4 pages = 64 pages per block of 256 threads; grid
@@ -22,7 +33,7 @@
 // CHECK: %[[NB:.*]] = arith.ceildivsi %[[MP]], %c64 : index
 // CHECK: gpu.launch_func @condensate_kernels::@score_pages_score_pages blocks in (%[[NB]], %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x5x64xf32>, %arg2 : memref<?x?xi32>, %arg3 : memref<?xi32>, %arg4 : memref<?x4x?xf32>)
 // CHECK-NEXT: return
-// CHECK: gpu.module @condensate_kernels {
+// CHECK: gpu.module @condensate_kernels attributes {condensate.shared_bytes_optin = 232448 : i64} {
 // CHECK: gpu.func @score_pages_score_pages(%{{.*}}: memref<?x4x64xf32>, %{{.*}}: memref<?x2x5x64xf32>, %{{.*}}: memref<?x?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?x4x?xf32>) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 4 : i32} {
 // CHECK: gpu.thread_id x
 // CHECK: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<4xf32>
@@ -84,19 +95,32 @@ func.func @score_tokens_d96(%q: memref<?x4x96xf32>, %k: memref<?x2x16x96xbf16>, 
 
 // -----
 
-// Top-k: one 512-thread block per (kv head, sequence); 8-bit radix search
-// with shared-memory histograms built by atomic adds; keys of up to 8192
-// units cached in shared memory; per-warp counts (3 per warp), then each
-// warp places its units in unit order by warp scans (shuffles up). The two
-// ranked extras (slots 4 and 5) are collected in a shared list of 2 and
-// ranked there. Optional operands (windows) go last.
+// Top-k: one 512-thread block per (kv head, sequence). The units' ranking
+// keys are cached in dynamic shared memory: as many as sm_90's 227 KB opt-in
+// holds beside the static arrays (56832 keys, 227328 bytes, a constant of
+// the launch), counting the first radix pass's histogram as they are
+// stored. Each histogram pass is warp-aggregated: match.any groups the lanes
+// with one digit, whose lowest lane adds their count (popc). Then per-warp
+// counts (3 per warp), each warp placing its units in unit order by warp
+// scans (shuffles up). The two ranked extras (slots 4 and 5) are collected
+// in a shared list of 2 and ranked there. Optional operands (windows) go
+// last.
 // CHECK-LABEL: func.func @select_topk(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x?xf32>
-// CHECK: gpu.launch_func @condensate_kernels::@select_topk_select_topk blocks in (%c2{{(_[0-9]+)?}}, %[[B]], %c1{{(_[0-9]+)?}}) threads in (%c512{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %arg3 : memref<?x2x6xi32>, %arg2 : memref<?xi32>)
+// CHECK: gpu.launch_func @condensate_kernels::@select_topk_select_topk blocks in (%c2{{(_[0-9]+)?}}, %[[B]], %c1{{(_[0-9]+)?}}) threads in (%c512{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c227328_i32 args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %arg3 : memref<?x2x6xi32>, %arg2 : memref<?xi32>)
 // CHECK: gpu.func @select_topk_select_topk(%{{.*}}: memref<?x4x?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?x2x6xi32>, %{{.*}}: memref<?xi32>)
-// CHECK-SAME: workgroup(%[[HIST:.*]] : memref<256xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[STATE:.*]] : memref<8xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<48xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[KEYS:.*]] : memref<8192xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[LIST:.*]] : memref<4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
-// CHECK: memref.store %{{.*}}, %[[KEYS]][%{{.*}}] : memref<8192xi32, #gpu.address_space<workgroup>>
+// CHECK-SAME: workgroup(%[[HIST:.*]] : memref<256xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[HIST0:.*]] : memref<256xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[STATE:.*]] : memref<8xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<48xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[LIST:.*]] : memref<4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: %[[DYN:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK: %[[KEYS:.*]] = memref.view %[[DYN]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<56832xi32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %{{.*}}, %[[KEYS]][%{{.*}}] : memref<56832xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[PEERS:.*]] = nvvm.match.sync any %c-1_i32{{(_[0-9]+)?}}, %{{.*}} : i32 -> i32
+// CHECK: %[[COUNT:.*]] = llvm.intr.ctpop(%[[PEERS]]) : (i32) -> i32
+// CHECK: memref.atomic_rmw addi %[[COUNT]], %[[HIST0]][%{{.*}}] : (i32, memref<256xi32, #gpu.address_space<workgroup>>) -> i32
 // CHECK: gpu.barrier
+// CHECK: memref.load %[[HIST0]]
+// CHECK: memref.store %{{.*}}, %[[HIST]]
+// CHECK: memref.load %[[KEYS]]
+// CHECK: nvvm.match.sync any
 // CHECK: memref.atomic_rmw addi %{{.*}}, %[[HIST]][%{{.*}}] : (i32, memref<256xi32, #gpu.address_space<workgroup>>) -> i32
 // CHECK: gpu.barrier
 // CHECK: gpu.shuffle xor %{{.*}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : i32
@@ -327,7 +351,7 @@ func.func @append_kv(%kn: memref<?x2x64xf32>, %vn: memref<?x2x64xf32>, %k: memre
 // CHECK-LABEL: func.func @two(
 // CHECK: gpu.launch_func @condensate_kernels::@two_merge blocks
 // CHECK: gpu.launch_func @condensate_kernels::@two_merge_0 blocks
-// CHECK: gpu.module @condensate_kernels {
+// CHECK: gpu.module @condensate_kernels attributes {condensate.shared_bytes_optin = 232448 : i64} {
 // CHECK: gpu.func @two_merge(
 // CHECK: gpu.func @two_merge_0(
 // CHECK-NOT: gpu.module
@@ -348,23 +372,34 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
 
 // -----
 
-// Sketch scores: a lane group of 16 lanes per page (16 groups a block,
-// 256 pages' tokens), reading the page's box once and its two word rows in
-// a loop, 8 tokens a row summed over the group by one transposed
-// butterfly (xor 8 exchanges 4 values, then 2, 1, and one each at 2 and 1:
-// lanes 0, 2, .. 14 store the 8 tokens).
+// Sketch scores: a lane group of 16 lanes per 4 pages (16 groups a block,
+// 64 pages, 1024 tokens). A block wholly past the context only stores -inf.
+// The query slices are loaded once; each round loads the next page's box
+// and its two word rows (carried by the loop) before scoring this one. The
+// codes become floats without a conversion (2^23 + code, less 2^23), and 8
+// tokens a row are summed over the group by one transposed butterfly (xor
+// 8 exchanges 4 values, then 2, 1, and one each at 2 and 1: lanes 0, 2, ..
+// 14 store the 8 tokens).
 // CHECK-LABEL: func.func @score_sketch(
-// CHECK: %[[T:.*]] = arith.ceildivsi %{{.*}}, %c256 : index
+// CHECK: %[[T:.*]] = arith.ceildivsi %{{.*}}, %c1024 : index
 // CHECK: gpu.launch_func @condensate_kernels::@score_sketch_score_sketch blocks in (%[[T]],
 // CHECK: gpu.func @score_sketch_score_sketch({{.*}}) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32} {
-// CHECK: scf.for %{{.*}} = %c0{{.*}} to %c2{{.*}} step %c1
+// CHECK: scf.if
+// CHECK-COUNT-4: vector.load %arg1
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %c4{{.*}} step %c1{{.*}} iter_args({{.*}}) -> (vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>)
+// CHECK-COUNT-4: vector.load %arg1
 // CHECK: arith.shrui
-// CHECK: arith.uitofp
+// CHECK-NOT: arith.uitofp
+// CHECK: arith.ori %{{.*}}, %{{.*}} : vector<4xi32>
+// CHECK: arith.bitcast %{{.*}} : vector<4xi32> to vector<4xf32>
+// CHECK: arith.subf
 // CHECK-COUNT-4: gpu.shuffle xor %{{.*}}, %c8_i32
 // CHECK-NOT: gpu.shuffle xor %{{.*}}, %c8_i32
 // CHECK-COUNT-2: gpu.shuffle xor %{{.*}}, %c4_i32
 // CHECK: gpu.shuffle xor %{{.*}}, %c2_i32
 // CHECK: gpu.shuffle xor %{{.*}}, %c1_i32
+// CHECK: scf.yield
+// CHECK: arith.constant 0xFF800000 : f32
 // CHECK-NOT: memref<?x2x16x64
 func.func @score_sketch(%q: memref<?x4x64xf32>, %s: memref<?x2x7x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
   condensate.score_sketch q(%q : memref<?x4x64xf32>) summaries(%s : memref<?x2x7x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.125 : f32}

@@ -397,14 +397,17 @@ func.func @merge_no_box(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f
 // -----
 
 // Sketch scores: per page the box terms (|lo|, |hi|, step), then per token
-// the codes shifted out of their word and dequantised by an fma; a page
+// the codes shifted out of their word, made floats exactly (2^23 + code,
+// less 2^23: the same on both targets) and dequantised by an fma; a page
 // still filling takes the box bound.
 // CHECK-LABEL: func.func @score_sketch
 // CHECK: math.absf
 // CHECK: scf.for
 // CHECK: arith.bitcast %{{.*}} : vector<8xf32> to vector<8xi32>
 // CHECK: arith.shrui
-// CHECK: arith.uitofp %{{.*}} : vector<8xi32> to vector<8xf32>
+// CHECK: arith.ori %{{.*}}, %{{.*}} : vector<8xi32>
+// CHECK: arith.bitcast %{{.*}} : vector<8xi32> to vector<8xf32>
+// CHECK: arith.subf
 // CHECK: math.fma
 // CHECK: arith.maximumf
 // CHECK-NOT: condensate.

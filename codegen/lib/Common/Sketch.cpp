@@ -103,7 +103,12 @@ SmallVector<Value> mlir::condensate::sketchKeys(Emitter &e,
     Value code = e.band(arith::ShRUIOp::create(b, loc, bitsOf, s), mask);
     Type fType = vt ? Type(VectorType::get(vt.getShape(), b.getF32Type()))
                     : b.getF32Type();
-    Value codeF = arith::UIToFPOp::create(b, loc, fType, code);
+    // The code as a float without a conversion (a quarter-rate instruction
+    // on the GPU): 2^23 + code has the code in its low mantissa bits, and
+    // the subtraction is exact.
+    Value biased = arith::BitcastOp::create(
+        b, loc, fType, e.bor(code, constLike(e, code, 0x4B000000)));
+    Value codeF = e.fsub(biased, constLike(e, biased, 8388608.0));
     keys.push_back(e.fma(codeF, row.step[c], row.lo[c]));
   }
   return keys;

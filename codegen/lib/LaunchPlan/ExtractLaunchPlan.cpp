@@ -278,9 +278,13 @@ private:
                              " has a non-constant block size");
       l.block[i] = c.value();
     }
-    if (launch.getDynamicSharedMemorySize())
-      return Status::error("kernel " + l.kernel +
-                           " uses dynamic shared memory");
+    if (Value shared = launch.getDynamicSharedMemorySize()) {
+      auto c = shared.getDefiningOp<mlir::arith::ConstantIntOp>();
+      if (!c || c.value() < 0)
+        return Status::error("kernel " + l.kernel +
+                             " has a non-constant dynamic shared memory size");
+      l.sharedBytes = c.value();
+    }
     for (Value operand : launch.getKernelOperands()) {
       if (!mlir::isa<mlir::MemRefType>(operand.getType()))
         return Status::error("kernel " + l.kernel +
@@ -370,10 +374,12 @@ void printPlan(llvm::raw_ostream &os, StringRef model, const LaunchPlan &plan) {
       os << "  scratch " << i << " " << fn.scratch[i].elementType << " "
          << exprList(fn.scratch[i].shape) << "\n";
     for (const KernelLaunch &l : fn.launches) {
-      os << "  launch " << l.kernel << " grid ("
-         << l.grid[0].toString() << ", " << l.grid[1].toString() << ", "
-         << l.grid[2].toString() << ") block (" << l.block[0] << ", "
-         << l.block[1] << ", " << l.block[2] << ")\n";
+      os << "  launch " << l.kernel << " grid (" << l.grid[0].toString() << ", "
+         << l.grid[1].toString() << ", " << l.grid[2].toString() << ") block ("
+         << l.block[0] << ", " << l.block[1] << ", " << l.block[2] << ")";
+      if (l.sharedBytes > 0)
+        os << " shared " << l.sharedBytes;
+      os << "\n";
       for (const MemRefParam &p : l.params)
         os << "    "
            << (p.buffer.kind == BufferRef::Kind::Argument ? "arg " : "scratch ")

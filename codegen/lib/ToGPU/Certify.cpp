@@ -312,8 +312,10 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         Value early = e.i1(false);
         if (earlyIdx >= 0)
           early = e.ne(e.load(a[earlyIdx], {bb, g}), e.i32(0));
-        Value nu = e.select(early, e.idx(0), e.dim(scores, 2));
         Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
+        // Units past the context hold no candidate position (and no mass).
+        Value nu = e.select(early, e.idx(0),
+                            e.mins(e.dim(scores, 2), e.ceilDiv(n, unit)));
         Value splits = e.dim(pml, 2);
         auto head = [&](Emitter &e, int64_t i) {
           return e.add(e.mul(g, e.idx(G)), e.idx(i));

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/Codegen/Passes.h"
 
+#include "KernelBuilder.h"
 #include "Lowering.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -55,6 +56,8 @@ struct ConvertCondensateToGPUPass
         SymbolTable::lookupSymbolIn(module, moduleName));
     if (!kernels)
       kernels = gpu::GPUModuleOp::create(b, module.getLoc(), moduleName);
+    kernels->setAttr(kernel::kSharedOptinAttr,
+                     b.getI64IntegerAttr(kernel::sharedBytesOptin(chip)));
     RewritePatternSet patterns(&getContext());
     populateCondensateToGPUPatterns(patterns, kernels);
     FrozenRewritePatternSet frozen(std::move(patterns));

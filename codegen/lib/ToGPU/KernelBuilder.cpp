@@ -27,6 +27,59 @@ const TargetInfo &mlir::condensate::kernel::nvvmTarget() {
   return target;
 }
 
+int64_t mlir::condensate::kernel::sharedBytesOptin(StringRef chip) {
+  constexpr int64_t kDefault = 48 * 1024;
+  if (!chip.consume_front("sm_"))
+    return kDefault;
+  chip.consume_back("a");
+  chip.consume_back("f");
+  int64_t cc = 0;
+  if (chip.getAsInteger(10, cc))
+    return kDefault;
+  switch (cc) {
+  case 70:
+  case 72:
+    return 96 * 1024;
+  case 75:
+    return 64 * 1024;
+  case 80:
+  case 87:
+    return 163 * 1024;
+  case 86:
+  case 89:
+  case 120:
+  case 121:
+    return 99 * 1024;
+  case 90:
+  case 100:
+  case 103:
+    return 227 * 1024;
+  default:
+    return kDefault;
+  }
+}
+
+int64_t KernelBuilder::sharedBytesOptin() const {
+  gpu::GPUModuleOp module = kernels; // op handles have no const methods
+  if (auto a = module->getAttrOfType<IntegerAttr>(kSharedOptinAttr))
+    return a.getInt();
+  return 48 * 1024;
+}
+
+Value mlir::condensate::kernel::dynamicSharedArray(Emitter &e, int64_t count,
+                                                   Type elt) {
+  MLIRContext *ctx = e.builder().getContext();
+  auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto raw = MemRefType::get({ShapedType::kDynamic}, IntegerType::get(ctx, 8),
+                             MemRefLayoutAttrInterface(), space);
+  Value bytes =
+      gpu::DynamicSharedMemoryOp::create(e.builder(), e.location(), raw);
+  auto typed =
+      MemRefType::get({count}, elt, MemRefLayoutAttrInterface(), space);
+  return memref::ViewOp::create(e.builder(), e.location(), typed, bytes,
+                                e.idx(0), ValueRange{});
+}
+
 Value mlir::condensate::kernel::shuffle(Emitter &e, Value v, int64_t offset,
                                         gpu::ShuffleMode mode) {
   Value off = e.i32(offset), width = e.i32(kWarp);
@@ -85,20 +138,26 @@ std::string KernelBuilder::uniqueName(StringRef base) const {
 void mlir::condensate::kernel::launch(OpBuilder &b, Location loc,
                                       gpu::GPUFuncOp fn, Value x, Value y,
                                       Value z, int64_t threads,
-                                      ValueRange operands) {
+                                      ValueRange operands,
+                                      int64_t dynamicShared) {
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
   Value t = arith::ConstantIndexOp::create(b, loc, threads);
+  Value shared;
+  if (dynamicShared > 0)
+    shared = arith::ConstantIntOp::create(b, loc, dynamicShared, 32);
   gpu::LaunchFuncOp::create(b, loc, fn, gpu::KernelDim3{x, y, z},
-                            gpu::KernelDim3{t, one, one}, Value(), operands);
+                            gpu::KernelDim3{t, one, one}, shared, operands);
 }
 
 void mlir::condensate::kernel::launchPerGroup(OpBuilder &b, Location loc,
                                               gpu::GPUFuncOp fn, Value batched,
                                               int64_t hkv, int64_t threads,
-                                              ValueRange operands) {
+                                              ValueRange operands,
+                                              int64_t dynamicShared) {
   Value batch = memref::DimOp::create(b, loc, batched, 0);
   launch(b, loc, fn, arith::ConstantIndexOp::create(b, loc, hkv), batch,
-         arith::ConstantIndexOp::create(b, loc, 1), threads, operands);
+         arith::ConstantIndexOp::create(b, loc, 1), threads, operands,
+         dynamicShared);
 }
 
 std::string mlir::condensate::kernel::kernelName(Operation *op,

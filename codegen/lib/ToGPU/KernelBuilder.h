@@ -14,6 +14,8 @@
 #include "../Common/TargetInfo.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::condensate::kernel {
@@ -40,6 +42,16 @@ public:
   FormulaOrder formulaOrder() const override { return FormulaOrder::Kernels; }
 };
 const TargetInfo &nvvmTarget();
+
+/// Shared memory a block may claim on `chip` ("sm_90", "sm_80", ...) once a
+/// kernel opts in (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES): static
+/// plus dynamic. 48 KB, what every chip allows without opting in, for a
+/// chip this table does not know.
+int64_t sharedBytesOptin(StringRef chip);
+
+/// The gpu.module attribute through which convert-condensate-to-gpu tells
+/// the stage lowerings sharedBytesOptin of its chip.
+constexpr const char *kSharedOptinAttr = "condensate.shared_bytes_optin";
 
 /// A gpu.shuffle of the 32-bit value v across the warp.
 Value shuffle(Emitter &e, Value v, int64_t offset, gpu::ShuffleMode mode);
@@ -135,6 +147,21 @@ public:
   Value extractElt(Value vec, int64_t i) {
     return vector::ExtractOp::create(builder(), location(), vec, i);
   }
+  /// The mask of the warp's lanes whose i32 `v` equals this lane's
+  /// (match.any.sync over the full warp: every lane must reach it).
+  Value matchAny(Value v) {
+    return NVVM::MatchSyncOp::create(builder(), location(),
+                                     builder().getI32Type(), i32(-1), v,
+                                     NVVM::MatchSyncKind::any);
+  }
+  /// The number of set bits of an i32.
+  Value popc(Value v) {
+    return LLVM::CtPopOp::create(builder(), location(), v);
+  }
+  /// The i32 (1 << lane) of this lane in a warp mask.
+  Value laneBit(Value lane) {
+    return arith::ShLIOp::create(builder(), location(), i32(1), toI32(lane));
+  }
   Value atomicAddI32(Value mem, ValueRange ivs, Value v) {
     return memref::AtomicRMWOp::create(builder(), location(),
                                        arith::AtomicRMWKind::addi, v, mem, ivs);
@@ -153,6 +180,10 @@ public:
 class KernelBuilder {
 public:
   explicit KernelBuilder(gpu::GPUModuleOp kernels) : kernels(kernels) {}
+
+  /// sharedBytesOptin of the chip the kernels are built for (the module's
+  /// kSharedOptinAttr; 48 KB without it).
+  int64_t sharedBytesOptin() const;
 
   /// Creates kernel `name` taking `operands`' types; `body` receives the
   /// kernel arguments and an emitter at the kernel entry.
@@ -176,15 +207,22 @@ private:
   gpu::GPUModuleOp kernels;
 };
 
-/// Host-side launch of `fn` with grid (x, y, z) and `threads` threads.
+/// Host-side launch of `fn` with grid (x, y, z) and `threads` threads, and
+/// `dynamicShared` bytes of dynamic shared memory (a constant the launch
+/// plan carries).
 void launch(OpBuilder &b, Location loc, gpu::GPUFuncOp fn, Value x, Value y,
-            Value z, int64_t threads, ValueRange operands);
+            Value z, int64_t threads, ValueRange operands,
+            int64_t dynamicShared = 0);
+
+/// The kernel's dynamic shared memory as `count` elements of `elt`
+/// (gpu.dynamic_shared_memory viewed as a 1-D workgroup memref).
+Value dynamicSharedArray(Emitter &e, int64_t count, Type elt);
 
 /// Launches `fn` with one block of `threads` threads per (kv head,
 /// sequence): grid (hkv, batch), the batch being dimension 0 of `batched`.
 void launchPerGroup(OpBuilder &b, Location loc, gpu::GPUFuncOp fn,
                     Value batched, int64_t hkv, int64_t threads,
-                    ValueRange operands);
+                    ValueRange operands, int64_t dynamicShared = 0);
 
 /// The name of the kernel for stage `stage` of op: "<function>_<stage>".
 std::string kernelName(Operation *op, StringRef stage);

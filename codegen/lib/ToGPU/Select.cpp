@@ -1,8 +1,10 @@
 //===- Select.cpp - the top-k selection kernel ----------------------------===//
 //
-// Lowers select_topk to one block per (kv head, sequence): an 8-bit radix
-// search (4 histogram passes in shared memory) for the base-th largest key,
-// and one for the (base + extras)-th when the op ranks extras; then each
+// Lowers select_topk to one block per (kv head, sequence). The units'
+// ranking keys are computed once into dynamic shared memory (as many as the
+// chip allows), counting their top 8 bits on the way; an 8-bit radix search
+// (3 more warp-aggregated histogram passes) finds the base-th largest key,
+// and one the (base + extras)-th when the op ranks extras; then each
 // warp walks a contiguous range of units, its warp scans placing the base
 // set in unit order and appending the extras to a shared list, where each
 // extra's rank (key desc, unit asc) is counted. More extras than the list
@@ -36,9 +38,6 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
   if (op.getWindows())
     operands.push_back(op.getWindows());
   bool hasWindows = static_cast<bool>(op.getWindows());
-  // Ranking keys of the first kCachedKeys units live in shared memory;
-  // further units (contexts past 512K tokens at pages of 64) recompute theirs.
-  constexpr int64_t kCachedKeys = 8192;
   // Up to kSharedExtras ranked extras are collected in shared memory and
   // ordered by rank; more take one argmax pass each.
   constexpr int64_t kSharedExtras = 1024;
@@ -46,17 +45,25 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
   int64_t extras = slots - base;
   int64_t listCap = std::max<int64_t>(1, std::min(extras, kSharedExtras));
   SmallVector<Type> smem{
-      KernelBuilder::workgroupType(ctx, {256}, i32),       // hist
-      KernelBuilder::workgroupType(ctx, {8}, i32),         // state
-      KernelBuilder::workgroupType(ctx, {3 * warps}, i32), // per-warp
-      KernelBuilder::workgroupType(ctx, {kCachedKeys}, i32),   // keys
+      KernelBuilder::workgroupType(ctx, {256}, i32),          // hist
+      KernelBuilder::workgroupType(ctx, {256}, i32),          // first pass
+      KernelBuilder::workgroupType(ctx, {8}, i32),            // state
+      KernelBuilder::workgroupType(ctx, {3 * warps}, i32),    // per-warp
       KernelBuilder::workgroupType(ctx, {2 * listCap}, i32)}; // extras
+  int64_t staticBytes = 4 * (256 + 256 + 8 + 3 * warps + 2 * listCap);
+  // The ranking keys of the first `cachedKeys` units live in dynamic shared
+  // memory, as many as the chip lets a block claim (less 1 KB the driver
+  // may reserve); further units recompute theirs at each pass.
+  int64_t cachedKeys =
+      std::max<int64_t>(threads, (kb.sharedBytesOptin() - staticBytes - 1024) /
+                                     (4 * threads) * threads);
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value scores = a[0], lens = a[1], indices = a[2];
         Value windows = hasWindows ? a[3] : Value();
-        Value hist = sm[0], state = sm[1], red = sm[2], cached = sm[3];
+        Value hist = sm[0], hist0 = sm[1], state = sm[2], red = sm[3];
         Value list = sm[4];
+        Value cached = dynamicSharedArray(e, cachedKeys, i32);
         Value tid = e.tid();
         Value lane = e.rems(tid, e.idx(kWarp)),
               warp = e.divs(tid, e.idx(kWarp));
@@ -64,22 +71,17 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
         Value n = e.loadIndex(lens, {bb});
         Value w =
             effectiveWindow(e, windows, bb, op.getWindow(), op.getWindowMax());
-        Value nu = e.dim(scores, 2);
         Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
+        // Units past the context are no candidates (key 0): the loops stop
+        // at the context, not at the page table's width.
+        Value nu = e.mins(e.dim(scores, 2), e.ceilDiv(n, unit));
         CandidateUnits units{unit, anchor, n, w};
         auto computeKey = [&](GPUEmitter &e, Value u) {
           return rankingKey(e, nvvmTarget(), units, scores, bb, g, u, G).key;
         };
-        e.forLoop(tid, e.mins(nu, e.idx(kCachedKeys)), e.idx(threads), {},
-                  [&](Emitter &ee, Value u, ValueRange) -> SmallVector<Value> {
-                    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                    e.store(computeKey(e, u), cached, {u});
-                    return {};
-                  });
-        e.barrier();
         auto key = [&](GPUEmitter &e, Value u) -> Value {
           return e.ifElse(
-              e.lt(u, e.idx(kCachedKeys)), {e.builder().getI32Type()},
+              e.lt(u, e.idx(cachedKeys)), {e.builder().getI32Type()},
               [&](Emitter &e) -> SmallVector<Value> {
                 return {e.load(cached, {u})};
               },
@@ -91,6 +93,56 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                             const Emitter::LoopBody &body) {
           return e.forLoop(tid, nu, e.idx(threads), inits, body);
         };
+        // Every unit once, each warp on 32 consecutive units a round so
+        // that all its lanes run the same rounds (match.any needs the whole
+        // warp): body(u, valid), lanes past nu with valid false.
+        auto forUnitsByWarp =
+            [&](GPUEmitter &e,
+                const std::function<void(GPUEmitter &, Value, Value)> &body) {
+              e.forLoop(
+                  e.mul(warp, e.idx(kWarp)), nu, e.idx(threads), {},
+                  [&](Emitter &ee, Value u0, ValueRange) -> SmallVector<Value> {
+                    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                    Value u = e.add(u0, lane);
+                    Value valid = e.lt(u, nu);
+                    body(e, e.select(valid, u, e.idx(0)), valid);
+                    return {};
+                  });
+            };
+        // hist[digit] += 1 for each lane where `match` holds: the lanes of
+        // a warp with one digit add their count once (same-bin atomics
+        // would serialise: most keys share their top bits).
+        auto countDigit = [&](GPUEmitter &e, Value h, Value match,
+                              Value digit) {
+          Value d = e.select(match, digit, e.i32(256));
+          Value peers = e.matchAny(d);
+          Value lowest = e.band(peers, e.sub(e.i32(0), peers));
+          Value leader = e.eq(lowest, e.laneBit(lane));
+          e.ifThen(e.band(match, leader), [&](Emitter &ee) {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            e.atomicAddI32(h, {e.toIndex(d)}, e.popc(peers));
+          });
+        };
+        auto digitOf = [&](GPUEmitter &e, Value kk, int64_t shift) {
+          return e.band(arith::ShRUIOp::create(e.builder(), e.location(), kk,
+                                               e.i32(shift)),
+                        e.i32(255));
+        };
+        // The keys, cached, and the first radix pass's histogram (top 8
+        // bits of every candidate's key), which both searches start from.
+        e.forLoop(tid, e.idx(256), e.idx(threads), {},
+                  [&](Emitter &e, Value i, ValueRange) -> SmallVector<Value> {
+                    e.store(e.i32(0), hist0, {i});
+                    return {};
+                  });
+        e.barrier();
+        forUnitsByWarp(e, [&](GPUEmitter &e, Value u, Value valid) {
+          Value kk = e.select(valid, computeKey(e, u), e.i32(0));
+          e.ifThen(e.band(valid, e.lt(u, e.idx(cachedKeys))),
+                   [&](Emitter &e) { e.store(kk, cached, {u}); });
+          countDigit(e, hist0, e.ne(kk, e.i32(0)), digitOf(e, kk, 24));
+        });
+        e.barrier();
         e.ifThen(e.lt(tid, e.idx(8)),
                  [&](Emitter &e) { e.store(e.i32(0), state, {tid}); });
         e.barrier();
@@ -104,27 +156,21 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
             e.forLoop(
                 tid, e.idx(256), e.idx(threads), {},
                 [&](Emitter &e, Value i, ValueRange) -> SmallVector<Value> {
-                  e.store(e.i32(0), hist, {i});
+                  e.store(shift == 24 ? e.load(hist0, {i}) : e.i32(0), hist,
+                          {i});
                   return {};
                 });
             e.barrier();
-            forUnits(
-                e, {},
-                [&](Emitter &ee, Value u, ValueRange) -> SmallVector<Value> {
-                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                  Value kk = key(e, u);
-                  Value match = e.band(e.ne(kk, e.i32(0)),
-                                       e.eq(e.band(kk, mask), prefix));
-                  e.ifThen(match, [&](Emitter &ee) {
-                    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                    Value digit = e.band(arith::ShRUIOp::create(
-                                             e.builder(), e.location(), kk, sh),
-                                         e.i32(255));
-                    e.atomicAddI32(hist, {e.toIndex(digit)}, e.i32(1));
-                  });
-                  return {};
-                });
-            e.barrier();
+            if (shift != 24) {
+              forUnitsByWarp(e, [&](GPUEmitter &e, Value u, Value valid) {
+                Value kk = key(e, u);
+                Value match =
+                    e.band(valid, e.band(e.ne(kk, e.i32(0)),
+                                         e.eq(e.band(kk, mask), prefix)));
+                countDigit(e, hist, match, digitOf(e, kk, shift));
+              });
+              e.barrier();
+            }
             // Warp 0: lane l owns bins [8l, 8l+8); find the bin where the
             // count from the top reaches `remaining`.
             e.ifThen(e.eq(warp, e.idx(0)), [&](Emitter &ee) {
@@ -474,7 +520,8 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
           });
         }
       });
-  launchPerGroup(b, loc, fn, op.getScores(), hkv, threads, operands);
+  launchPerGroup(b, loc, fn, op.getScores(), hkv, threads, operands,
+                 4 * cachedKeys);
 }
 
 } // namespace

@@ -84,11 +84,14 @@ void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
     Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
                               op.getWindowMax());
     CandidateUnits units{unit, anchor, n, w};
+    // Units past the context are no candidates: the loops stop at it, not
+    // at the page table's width.
+    Value live = e.mins(nu, e.ceilDiv(n, unit));
     e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
       // Keys, and the candidates in unit order.
       Value zero32 = e.i32(0), one32 = e.i32(1);
       Value numValid = e.forLoop(
-          e.idx(0), nu, e.idx(1), {zero32},
+          e.idx(0), live, e.idx(1), {zero32},
           [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
             auto [key, valid] =
                 rankingKey(e, loopsTarget(), units, op.getScores(), b, g, u,
@@ -110,7 +113,7 @@ void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
           e.store(e.select(e.lt(i, taken), one32, zero32), keys, {u});
         });
         Value written = e.forLoop(
-            e.idx(0), nu, e.idx(1), {e.idx(0)},
+            e.idx(0), live, e.idx(1), {e.idx(0)},
             [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
               Value take = e.ne(e.load(keys, {u}), zero32);
               e.ifThen(take, [&](Emitter &e) {

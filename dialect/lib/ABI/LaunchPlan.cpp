@@ -237,6 +237,12 @@ Result<LaunchPlan> LaunchPlan::fromJSON(const std::string &text) {
                                " has a malformed block");
         launch.block = {block[0], block[1], block[2]};
         launch.sharedBytes = l.at("shared_bytes").get<int64_t>();
+        // No chip offers a block more than a few hundred KB.
+        if (launch.sharedBytes < 0 || launch.sharedBytes > (int64_t(1) << 20))
+          return Status::error("manifest: kernel " + launch.kernel +
+                               " asks for " +
+                               std::to_string(launch.sharedBytes) +
+                               " bytes of dynamic shared memory");
         for (const json &p : l.at("params")) {
           MemRefParam m;
           std::string kind = p.at("buffer").get<std::string>();

@@ -78,6 +78,16 @@ TEST(GPUCompiler, EmitsPTXAndALaunchPlan) {
   // The scoring grid follows the pages per sequence.
   shapes[3][1] = 4096;
   EXPECT_EQ(*sparse.launches[0].grid[0].eval(shapes), 2 * *gx);
+  // Only select_topk claims dynamic shared memory: its key cache, as much
+  // as sm_90 lets a block opt in to (227 KB, its static arrays included).
+  for (const KernelLaunch &l : sparse.launches) {
+    bool select = l.kernel.find("select_topk") != std::string::npos;
+    EXPECT_EQ(l.sharedBytes > 48 * 1024, select) << l.kernel;
+    EXPECT_LE(l.sharedBytes, 227 * 1024) << l.kernel;
+  }
+  EXPECT_NE(ptx.find(".extern .shared .align 16 .b8 __dynamic_shmem__0[]"),
+            std::string::npos)
+      << "dynamic shared memory must be an extern array, not a static byte";
   // The manifest round-trips.
   auto back = GPULibrary::fromManifest((*lib)->manifestJSON(), ptx);
   ASSERT_TRUE(back.ok()) << back.message();
@@ -121,6 +131,34 @@ TEST(GPUCompiler, BadManifestsAreRejected) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("not a condensate launch plan"),
             std::string::npos);
+}
+
+// A manifest's dynamic shared memory is checked: negative or absurd sizes
+// are refused with the kernel's name, what is valid round-trips.
+TEST(GPUCompiler, ManifestSharedBytesAreChecked) {
+  LaunchPlan plan;
+  plan.target = "sm_90";
+  FunctionPlan fn;
+  fn.name = "f";
+  KernelLaunch l;
+  l.kernel = "f_select_topk";
+  l.grid = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
+  l.block = {512, 1, 1};
+  l.sharedBytes = 200 * 1024;
+  fn.launches.push_back(l);
+  plan.functions["f"] = fn;
+  plan.layers = {"f"};
+  plan.append = "f";
+  auto back = LaunchPlan::fromJSON(plan.toJSON());
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->functions.at("f").launches.at(0).sharedBytes, 200 * 1024);
+  for (int64_t bad : {int64_t(-1), int64_t(1) << 30}) {
+    plan.functions["f"].launches[0].sharedBytes = bad;
+    auto r = LaunchPlan::fromJSON(plan.toJSON());
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.message().find("f_select_topk"), std::string::npos)
+        << r.message();
+  }
 }
 
 // The runtime builds models from its structures; the result is what the

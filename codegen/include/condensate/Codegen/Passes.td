@@ -79,8 +79,11 @@ def ConvertCondensateToGPU
       page's box and slack terms once, then walks its word rows, summing
       each row's token dot products over the lane group with one transposed
       butterfly (laneSumTransposed: N/2 + N/4 + ... shuffles for N sums).
-    - select_topk: one 512-thread block per (kv head, sequence): 8-bit radix
-      search (4 shared-memory histogram passes) for the base-th largest key
+    - select_topk: one 512-thread block per (kv head, sequence); ranking
+      keys cached in dynamic shared memory (as many as the chip's opt-in
+      limit holds: 55K units on sm_90); 8-bit radix search (4 shared-memory
+      histogram passes, warp-aggregated with match.any, the first pass
+      counted while the keys are cached) for the base-th largest key
       and, when the op ranks extras, for the (base + extras)-th; each warp
       walks a contiguous range of units, warp scans writing the base set in
       unit order and appending the extras to a shared list where each one's
@@ -114,11 +117,16 @@ def ConvertCondensateToGPU
   let options = [
     Option<"moduleName", "module-name", "std::string",
            /*default=*/"\"condensate_kernels\"",
-           "Name of the gpu.module that receives the kernels">
+           "Name of the gpu.module that receives the kernels">,
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "GPU architecture: sizes the dynamic shared memory a kernel may "
+           "claim (select_topk's key cache)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",

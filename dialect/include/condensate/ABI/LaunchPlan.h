@@ -86,6 +86,10 @@ struct KernelLaunch {
   std::string kernel;
   std::array<Expr, 3> grid;
   std::array<int64_t, 3> block{1, 1, 1};
+  /// Dynamic shared memory of each launch (JSON `shared_bytes`). Past 48 KB
+  /// the loader must opt the kernel in first
+  /// (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), as GPUProgram::load
+  /// does; select_topk's key cache takes what the chip allows.
   int64_t sharedBytes = 0;
   std::vector<MemRefParam> params;
 };
