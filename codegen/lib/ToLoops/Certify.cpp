@@ -264,6 +264,9 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
         }
         const TargetInfo &target = loopsTarget();
         CandidateUnits units{unit, anchor, n, w};
+        // Units past the context hold no candidate position (and no mass):
+        // the sums stop at the context, not at the page table's width.
+        Value live = e.mins(nu, e.ceilDiv(n, unit));
         // The mass bound of unit u for head i, in f64.
         auto unitMass = [&](Emitter &e, Value u, int64_t i) {
           Value cnt = units.count(e, u);
@@ -274,7 +277,7 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
         auto omitted = [&](Emitter &e) {
           SmallVector<Value> init(group, e.f64(0.0));
           return e.forLoop(
-              e.idx(0), nu, e.idx(1), init,
+              e.idx(0), live, e.idx(1), init,
               [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
                 Value unmarked = e.eq(e.load(marks, {u}), zero8);
                 return e.ifElse(
