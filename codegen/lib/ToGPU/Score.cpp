@@ -20,6 +20,18 @@ using namespace mlir::condensate::kernel;
 
 namespace {
 
+/// The query slices (E elements at `col`) of the G query heads of key/value
+/// head g of sequence bb: what a lane group holds for all its dot products.
+SmallVector<Value> groupQueries(GPUEmitter &e, Value q, Value bb, Value g,
+                                int64_t G, Value col, int64_t E,
+                                int64_t align) {
+  SmallVector<Value> qs;
+  for (int64_t i = 0; i < G; ++i)
+    qs.push_back(
+        e.vecLoad(q, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), col}, E, align));
+  return qs;
+}
+
 /// Runs `body` in a block that holds part of the context; a block wholly
 /// past it (the page table is as wide as the longest context the engine
 /// allows, the sequence may be far shorter) only stores -inf to its score
@@ -74,11 +86,8 @@ void lowerScorePages(ScorePagesOp op, OpBuilder &b, const KernelBuilder &kb,
         ifInsideContext(
             e, e.lt(first, pages), scores, bb, g, G, first, perBlock, threads,
             [&](GPUEmitter &e) {
-              SmallVector<Value> qs;
-              for (int64_t i = 0; i < G; ++i)
-                qs.push_back(
-                    e.vecLoad(q, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), col},
-                              E, align));
+              SmallVector<Value> qs =
+                  groupQueries(e, q, bb, g, G, col, E, align);
               // No branch around the group shuffles: out-of-range groups
               // compute on page slot 0 and do not store.
               SmallVector<Value> js, inRange, inside, lo, hi;
@@ -156,10 +165,8 @@ struct TokenLanes {
     tl.t = e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(perBlock)), at.group);
     Value n = e.loadIndex(lens, {tl.bb});
     tl.scale = e.f32(scaleValue);
-    for (int64_t i = 0; i < G; ++i)
-      tl.qs.push_back(e.vecLoad(
-          q, {tl.bb, e.add(e.mul(tl.g, e.idx(G)), e.idx(i)), tl.col},
-          rs.elems, vectorAlign(rs.elems * 4)));
+    tl.qs = groupQueries(e, q, tl.bb, tl.g, G, tl.col, rs.elems,
+                         vectorAlign(rs.elems * 4));
     // No branch around the group shuffles: out-of-range groups compute on
     // token 0 and do not store.
     tl.inRange = e.lt(tl.t, e.dim(scores, 2));
@@ -280,11 +287,8 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
             e, e.lt(blockFirst, nPages), scores, bb, g, G,
             e.mul(blockFirst, e.idx(p)), kPagesPerGroup * groups * p, threads,
             [&](GPUEmitter &e) {
-              SmallVector<Value> qs;
-              for (int64_t i = 0; i < G; ++i)
-                qs.push_back(
-                    e.vecLoad(q, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), col},
-                              E, align));
+              SmallVector<Value> qs =
+                  groupQueries(e, q, bb, g, G, col, E, align);
               // No branch around the group shuffles: a page past the context is
               // computed on page slot 0 and stores -inf (or nothing past nt).
               auto pageOf = [&](GPUEmitter &e, Value j) {
