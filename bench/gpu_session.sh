@@ -132,9 +132,11 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
           --dummy llama-3.2-1b --context 32768 --batch 8 --steps 2 --warmup 1 \
           --policy "$sk" --policy "$cert" ;;
     ncu-sketch-8b) # kernel times of sketch top-1024 on dummy Llama-3-8B at
-        # 32K x 8 (the skip passes dense's 3 steps x 32 layers x 2 kernels);
+        # 32K x 8 (the skip passes dense's 3 steps x 32 layers x 2 kernels).
         # NCU_SECTIONS=1 adds the speed-of-light, memory, occupancy and
-        # warp-state sections
+        # warp-state sections: 20 replays a kernel, too slow with 32 GB of
+        # weights to save and restore, so use it with
+        # NCU_MODEL=llama-3.2-1b NCU_SKIP=96 (16 layers)
         sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'
         sections=(--metrics gpu__time_duration.sum)
         [ "${NCU_SECTIONS:-0}" = 1 ] && sections=(--section SpeedOfLight \
@@ -143,9 +145,9 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
           --section SchedulerStats --section ComputeWorkloadAnalysis)
         step ncu-sketch-8b 300 ncu --target-processes all \
           --kernel-name regex:'layer0_(score_sketch|select_topk|sparse_attend|merge|dense_attend)' \
-          --launch-skip 200 --launch-count ${NCU_COUNT:-12} "${sections[@]}" \
-          $BIN/condensate-bench --dummy llama-3-8b --context 32768 --batch 8 \
-          --steps 2 --warmup 1 --policy "$sk" ;;
+          --launch-skip ${NCU_SKIP:-200} --launch-count ${NCU_COUNT:-12} "${sections[@]}" \
+          $BIN/condensate-bench --dummy ${NCU_MODEL:-llama-3-8b} --context 32768 \
+          --batch 8 --steps 2 --warmup 1 --policy "$sk" ;;
     gemma-model) # join the Gemma-3-270M parts carried by earlier calls
         if [ ! -f /root/models/gemma.gguf ]; then
           cat /root/models/gemma.part0[0-9] > /root/models/gemma.gguf

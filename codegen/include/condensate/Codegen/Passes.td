@@ -73,9 +73,13 @@ def ConvertCondensateToGPU
       partial (m, l, count, o). The loop over rows is software-pipelined:
       each round loads the next round's rows before its arithmetic.
     - score_pages / score_tokens / score_sketch: a lane group per page (or
-      token) and kv head, 256 threads per block; grid (blocks, Hkv, B).
+      token) and kv head, 256 threads per block; grid (blocks, Hkv, B); a
+      block wholly past its sequence's context (the page table is as wide
+      as the longest context allowed) only stores -inf.
       score_pages carries launch bounds for 4 (or 3) resident blocks per SM
-      where the registers its loads hold leave room. score_sketch computes a
+      where the registers its loads hold leave room. score_sketch gives a
+      lane group 4 pages, loading the next one's box and first word rows
+      before scoring the current one; it computes a
       page's box and slack terms once, then walks its word rows, summing
       each row's token dot products over the lane group with one transposed
       butterfly (laneSumTransposed: N/2 + N/4 + ... shuffles for N sums).
