@@ -12,6 +12,7 @@
 #include "Backend.h"
 
 #include "condensate/Compiler/CPUProgram.h"
+#include "condensate/Support/Vectorize.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -44,7 +45,7 @@ void linear(const float *x, int64_t rows, int64_t in, const float *w,
 
 /// sum_i a[i] b[i] in 16 independent lanes, which the compiler vectorises
 /// (one float accumulator would serialise on the add).
-inline float dot(const float *a, const float *b, int64_t n) {
+CONDENSATE_AVX2_CLONES float dot(const float *a, const float *b, int64_t n) {
   constexpr int64_t W = 16;
   float lanes[W] = {};
   int64_t i = 0;
