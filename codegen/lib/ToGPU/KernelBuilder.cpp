@@ -28,7 +28,7 @@ const TargetInfo &mlir::condensate::kernel::nvvmTarget() {
 }
 
 int64_t mlir::condensate::kernel::sharedBytesOptin(StringRef chip) {
-  constexpr int64_t kDefault = 48 * 1024;
+  constexpr int64_t kDefault = 48 * 1024; // every chip, without opting in
   if (!chip.consume_front("sm_"))
     return kDefault;
   chip.consume_back("a");
@@ -63,7 +63,7 @@ int64_t KernelBuilder::sharedBytesOptin() const {
   gpu::GPUModuleOp module = kernels; // op handles have no const methods
   if (auto a = module->getAttrOfType<IntegerAttr>(kSharedOptinAttr))
     return a.getInt();
-  return 48 * 1024;
+  return kernel::sharedBytesOptin("");
 }
 
 Value mlir::condensate::kernel::dynamicSharedArray(Emitter &e, int64_t count,
@@ -120,6 +120,15 @@ void KernelBuilder::launchBounds(gpu::GPUFuncOp fn, int64_t threads,
               b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
   fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
               b.getI32IntegerAttr(static_cast<int32_t>(minBlocks)));
+}
+
+int64_t KernelBuilder::workgroupBytes(ArrayRef<Type> workgroup) {
+  int64_t bytes = 0;
+  for (Type t : workgroup) {
+    auto m = cast<MemRefType>(t);
+    bytes += m.getNumElements() * m.getElementTypeBitWidth() / 8;
+  }
+  return bytes;
 }
 
 MemRefType KernelBuilder::workgroupType(MLIRContext *ctx,

@@ -200,6 +200,8 @@ public:
 
   static MemRefType workgroupType(MLIRContext *ctx, ArrayRef<int64_t> shape,
                                   Type elt);
+  /// Static shared memory the `workgroup` buffers take (their sizes summed).
+  static int64_t workgroupBytes(ArrayRef<Type> workgroup);
 
 private:
   std::string uniqueName(StringRef base) const;

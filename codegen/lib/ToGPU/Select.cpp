@@ -50,7 +50,7 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
       KernelBuilder::workgroupType(ctx, {8}, i32),            // state
       KernelBuilder::workgroupType(ctx, {3 * warps}, i32),    // per-warp
       KernelBuilder::workgroupType(ctx, {2 * listCap}, i32)}; // extras
-  int64_t staticBytes = 4 * (256 + 256 + 8 + 3 * warps + 2 * listCap);
+  int64_t staticBytes = KernelBuilder::workgroupBytes(smem);
   // The ranking keys of the first `cachedKeys` units live in dynamic shared
   // memory, as many as the chip lets a block claim (less 1 KB the driver
   // may reserve); further units recompute theirs at each pass.

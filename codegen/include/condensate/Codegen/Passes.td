@@ -85,7 +85,7 @@ def ConvertCondensateToGPU
       butterfly (laneSumTransposed: N/2 + N/4 + ... shuffles for N sums).
     - select_topk: one 512-thread block per (kv head, sequence); ranking
       keys cached in dynamic shared memory (as many as the chip's opt-in
-      limit holds: 55K units on sm_90); 8-bit radix search (4 shared-memory
+      limit holds: 56832 units on sm_90); 8-bit radix search (4 shared-memory
       histogram passes, warp-aggregated with match.any, the first pass
       counted while the keys are cached) for the base-th largest key
       and, when the op ranks extras, for the (base + extras)-th; each warp
