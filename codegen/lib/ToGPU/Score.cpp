@@ -273,16 +273,14 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
         LanePlace at = e.lanePlace(rs);
         Value li = at.lane, col = at.col;
         Value g = e.bid(gpu::Dimension::y), bb = e.bid(gpu::Dimension::z);
-        Value jFirst = e.add(
-            e.mul(e.bid(gpu::Dimension::x), e.idx(kPagesPerGroup * groups)),
-            at.group);
+        Value blockFirst =
+            e.mul(e.bid(gpu::Dimension::x), e.idx(kPagesPerGroup * groups));
+        Value jFirst = e.add(blockFirst, at.group);
         Value nt = e.dim(scores, 2);
         Value n = e.loadIndex(lens, {bb});
         Value ntPages = e.ceilDiv(nt, e.idx(p));
         Value nPages = e.ceilDiv(n, e.idx(p));
         Value scale = e.f32(scaleValue);
-        Value blockFirst =
-            e.mul(e.bid(gpu::Dimension::x), e.idx(kPagesPerGroup * groups));
         ifInsideContext(
             e, e.lt(blockFirst, nPages), scores, bb, g, G,
             e.mul(blockFirst, e.idx(p)), kPagesPerGroup * groups * p, threads,
