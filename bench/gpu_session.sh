@@ -148,6 +148,18 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
           --launch-skip ${NCU_SKIP:-200} --launch-count ${NCU_COUNT:-12} "${sections[@]}" \
           $BIN/condensate-bench --dummy ${NCU_MODEL:-llama-3-8b} --context 32768 \
           --batch 8 --steps 2 --warmup 1 --policy "$sk" ;;
+    ncu-step) # every kernel of one decode step of each policy (dense,
+        # sketch top-1024, block_minmax), dummy NCU_STEP_MODEL (default
+        # Llama-3-8B) at 32K x 8: condensate-bench --profile brackets the
+        # step, ncu times its kernels; bench/ncu_step.py sums them by name
+        step ncu-step ${NCU_STEP_SECONDS:-400} ncu --target-processes all \
+          --profile-from-start off --metrics gpu__time_duration.sum --csv \
+          --log-file "$OUT/ncu-step.csv" \
+          $BIN/condensate-bench --dummy ${NCU_STEP_MODEL:-llama-3-8b} --context 32768 \
+          --batch 8 --steps 2 --warmup 1 --profile \
+          --policy '{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}' \
+          --policy '{"anchor":1,"window":64,"topk":1024,"selector":"block_minmax"}'
+        python3 bench/ncu_step.py "$OUT/ncu-step.csv" | tee "$OUT/ncu-step.txt" ;;
     gemma-model) # join the Gemma-3-270M parts carried by earlier calls
         if [ ! -f /root/models/gemma.gguf ]; then
           cat /root/models/gemma.part0[0-9] > /root/models/gemma.gguf

@@ -47,9 +47,9 @@ inline int64_t bufferWidth(Buf b, const ModelConfig &c) {
   return 0;
 }
 
-/// A weight in the backend's memory: float32 at a host or device address,
-/// or (on the CPU) a matrix held as quantised blocks; absent when `size` is
-/// 0.
+/// A weight in the backend's memory: float32 at a host or device address
+/// (on the GPU a matrix is bfloat16 with WeightType::BF16), or (on the CPU)
+/// a matrix held as quantised blocks; absent when `size` is 0.
 struct Param {
   uint64_t address = 0;
   int64_t size = 0; ///< elements
@@ -114,8 +114,9 @@ class Backend {
 public:
   virtual ~Backend() = default;
 
-  /// "OpenBLAS ..." or "NVIDIA H200 (sm_90, 132 SMs)".
+  /// "OpenBLAS ..." or "NVIDIA H200 (sm_90, 132 SMs), weights bf16".
   virtual std::string description() const = 0;
+  virtual const WeightFootprint &weightFootprint() const = 0;
   /// The device memory in use now, e.g. "12.3 GB of 143.8 GB in use" on a
   /// GPU; empty on the CPU.
   virtual std::string memoryUse() const { return ""; }

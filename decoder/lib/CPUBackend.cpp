@@ -227,6 +227,7 @@ public:
   static Result<std::unique_ptr<Backend>> create(const BackendSetup &setup);
 
   std::string description() const override { return blasDescription(); }
+  const WeightFootprint &weightFootprint() const override { return footprint_; }
   double compileSeconds() const override { return compileSeconds_; }
   bool synchronous() const override { return true; }
   int64_t maxRows() const override { return 0; }
@@ -520,6 +521,7 @@ private:
   ModelConfig cfg_;
   ModelShape shape_;
   ModelParams params_;
+  WeightFootprint footprint_;
   std::shared_ptr<const CPUAttention> program_;
   double compileSeconds_ = 0.0;
   int64_t numPages_ = 0;
@@ -567,6 +569,9 @@ Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
   be->params_.embedding = param(w.tokenEmbedding());
   be->params_.output = param(w.outputWeights());
   be->params_.outputNorm = param(w.outputNorm(), size_t(cfg.hidden));
+  be->footprint_.heldBytes = w.bytes();
+  be->footprint_.stepBytes =
+      w.bytes() - (cfg.tiedOutput ? 0 : w.tokenEmbedding().bytes());
   for (int64_t l = 0; l < cfg.numLayers; ++l) {
     const LayerWeights &L = w.layer(l);
     be->params_.layers.push_back(

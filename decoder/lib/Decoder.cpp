@@ -28,6 +28,23 @@ double secondsSince(Clock::time_point t) {
 
 } // namespace
 
+const char *weightTypeName(WeightType t) {
+  switch (t) {
+  case WeightType::F32:
+    return "f32";
+  case WeightType::BF16:
+    return "bf16";
+  }
+  return "?";
+}
+
+Result<WeightType> parseWeightType(const std::string &name) {
+  for (WeightType t : {WeightType::F32, WeightType::BF16})
+    if (name == weightTypeName(t))
+      return t;
+  return Status::error("weight type must be f32 or bf16, got '" + name + "'");
+}
+
 Result<int64_t> schedulePageSize(const Schedule &schedule) {
   int64_t size = 0;
   auto visit = [&](const Policy &p) -> Status {
@@ -174,6 +191,10 @@ Decoder::create(std::shared_ptr<const ModelWeights> weights,
     return Status::error("maxBatch must be > 0");
   if (options.prefillWindow < 0)
     return Status::error("prefillWindow must be >= 0");
+  if (!gpu && options.weightType != WeightType::F32)
+    return Status::error(
+        std::string("weight type ") + weightTypeName(options.weightType) +
+        " is for the GPU backend; the CPU holds the weights as loaded");
 
   BackendSetup setup;
   setup.weights = weights;
@@ -232,6 +253,9 @@ const DecoderOptions &Decoder::options() const { return impl_->options; }
 std::string Decoder::memoryUse() const { return impl_->backend->memoryUse(); }
 std::string Decoder::deviceDescription() const {
   return impl_->backend->description();
+}
+const WeightFootprint &Decoder::weightFootprint() const {
+  return impl_->backend->weightFootprint();
 }
 double Decoder::compileSeconds() const {
   return impl_->backend->compileSeconds();

@@ -269,5 +269,26 @@ gpu.module @decoder_kernels {
     }
     gpu.return
   }
+
+  // y[t, i] = bf16(x[t, i]), round to nearest even (cvt.rn.bf16.f32), NaN
+  // kept NaN: a projection's input rows for its bfloat16 weights (cuBLAS
+  // multiplies bf16 by bf16 only); grid (ceil(n/256), rows).
+  gpu.func @round_bf16(%x: memref<?x?xf32>, %y: memref<?x?xbf16>) kernel {
+    %c1 = arith.constant 1 : index
+    %c256 = arith.constant 256 : index
+    %tid = gpu.thread_id x
+    %bx = gpu.block_id x
+    %t = gpu.block_id y
+    %base = arith.muli %bx, %c256 : index
+    %i = arith.addi %base, %tid : index
+    %n = memref.dim %y, %c1 : memref<?x?xbf16>
+    %in = arith.cmpi slt, %i, %n : index
+    scf.if %in {
+      %v = memref.load %x[%t, %i] : memref<?x?xf32>
+      %b = arith.truncf %v : f32 to bf16
+      memref.store %b, %y[%t, %i] : memref<?x?xbf16>
+    }
+    gpu.return
+  }
 }
 }

@@ -1,7 +1,10 @@
 //===- GPUBackend.cpp - The recipe's operations on an NVIDIA GPU ----------===//
 //
-// Weights (float32), activations, the page pool and every per-pass input
-// live in device memory. Projections run through cuBLAS, the element-wise
+// Weights, activations, the page pool and every per-pass input live in
+// device memory. The weight matrices are float32, or bfloat16 rounded once
+// at upload (DecoderOptions::weightType); norms, biases, RoPE tables and the
+// embedding table the lookup reads stay float32. Projections run through
+// cuBLAS (bfloat16 ones on input rows rounded by a kernel), the element-wise
 // work through kernels compiled from DecoderKernels.mlir, attention and the
 // KV append through the generated condensate kernels (GPUProgram: the
 // schedule's for decode rows, a dense one for prefill rows). A decode pass
@@ -12,10 +15,11 @@
 //===----------------------------------------------------------------------===//
 #include "Backend.h"
 
+#include "condensate/Compiler/Compiler.h"
 #include "condensate/Cuda/Blas.h"
 #include "condensate/Cuda/Driver.h"
-#include "condensate/Compiler/Compiler.h"
 #include "condensate/Runtime/GPUProgram.h"
+#include "condensate/Support/BFloat16.h"
 
 #include <algorithm>
 #include <array>
@@ -70,12 +74,15 @@ Status allocate(size_t bytes, const cuda::Stream &stream,
   return out.memset8Async(0, out.size(), stream);
 }
 
-Status upload(const float *data, size_t count, cuda::DeviceBuffer &out) {
-  auto b = cuda::DeviceBuffer::allocate(std::max<size_t>(count * 4, 4));
+/// A device copy of `count` elements of `T` (float, or bfloat16 bits).
+template <typename T>
+Status upload(const T *data, size_t count, cuda::DeviceBuffer &out) {
+  const size_t bytes = count * sizeof(T);
+  auto b = cuda::DeviceBuffer::allocate(std::max<size_t>(bytes, 4));
   if (!b.ok())
     return b.status();
   out = b.take();
-  return count ? out.copyFromHost(data, count * 4) : Status::success();
+  return count ? out.copyFromHost(data, bytes) : Status::success();
 }
 
 /// A schedule loaded on the device; serves the decoder that compiled it.
@@ -100,6 +107,7 @@ public:
   static Result<std::unique_ptr<Backend>> create(const BackendSetup &setup);
 
   std::string description() const override;
+  const WeightFootprint &weightFootprint() const override { return footprint_; }
   std::string memoryUse() const override {
     auto info = context_.memoryInfo();
     if (!info.ok())
@@ -160,6 +168,7 @@ private:
                         args.data());
   }
   DevicePtr addr(Buf b) const { return bufs_[size_t(b)].address(); }
+  bool bf16Weights() const { return options_.weightType == WeightType::BF16; }
   int64_t width(Buf b) const { return bufferWidth(b, cfg_); }
   int64_t rows() const { return batch_->rows; }
   int64_t count(Rows r) const { return r.count < 0 ? rows() : r.count; }
@@ -197,9 +206,16 @@ private:
 
   std::vector<DeviceLayer> layers_;
   /// invFreq_/invFreqLocal_: RoPE of the global and the local layers.
+  /// output_ is absent when the logits read embedding_ (tied, float32);
+  /// tied with bfloat16 weights it is the table's bfloat16 copy.
   cuda::DeviceBuffer embedding_, outputNorm_, output_, invFreq_,
       invFreqLocal_;
   ModelParams params_;
+  WeightFootprint footprint_;
+  /// With bfloat16 weights: a projection's input rows rounded to bfloat16,
+  /// [maxRows_, widest input] (linearInputCols_).
+  cuda::DeviceBuffer linearInput_;
+  int64_t linearInputCols_ = 0;
   std::vector<cuda::DeviceBuffer> bufs_ =
       std::vector<cuda::DeviceBuffer>(kNumBufs);
   cuda::DeviceBuffer tokens_, positions_, lens_, pageTable_, windows_;
@@ -283,9 +299,8 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
   if (!module.ok())
     return module.status();
   d.kernels_ = module.take();
-  for (const char *name :
-       {"embed", "rmsnorm", "rope", "silu_mul", "gelu_mul", "add_bias",
-        "split_qkv"}) {
+  for (const char *name : {"embed", "rmsnorm", "rope", "silu_mul", "gelu_mul",
+                           "add_bias", "split_qkv", "round_bf16"}) {
     auto f = d.kernels_.getFunction(name);
     if (!f.ok())
       return f.status();
@@ -327,6 +342,13 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
                                         d.stream_, d.bufs_[size_t(b)]));
   for (cuda::DeviceBuffer *b : {&d.tokens_, &d.positions_, &d.lens_})
     CONDENSATE_RETURN_IF_ERROR(allocate(R * 4, d.stream_, *b));
+  if (d.bf16Weights()) {
+    // The widest input of a projection: hidden (q/k/v, gate/up, logits),
+    // the attention rows (output) or ffn (down).
+    d.linearInputCols_ = std::max({cfg.hidden, cfg.qDim(), cfg.ffn});
+    CONDENSATE_RETURN_IF_ERROR(allocate(R * size_t(d.linearInputCols_) * 2,
+                                        d.stream_, d.linearInput_));
+  }
   CONDENSATE_RETURN_IF_ERROR(
       allocate(R * size_t(d.width_) * 4, d.stream_, d.pageTable_));
   // Per-layer windows, stats and kept queries exist for decode rows only.
@@ -343,17 +365,30 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
 
 Status GPUBackend::uploadWeights(const ModelWeights &w) {
   const ModelConfig &cfg = cfg_;
-  // The GPU holds float32: a quantised matrix is dequantised to upload it.
-  auto put = [](const auto &v, cuda::DeviceBuffer &out, Param &p) -> Status {
+  int64_t &held = footprint_.heldBytes;
+  // A matrix as float32, a quantised one dequantised to upload it.
+  auto putF32 = [](const WeightMatrix &m, cuda::DeviceBuffer &out) {
+    const std::vector<float> f =
+        m.quantized() ? m.toF32() : std::vector<float>();
+    return upload(m.quantized() ? f.data() : m.f32(),
+                  size_t(m.rows() * m.cols()), out);
+  };
+  // A matrix as the weight type says, a vector as float32.
+  auto put = [&](const auto &v, cuda::DeviceBuffer &out, Param &p) -> Status {
     if constexpr (std::is_same_v<std::decay_t<decltype(v)>, WeightMatrix>) {
-      const std::vector<float> f = v.quantized() ? v.toF32() : std::vector<float>();
-      const float *data = v.quantized() ? f.data() : v.f32();
       const size_t n = size_t(v.rows() * v.cols());
-      CONDENSATE_RETURN_IF_ERROR(upload(data, n, out));
+      if (bf16Weights()) {
+        const std::vector<uint16_t> b = v.toBF16();
+        CONDENSATE_RETURN_IF_ERROR(upload(b.data(), n, out));
+      } else {
+        CONDENSATE_RETURN_IF_ERROR(putF32(v, out));
+      }
       p = Param{out.address(), int64_t(n)};
+      held += int64_t(n) * (bf16Weights() ? 2 : 4);
     } else {
       CONDENSATE_RETURN_IF_ERROR(upload(v.data(), v.size(), out));
       p = Param{out.address(), int64_t(v.size())};
+      held += int64_t(v.size()) * 4;
     }
     return Status::success();
   };
@@ -378,15 +413,25 @@ Status GPUBackend::uploadWeights(const ModelWeights &w) {
     CONDENSATE_RETURN_IF_ERROR(
         put(src.postFfnNorm, L.postFfnNorm, P.postFfnNorm));
   }
-  CONDENSATE_RETURN_IF_ERROR(
-      put(w.tokenEmbedding(), embedding_, params_.embedding));
-  if (cfg.tiedOutput)
+  // The embedding lookup ("embed") reads float32 rows whatever the weight
+  // type, and a step reads only its rows of the table, unless the table is
+  // also the logits' matrix.
+  const WeightMatrix &table = w.tokenEmbedding();
+  const int64_t tableElements = table.rows() * table.cols();
+  CONDENSATE_RETURN_IF_ERROR(putF32(table, embedding_));
+  params_.embedding = Param{embedding_.address(), tableElements};
+  held += tableElements * 4;
+  const bool tableIsOutput = cfg.tiedOutput && !bf16Weights();
+  if (tableIsOutput)
     params_.output = params_.embedding; // one copy serves both
-  else
+  else // output.weight, or (tied) a bfloat16 copy of the table for the
+       // logits: 2 bytes more held per element, 2 fewer read a step
     CONDENSATE_RETURN_IF_ERROR(put(w.outputWeights(), output_, params_.output));
   CONDENSATE_RETURN_IF_ERROR(
       upload(w.outputNorm(), size_t(cfg.hidden), outputNorm_));
   params_.outputNorm = Param{outputNorm_.address(), cfg.hidden};
+  held += cfg.hidden * 4;
+  footprint_.stepBytes = held - (tableIsOutput ? 0 : tableElements * 4);
   // The rope kernel's angle is position * invFreq (ropeFrequencies).
   for (auto [local, out] : {std::pair{false, &invFreq_},
                             std::pair{true, &invFreqLocal_}}) {
@@ -405,7 +450,8 @@ std::string GPUBackend::description() const {
   if (!props.ok())
     return "GPU";
   return props->name + " (sm_" + std::to_string(props->computeCapability()) +
-         ", " + std::to_string(props->multiprocessorCount) + " SMs)";
+         ", " + std::to_string(props->multiprocessorCount) + " SMs), weights " +
+         weightTypeName(options_.weightType);
 }
 
 Status GPUBackend::setProgram(std::shared_ptr<const AttentionProgram> p) {
@@ -586,9 +632,25 @@ Status GPUBackend::linear(Buf in, const Param &weight, const Param &bias,
                          std::to_string(K) + "] product");
   cuda::GemmOptions o;
   o.beta = accumulate ? 1.0f : 0.0f;
-  CONDENSATE_RETURN_IF_ERROR(blas_.gemm(
-      int(n), int(N), int(K), cuda::ElementType::F32,
-      addr(in) + DevicePtr(r.first * K * 4), weight.address, addr(out), o));
+  DevicePtr input = addr(in) + DevicePtr(r.first * K * 4);
+  if (bf16Weights()) {
+    // cublasGemmEx takes A and B of one type: the rows are rounded into
+    // linearInput_; accumulation and output stay float32.
+    if (K > linearInputCols_)
+      return Status::error("linear: an input of width " + std::to_string(K) +
+                           "; the bf16 scratch holds rows of " +
+                           std::to_string(linearInputCols_));
+    cuda::KernelArgs a;
+    pushMemRef(a, input, {n, K});
+    pushMemRef(a, linearInput_.address(), {n, K});
+    CONDENSATE_RETURN_IF_ERROR(
+        launch("round_bf16", {blocksFor(K), unsigned(n), 1}, {256, 1, 1}, a));
+    input = linearInput_.address();
+  }
+  CONDENSATE_RETURN_IF_ERROR(blas_.gemm(int(n), int(N), int(K),
+                                        bf16Weights() ? cuda::ElementType::BF16
+                                                      : cuda::ElementType::F32,
+                                        input, weight.address, addr(out), o));
   if (!bias.present())
     return Status::success();
   cuda::KernelArgs a;

@@ -10,6 +10,7 @@
 
 #include "condensate/ABI/Limits.h"
 #include "condensate/Model/GGUF.h"
+#include "condensate/Support/BFloat16.h"
 
 #include <unistd.h>
 
@@ -434,6 +435,31 @@ void WeightMatrix::rowsF32(int64_t first, int64_t count, float *out) const {
 std::vector<float> WeightMatrix::toF32() const {
   std::vector<float> v(size_t(rows_) * size_t(cols_));
   rowsF32(0, rows_, v.data());
+  return v;
+}
+
+std::vector<uint16_t> WeightMatrix::toBF16() const {
+  const size_t cols = size_t(cols_);
+  std::vector<uint16_t> v(size_t(rows_) * cols);
+  // Tiles of rows in parallel (an 8B model has 7.5e9 elements); a quantised
+  // tile is decoded to float32 first.
+  constexpr int64_t kTileRows = 64;
+  const int64_t tiles = (rows_ + kTileRows - 1) / kTileRows;
+#pragma omp parallel
+  {
+    std::vector<float> tile(quantized() ? size_t(kTileRows) * cols : 0);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t first = t * kTileRows,
+                    count = std::min(kTileRows, rows_ - first);
+      const float *src = tile.data();
+      if (quantized())
+        rowsF32(first, count, tile.data());
+      else
+        src = f32_.data() + size_t(first) * cols;
+      floatsToBF16(src, size_t(count) * cols, v.data() + size_t(first) * cols);
+    }
+  }
   return v;
 }
 

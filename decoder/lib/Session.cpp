@@ -104,6 +104,7 @@ Session::create(std::shared_ptr<const ModelWeights> weights,
   DecoderOptions dopts;
   dopts.backend = gpu ? BackendKind::GPU : BackendKind::CPU;
   dopts.kvType = options.kvType.value_or(gpu ? KVType::BF16 : KVType::F32);
+  dopts.weightType = options.gpuWeights;
   dopts.pageSize = options.pageSize;
   dopts.threads = options.threads;
   Result<int64_t> schedulePage = schedulePageSize(schedule);
@@ -171,6 +172,7 @@ Result<SessionReport> Session::generate(const std::vector<int32_t> &prompt,
   r.kvType = dec.shape().kvType;
   if (o.device == BackendKind::GPU) {
     r.deviceDescription = dec.deviceDescription();
+    r.gpuWeights = dec.options().weightType;
   } else {
     r.pageSize = dec.shape().pageSize;
     r.threads = o.threads;

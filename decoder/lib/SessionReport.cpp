@@ -139,7 +139,9 @@ std::string reportJSON(const SessionReport &r) {
   j["policy"] = {{"name", r.policyName}, {"mlir", r.scheduleMLIR}};
   j["compile_seconds"] = r.compileSeconds;
   j["kv_type"] = kvTypeName(r.kvType);
-  if (!gpu) {
+  if (gpu) {
+    j["gpu_weights"] = weightTypeName(r.gpuWeights);
+  } else {
     j["page_size"] = r.pageSize;
     j["threads"] = r.threads;
     j["blas"] = r.blas;

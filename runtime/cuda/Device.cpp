@@ -158,6 +158,16 @@ Result<std::pair<std::size_t, std::size_t>> Context::memoryInfo() const {
   return std::make_pair(freeBytes, totalBytes);
 }
 
+Status Context::setProfiling(bool on) const {
+  CONDENSATE_RETURN_IF_ERROR(makeCurrent());
+  const LoadedDriver &d = LoadedDriver::loaded();
+  if (!d.api().cuProfilerStart || !d.api().cuProfilerStop)
+    return Status::error("Context::setProfiling: the driver has no "
+                         "cuProfilerStart/cuProfilerStop");
+  return on ? CONDENSATE_CU(d, cuProfilerStart)
+            : CONDENSATE_CU(d, cuProfilerStop);
+}
+
 const DeviceProperties &Context::properties() const {
   return LoadedDriver::loaded().device(device());
 }

@@ -216,6 +216,8 @@ struct CUgraphExecUpdateResultInfo {
   X(cuCtxGetCurrent, CUresult, (CUcontext * pctx), true)                       \
   X(cuCtxGetDevice, CUresult, (CUdevice * device), true)                       \
   X(cuCtxSynchronize, CUresult, (), true)                                      \
+  X(cuProfilerStart, CUresult, (), false)                                      \
+  X(cuProfilerStop, CUresult, (), false)                                       \
   X(cuMemGetInfo_v2, CUresult, (std::size_t * free, std::size_t * total),      \
     true)                                                                      \
   X(cuMemAlloc_v2, CUresult, (CUdeviceptr * dptr, std::size_t bytesize), true) \

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "condensate/Model/GGUF.h"
+#include "condensate/Support/BFloat16.h"
 #include "condensate/Support/Vectorize.h"
 
 #include <cmath>
@@ -107,7 +108,7 @@ CONDENSATE_AVX2_CLONES void decodeF16(const uint8_t *x, int64_t n, float *y) {
 
 CONDENSATE_AVX2_CLONES void decodeBF16(const uint8_t *x, int64_t n, float *y) {
   for (int64_t i = 0; i < n; ++i)
-    y[i] = bitsToFloat(uint32_t(loadU16(x + 2 * i)) << 16);
+    y[i] = bf16ToFloat(loadU16(x + 2 * i));
 }
 
 // block_q4_0: half d; uint8 qs[16]. Low nibbles are elements 0..15.

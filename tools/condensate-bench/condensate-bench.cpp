@@ -12,11 +12,12 @@
 //===----------------------------------------------------------------------===//
 #include "../common/ToolSupport.h"
 
+#include "condensate/ABI/Limits.h"
 #include "condensate/Compiler/Compiler.h"
+#include "condensate/Cuda/Driver.h"
 #include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Fidelity.h"
 #include "condensate/Decoder/Model.h"
-#include "condensate/ABI/Limits.h"
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +51,8 @@ const char *kUsage =
     "  --policy P            a policy or schedule (JSON, MLIR or @file); may\n"
     "                        repeat; dense is always run first\n"
     "  --kv-type T           f32, f16 or bf16 (default bf16 on the GPU)\n"
+    "  --gpu-weights T       f32 or bf16 (default): the type the GPU holds\n"
+    "                        the weight matrices in\n"
     "  --page-size N         KV page size (default 64 on the GPU, 16 on the "
     "CPU)\n"
     "  --prefill-window W    prefill attends to the last W positions only\n"
@@ -58,14 +61,19 @@ const char *kUsage =
     "  --bandwidth GBPS      the floor's bandwidth (default %.0f, the H200's\n"
     "                        measured device copy, DESIGN.md section 5)\n"
     "  --threads N           CPU threads\n"
-    "  --json FILE           also write the results as JSON\n";
+    "  --json FILE           also write the results as JSON\n"
+    "  --profile             one more step of each policy after the timed\n"
+    "                        ones, inside cuProfilerStart/Stop (for ncu\n"
+    "                        --profile-from-start off)\n";
 
 struct Options {
   std::string dummy, model, device = "gpu", json;
   int64_t context = 4096, batch = 1, steps = 32, warmup = 4, pageSize = 0,
           threads = 0, prefillWindow = -1;
   double bandwidthGBps = kH200CopyGBps;
+  bool profile = false;
   std::optional<KVType> kvType;
+  std::optional<WeightType> gpuWeights;
   std::vector<std::string> policies;
 };
 
@@ -101,6 +109,11 @@ Options parseArgs(int argc, char **argv) {
       if (!t)
         fail("--kv-type: " + t.message());
       o.kvType = *t;
+    } else if (arg == "--gpu-weights") {
+      Result<WeightType> t = parseWeightType(next());
+      if (!t)
+        fail("--gpu-weights: " + t.message());
+      o.gpuWeights = *t;
     } else if (arg == "--page-size")
       o.pageSize = parseInt(arg, next(), 1, 1024);
     else if (arg == "--prefill-window")
@@ -111,6 +124,8 @@ Options parseArgs(int argc, char **argv) {
       o.threads = parseInt(arg, next(), 1, 1024);
     else if (arg == "--json")
       o.json = next();
+    else if (arg == "--profile")
+      o.profile = true;
     else if (arg == "--help" || arg == "-h") {
       std::printf(kUsage, ModelWeights::dummyArchitectures().c_str(),
                   kH200CopyGBps);
@@ -140,6 +155,10 @@ int main(int argc, char **argv) {
   return runMain("condensate-bench", [&]() -> int {
     const Options o = parseArgs(argc, argv);
     const bool gpu = o.device == "gpu";
+    if (o.profile && !gpu)
+      fail("--profile needs --device gpu");
+    if (o.gpuWeights && !gpu)
+      fail("--gpu-weights needs --device gpu");
     const auto loadStart = std::chrono::steady_clock::now();
     std::shared_ptr<const ModelWeights> weights =
         o.dummy.empty() ? take(ModelWeights::load(o.model))
@@ -172,6 +191,8 @@ int main(int argc, char **argv) {
     DecoderOptions opts;
     opts.backend = gpu ? BackendKind::GPU : BackendKind::CPU;
     opts.kvType = o.kvType.value_or(gpu ? KVType::BF16 : KVType::F32);
+    if (gpu)
+      opts.weightType = o.gpuWeights.value_or(WeightType::BF16);
     opts.pageSize = page;
     opts.sketchBits = sketchBits;
     opts.threads = int(o.threads);
@@ -195,15 +216,15 @@ int main(int argc, char **argv) {
     check(dec->prefill(base, prompt.data(), o.context, nullptr));
     const double prefillSeconds = secondsSince(prefillStart);
 
-    // The floor of a step: every weight matrix read once (the embedding
-    // table only for the batch's rows), and the KV the policy read.
+    // The floor of a step: every weight matrix read once in the type the
+    // device holds it (the embedding table only for the batch's rows), and
+    // the KV the policy read.
+    const WeightFootprint &held = dec->weightFootprint();
     const double kvDense =
         double(o.batch) * double(cfg.numLayers) * double(cfg.kvHeads) *
         double(abi::denseBytes(o.context, cfg.headDim,
                                kvTypeBytes(opts.kvType)));
-    const double weightBytes =
-        double(weights->bytes() -
-               (cfg.tiedOutput ? 0 : weights->tokenEmbedding().bytes()));
+    const double weightBytes = double(held.stepBytes);
     const double bandwidth = o.bandwidthGBps * 1e9;
 
     std::vector<Row> rows;
@@ -231,6 +252,14 @@ int main(int argc, char **argv) {
       Row r;
       r.name = name;
       r.secondsPerStep = secondsSince(start) / double(o.steps);
+      if (o.profile && gpu) {
+        cuda::Context ctx = take(cuda::Context::primary(0));
+        check(ctx.synchronize());
+        check(ctx.setProfiling(true));
+        check(dec->step(seqs.data(), next.data(), o.batch, logits.data()));
+        check(ctx.synchronize());
+        check(ctx.setProfiling(false));
+      }
       const AttentionSummary sum = stats.summary();
       r.bytesRead = sum.bytesRead;
       r.positions = sum.positionsAttended;
@@ -244,11 +273,17 @@ int main(int argc, char **argv) {
         check(dec->release(id));
     }
 
-    std::printf("model: %s (%s); weights %.2f GB float32, loaded in %.1f s\n",
+    // What the decoder holds: on the GPU, of the weight type; on the CPU,
+    // as loaded.
+    const std::string weightKind =
+        gpu ? std::string(weightTypeName(opts.weightType)) + " on the GPU"
+        : weights->storage() == WeightStorage::Quantized ? "quantized"
+                                                         : "float32";
+    std::printf("model: %s (%s); weights %.2f GB %s, loaded in %.1f s\n",
                 o.dummy.empty() ? o.model.c_str()
                                 : ("dummy " + o.dummy).c_str(),
-                cfg.describe().c_str(), double(weights->bytes()) / 1e9,
-                loadSeconds);
+                cfg.describe().c_str(), double(held.heldBytes) / 1e9,
+                weightKind.c_str(), loadSeconds);
     std::printf("device: %s; kv %s, page %lld; context %lld x batch %lld; "
                 "prefill %.1f s (%s); %lld timed steps after %lld\n",
                 dec->deviceDescription().c_str(), kvTypeName(opts.kvType),
@@ -274,6 +309,9 @@ int main(int argc, char **argv) {
     j["batch"] = o.batch;
     j["steps"] = o.steps;
     j["kv_type"] = kvTypeName(opts.kvType);
+    if (gpu)
+      j["gpu_weights"] = weightTypeName(opts.weightType);
+    j["weights_held_bytes"] = held.heldBytes;
     j["page_size"] = page;
     j["prefill_seconds"] = prefillSeconds;
     j["prefill_window"] = opts.prefillWindow;

@@ -67,6 +67,9 @@ const char *kUsage =
     "                         generated PTX kernels, cuBLAS and a CUDA graph\n"
     "                         per step; KV type defaults to bf16 there)\n"
     "  --kv-type T            f32 (default), f16 or bf16\n"
+    "  --gpu-weights T        f32 (default) or bf16: the type the GPU holds\n"
+    "                         the weight matrices in (bf16 halves the bytes\n"
+    "                         a step reads)\n"
     "  --page-size N          KV page size (re-pages the policy)\n"
     "  --threads N            CPU threads (OpenBLAS and the products over\n"
     "                         quantised weights)\n"
@@ -88,6 +91,7 @@ struct Options {
   bool compareDense = false, profile = false;
   int64_t maxNew = 64, pageSize = 0, threads = 0, longPrompt = 0;
   std::optional<KVType> kvType; ///< default: the device's
+  std::optional<WeightType> gpuWeights;
   std::string device = "cpu";
   WeightStorage weights = WeightStorage::Auto;
   bool help = false;
@@ -140,6 +144,11 @@ Options parseArgs(int argc, char **argv) {
       if (!t.ok())
         fail("--kv-type: " + t.message());
       o.kvType = *t;
+    } else if (arg == "--gpu-weights") {
+      auto t = parseWeightType(next());
+      if (!t.ok())
+        fail("--gpu-weights: " + t.message());
+      o.gpuWeights = *t;
     } else if (arg == "--compare") {
       std::string what = next();
       if (what != "dense")
@@ -188,6 +197,8 @@ Options parseArgs(int argc, char **argv) {
          "--long-prompt N");
   if (o.system && !o.chat)
     fail("--system needs --chat");
+  if (o.gpuWeights && o.device != "gpu")
+    fail("--gpu-weights needs --device gpu");
   return o;
 }
 
@@ -364,6 +375,7 @@ int runTool(const Options &o) {
   SessionOptions so;
   so.device = o.device == "gpu" ? BackendKind::GPU : BackendKind::CPU;
   so.kvType = o.kvType;
+  so.gpuWeights = o.gpuWeights.value_or(WeightType::F32);
   so.pageSize = o.pageSize;
   so.threads = int(o.threads);
   so.maxPromptTokens = int64_t(prompt.size());

@@ -11,6 +11,7 @@
 #include "DriverAbi.h"
 
 #include <cuda.h>
+#include <cudaProfiler.h>
 #if CONDENSATE_HAVE_CUBLAS_API_H
 #include <cublas_api.h>
 #include <library_types.h>

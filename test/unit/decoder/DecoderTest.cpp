@@ -9,13 +9,14 @@
 #include "ModelTestSupport.h"
 #include "SyntheticModel.h"
 
-#include "condensate/Decoder/Decoder.h"
+#include "condensate/Compiler/Compiler.h"
 #include "condensate/Decoder/Chat.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Fidelity.h"
 #include "condensate/Decoder/Model.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
-#include "condensate/Compiler/Compiler.h"
+#include "condensate/Support/BFloat16.h"
 
 #include <gtest/gtest.h>
 
@@ -504,6 +505,153 @@ TEST(DecoderSynthetic, ScheduleAndPageSizeMismatch) {
 }
 
 //===----------------------------------------------------------------------===//
+// bfloat16 weights (the GPU's WeightType::BF16), on the host
+//===----------------------------------------------------------------------===//
+
+/// The value of bfloat16 bits from their fields, in double; the all-ones
+/// exponent (infinity) as 2^128, the next step past the largest finite
+/// value, which is what rounding compares against.
+double bf16Value(uint16_t b) {
+  const int exponent = (b >> 7) & 0xff, mantissa = b & 0x7f;
+  const double magnitude =
+      exponent == 0 ? std::ldexp(double(mantissa), -133)
+                    : std::ldexp(double(128 + mantissa), exponent - 134);
+  return (b & 0x8000) ? -magnitude : magnitude;
+}
+
+/// floatToBF16 by exact arithmetic: of the two bfloat16 values around `f`
+/// (its bits truncated, and one step further from zero), the nearer, the
+/// one with an even mantissa at a tie.
+uint16_t referenceBF16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint16_t down = uint16_t(u >> 16), up = uint16_t(down + 1);
+  const double x = std::fabs(double(f)), lo = std::fabs(bf16Value(down)),
+               hi = std::fabs(bf16Value(up));
+  if (x - lo < hi - x)
+    return down;
+  if (hi - x < x - lo)
+    return up;
+  return (down & 1) ? up : down;
+}
+
+// Every bfloat16 pattern's neighbourhood (the low halves 0, 1, just under,
+// at and over a tie, all ones, and random ones): finite values round as
+// exact arithmetic says (ties to even, denormals, overflow to infinity
+// from half a unit past the largest finite value), infinities stay, NaNs
+// stay NaNs of their sign, however little payload they have.
+TEST(BFloat16, RoundsToNearestEven) {
+  std::mt19937 rng(5);
+  int64_t checked = 0;
+  for (uint32_t high = 0; high < 0x10000; ++high) {
+    for (uint32_t low : {0u, 1u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu,
+                         uint32_t(rng() & 0xffffu)}) {
+      const uint32_t u = high << 16 | low;
+      float f;
+      std::memcpy(&f, &u, 4);
+      const uint16_t b = floatToBF16(f);
+      if (std::isnan(f)) {
+        ASSERT_TRUE(std::isnan(bf16ToFloat(b))) << std::hex << u;
+        ASSERT_EQ(uint32_t(b & 0x8000), high & 0x8000) << std::hex << u;
+        continue;
+      }
+      ASSERT_EQ(b, std::isinf(f) ? uint16_t(high) : referenceBF16(f))
+          << std::hex << "bits 0x" << u;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 450000);
+  // Named cases, by value.
+  EXPECT_EQ(floatToBF16(1.0f + 0x1p-8f), 0x3f80); // a tie, to even (down)
+  EXPECT_EQ(floatToBF16(1.0f + 0x3p-8f), 0x3f82); // a tie, to even (up)
+  EXPECT_EQ(floatToBF16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+  EXPECT_EQ(floatToBF16(-0.0f), 0x8000);
+  EXPECT_EQ(floatToBF16(0x1p-133f), 0x0001); // smallest denormal
+  EXPECT_EQ(floatToBF16(0x1p-134f), 0x0000); // half of it, a tie
+  EXPECT_EQ(floatToBF16(0x3p-134f), 0x0002); // 1.5 of it, a tie
+  EXPECT_EQ(floatToBF16(std::numeric_limits<float>::max()), 0x7f80);
+  EXPECT_EQ(floatToBF16(-std::numeric_limits<float>::infinity()), 0xff80);
+  EXPECT_EQ(floatToBF16(std::numeric_limits<float>::denorm_min()), 0x0000);
+  float nan;
+  const uint32_t nanBits = 0x7f800001u; // the rounding add alone gives inf
+  std::memcpy(&nan, &nanBits, 4);
+  EXPECT_TRUE(std::isnan(bf16ToFloat(floatToBF16(nan))));
+  std::vector<float> in = {1.0f, 3.0f, -2.5f};
+  std::vector<uint16_t> out(in.size());
+  floatsToBF16(in.data(), in.size(), out.data());
+  EXPECT_EQ(out, (std::vector<uint16_t>{0x3f80, 0x4040, 0xc020}));
+}
+
+// WeightMatrix::toBF16 rounds every element of float32 and of quantised
+// matrices (decoded tile by tile, a partial last tile included) as the
+// element-wise conversion of toF32 does.
+TEST(BFloat16, WeightMatricesRoundElementwise) {
+  TinySpec s;
+  s.q8 = true;
+  s.hidden = 96;
+  s.ffn = 128;
+  s.keyLength = 32;
+  s.vocab = 150; // embedding rows: two tiles of 64 and a partial one
+  for (WeightStorage storage :
+       {WeightStorage::Quantized, WeightStorage::Float32}) {
+    auto w = loadTiny(s, tinyTensors(s, 3), storage);
+    ASSERT_TRUE(w);
+    for (const WeightMatrix *m :
+         {&w->layer(0).wqkv, &w->layer(1).wDown, &w->tokenEmbedding()}) {
+      EXPECT_EQ(m->quantized(), storage == WeightStorage::Quantized);
+      const std::vector<float> f = m->toF32();
+      std::vector<uint16_t> expected(f.size());
+      for (size_t i = 0; i < f.size(); ++i)
+        expected[i] = referenceBF16(f[i]);
+      EXPECT_EQ(m->toBF16(), expected);
+    }
+  }
+}
+
+// The option's names, and the CPU backend's refusal of bfloat16 (it holds
+// the weights as loaded) and its footprint.
+TEST(BFloat16, WeightTypeOption) {
+  for (WeightType t : {WeightType::F32, WeightType::BF16}) {
+    auto parsed = parseWeightType(weightTypeName(t));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, t);
+  }
+  auto bad = parseWeightType("f16");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message(), "weight type must be f32 or bf16, got 'f16'");
+
+  TinySpec s;
+  auto w = loadTiny(s, tinyTensors(s, 1));
+  ASSERT_TRUE(w);
+  DecoderOptions opts;
+  opts.weightType = WeightType::BF16;
+  auto d = Decoder::create(w, denseSchedule(s.layers), opts);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.message().find("weight type bf16 is for the GPU backend"),
+            std::string::npos)
+      << d.message();
+  auto cpu = makeDecoder(w, denseSchedule(s.layers));
+  ASSERT_TRUE(cpu);
+  EXPECT_EQ(cpu->weightFootprint().heldBytes, w->bytes());
+  EXPECT_EQ(cpu->weightFootprint().stepBytes, w->bytes()); // tied output
+}
+
+// The GPU's kernels lower to PTX without a GPU (but with CUDA's libdevice,
+// whose math they call); round_bf16 rounds with the hardware's
+// round-to-nearest-even conversion.
+TEST(BFloat16, DecoderKernelsLowerToPTX) {
+  if (libdevicePath().empty())
+    GTEST_SKIP() << "no CUDA libdevice (set CUDA_HOME to a CUDA toolkit)";
+  const std::string text =
+      readFile(repoRoot() + "/decoder/lib/DecoderKernels.mlir");
+  ASSERT_FALSE(text.empty());
+  auto ptx = compileGPUModulesToPTX(text, "DecoderKernels.mlir", "sm_90");
+  ASSERT_TRUE(ptx.ok()) << ptx.message();
+  EXPECT_NE(ptx->find(".entry round_bf16("), std::string::npos);
+  EXPECT_NE(ptx->find("cvt.rn.bf16.f32"), std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
 // The real model
 //===----------------------------------------------------------------------===//
 
@@ -958,6 +1106,10 @@ TEST(DecoderCLI, Errors) {
   expectToolError("--long-prompt 100 --prompt hi",
                   "give one of --prompt, --prompt-file and --long-prompt");
   expectToolError("--prompt hi --weights f16", "--weights must be auto");
+  expectToolError("--prompt hi --device gpu --gpu-weights f16",
+                  "--gpu-weights: weight type must be f32 or bf16");
+  expectToolError("--prompt hi --gpu-weights bf16",
+                  "--gpu-weights needs --device gpu");
   if (modelPath().empty())
     return;
   const std::string m = "--model " + shellQuote(modelPath()) + " ";

@@ -5,7 +5,8 @@
 // both), for one sequence and for a batch of sequences of different prompt
 // lengths decoded together through the page pool (with a fork); a sparse
 // schedule runs and reports statistics; a synthetic Gemma 3 against the
-// float64 forward. Skips, saying why, without a GPU or the model.
+// float64 forward; bfloat16 weights against float32 ones. Skips, saying
+// why, without a GPU or the model.
 //
 //===----------------------------------------------------------------------===//
 #include "ModelTestSupport.h"
@@ -113,6 +114,112 @@ TEST(GPUDecoder, Gemma3SyntheticMatchesReference) {
               (long long)T, vsRef, vsCpu);
   EXPECT_LT(vsRef, 1e-4);
   EXPECT_LT(vsCpu, 1e-4);
+}
+
+// WeightType::BF16 against F32 on the GPU, for a synthetic Llama with a
+// tied output (the embedding table kept float32 for the lookup, a bfloat16
+// copy for the logits) and one with its own output matrix and Q8_0 blocks
+// (dequantised, then rounded): 100 prompt positions prefilled in chunks of
+// 64 rows and 60 teacher-forced decode steps (graph replays), every
+// position's logits. The float32 run matches the float64 forward (1e-4,
+// as elsewhere). bfloat16 keeps 8 significant bits, a relative rounding
+// error of up to 2^-9 per weight and per input element; through 4 layers
+// the logits move by about 1.6e-2. naiveForward with both operands of
+// every product rounded so gives, on these two models, a relative L2 of
+// 1.6e-2 over the run, 3.4e-2 at worst for one position and top-1 on 160
+// and 158 of 160 positions (over 20 other seeds: at most 1.9e-2, 7.1e-2,
+// and 94%). The bounds, 5e-2 over the run, 0.15 per position and top-1 on
+// 90% of positions, leave 2.5x or more; a zero, garbage or transposed
+// product is off by about 1. The run must also differ from the float32
+// one (> 1e-3), or the bfloat16 path did not run.
+TEST(GPUDecoder, BF16WeightsStayCloseToF32) {
+  if (std::string why = gpuSkipReason(); !why.empty())
+    GTEST_SKIP() << why;
+  using namespace condensate::decoder::testsupport;
+  for (bool tied : {true, false}) {
+    SCOPED_TRACE(tied ? "tied output, float32 weights"
+                      : "output matrix, Q8_0 weights");
+    TinySpec s;
+    s.layers = 4;
+    s.hidden = 128;
+    s.qHeads = 4;
+    s.kvHeads = 2;
+    s.ffn = 256;
+    s.vocab = 300;
+    s.tied = tied;
+    s.q8 = !tied;
+    TensorMap tensors = tinyTensors(s, 21);
+    auto w = loadTiny(s, tensors,
+                      tied ? WeightStorage::Float32 : WeightStorage::Quantized);
+    ASSERT_TRUE(w);
+    const std::vector<int32_t> ids = randomTokens(160, s.vocab, 9);
+    const int64_t T = int64_t(ids.size()), V = s.vocab, split = 100;
+    Schedule dense = Schedule::uniform(s.layers, Policy::makeDense());
+    WeightFootprint footprint[2];
+    std::vector<float> logits[2];
+    for (WeightType type : {WeightType::F32, WeightType::BF16}) {
+      DecoderOptions o;
+      o.backend = BackendKind::GPU;
+      o.weightType = type;
+      o.kvType = KVType::F32;
+      o.pageSize = 64;
+      o.maxTokens = 512;
+      o.prefillChunk = 64;
+      auto dec = Decoder::create(w, dense, o);
+      ASSERT_TRUE(dec.ok()) << dec.message();
+      EXPECT_NE((*dec)->deviceDescription().find(std::string("weights ") +
+                                                 weightTypeName(type)),
+                std::string::npos)
+          << (*dec)->deviceDescription();
+      auto seq = (*dec)->newSequence();
+      std::vector<float> all, steps;
+      ASSERT_TRUE((*dec)->prefill(seq, ids.data(), split, nullptr, &all).ok());
+      ASSERT_TRUE(
+          (*dec)->teacherForce(seq, ids.data() + split, T - split, steps).ok());
+      all.insert(all.end(), steps.begin(), steps.end());
+      ASSERT_EQ(all.size(), size_t(T * V));
+      logits[int(type)] = std::move(all);
+      footprint[int(type)] = (*dec)->weightFootprint();
+    }
+    const std::vector<float> &f32 = logits[0], &bf16 = logits[1];
+    const std::vector<double> ref = naiveForward(s, tensors, ids);
+    EXPECT_LT(maxRelative(f32, std::vector<float>(ref.begin(), ref.end())),
+              1e-4);
+
+    double num = 0, den = 0, worstRow = 0;
+    int64_t agree = 0;
+    for (int64_t p = 0; p < T; ++p) {
+      double rn = 0, rd = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        const double a = f32[size_t(p * V + v)], b = bf16[size_t(p * V + v)];
+        ASSERT_TRUE(std::isfinite(b)) << "position " << p;
+        rn += (b - a) * (b - a);
+        rd += a * a;
+      }
+      num += rn;
+      den += rd;
+      worstRow = std::max(worstRow, std::sqrt(rn / rd));
+      agree += argmax(f32.data() + p * V, V) == argmax(bf16.data() + p * V, V);
+    }
+    const double rel = std::sqrt(num / den);
+    std::printf("bf16 against f32 weights (%s), %lld positions: relative L2 "
+                "%.2e over the run, %.2e at worst; top-1 agrees on "
+                "%lld\n",
+                tied ? "tied" : "Q8_0, untied", (long long)T, rel, worstRow,
+                (long long)agree);
+    EXPECT_LT(rel, 5e-2);
+    EXPECT_GT(rel, 1e-3);
+    EXPECT_LT(worstRow, 0.15);
+    EXPECT_GE(agree, T * 9 / 10);
+
+    // A step reads the matrices in half the bytes (norms stay float32);
+    // the float32 table the lookup reads is held either way.
+    const double ratio =
+        double(footprint[1].stepBytes) / double(footprint[0].stepBytes);
+    EXPECT_GT(ratio, 0.49);
+    EXPECT_LT(ratio, 0.51);
+    EXPECT_LT(footprint[1].heldBytes, footprint[0].heldBytes);
+  }
 }
 
 TEST(GPUDecoder, MatchesCPUDecoderDense) {

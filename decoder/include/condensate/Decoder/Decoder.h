@@ -3,7 +3,8 @@
 // Choosing the backend: DecoderOptions::backend, at create(). BackendKind::CPU
 // runs projections and the MLP through OpenBLAS and attention through the
 // JIT-compiled condensate kernels (CPUProgram); BackendKind::GPU keeps the
-// weights on the device (float32), runs projections through cuBLAS, the
+// weights on the device (float32, or its matrices in bfloat16:
+// DecoderOptions::weightType), runs projections through cuBLAS, the
 // element-wise work through kernels compiled from DecoderKernels.mlir and
 // attention plus KV append through the generated condensate kernels
 // (GPUProgram), and replays each decode step from a CUDA graph captured per
@@ -38,6 +39,15 @@ namespace condensate::decoder {
 /// Where a decoder runs.
 enum class BackendKind { CPU, GPU };
 
+/// The element type the GPU holds its weight matrices in (the projections,
+/// the MLP and the logits' matrix); norms, biases, RoPE tables and the
+/// embedding table its lookup reads stay float32.
+enum class WeightType { F32, BF16 };
+/// "f32", "bf16".
+const char *weightTypeName(WeightType t);
+/// The inverse of weightTypeName; an error names the accepted values.
+Result<WeightType> parseWeightType(const std::string &name);
+
 struct DecoderOptions {
   BackendKind backend = BackendKind::CPU;
   KVType kvType = KVType::F32;
@@ -69,6 +79,12 @@ struct DecoderOptions {
   int threads = 0;
 
   // GPU backend.
+  /// F32: every product in float32 (cuBLAS SGEMM). BF16: the matrices
+  /// rounded to bfloat16 once, at upload (half the bytes a step reads), and
+  /// each product's input rows rounded to bfloat16 on the device, with
+  /// float32 accumulation and output. The CPU backend takes only F32 (it
+  /// holds ModelWeights as loaded, WeightStorage).
+  WeightType weightType = WeightType::F32;
   std::string chip = "sm_90";
   int device = 0;
   /// Replay decode steps from captured CUDA graphs (else launch eagerly).
@@ -91,6 +107,19 @@ struct StepProfile {
   double mlp = 0.0;       ///< gate/up and down projections
   double logits = 0.0;    ///< final norm and vocabulary projection
   double total = 0.0;
+};
+
+/// The weights as a decoder's backend holds them.
+struct WeightFootprint {
+  /// Every weight the backend keeps: on the GPU, in device memory (with
+  /// WeightType::BF16 and a tied output, both the float32 embedding table
+  /// of the lookup and its bfloat16 copy for the logits); on the CPU,
+  /// ModelWeights::bytes().
+  int64_t heldBytes = 0;
+  /// What one decode step reads of them: every matrix, norm and bias once,
+  /// of the embedding table only the batch's rows (not counted) unless it
+  /// is itself the logits' matrix.
+  int64_t stepBytes = 0;
 };
 
 /// Called during prefill with (tokens done, tokens in all), monotonically.
@@ -168,8 +197,10 @@ public:
   const ModelConfig &config() const;
   const ModelShape &shape() const;
   const DecoderOptions &options() const;
-  /// "OpenBLAS ...; 2 threads" or "NVIDIA H200 (sm_90, 132 SMs)".
+  /// "OpenBLAS ...; 2 threads" or "NVIDIA H200 (sm_90, 132 SMs), weights
+  /// bf16".
   std::string deviceDescription() const;
+  const WeightFootprint &weightFootprint() const;
   /// The GPU's memory in use now (weights, the page pool, workspaces and
   /// every other user of the device), e.g. "12.3 GB of 143.8 GB in use";
   /// empty on the CPU.

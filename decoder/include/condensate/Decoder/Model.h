@@ -182,6 +182,10 @@ public:
   void rowsF32(int64_t first, int64_t count, float *out) const;
   /// The whole matrix as float32.
   std::vector<float> toF32() const;
+  /// The whole matrix rounded to bfloat16 (floatToBF16: nearest, ties to
+  /// even), as the GPU holds it with WeightType::BF16; quantised rows are
+  /// decoded a tile at a time, never as a whole float32 copy.
+  std::vector<uint16_t> toBF16() const;
   /// Bytes held.
   int64_t bytes() const;
 

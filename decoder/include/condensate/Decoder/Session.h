@@ -39,6 +39,9 @@ struct SessionOptions {
   BackendKind device = BackendKind::CPU;
   /// KV element type; by default f32 on the CPU, bf16 on the GPU.
   std::optional<KVType> kvType;
+  /// The GPU's weight matrices (DecoderOptions::weightType); the CPU takes
+  /// only F32.
+  WeightType gpuWeights = WeightType::F32;
   /// KV page size (0: the schedule's); the schedule must already use it
   /// (withPageSize).
   int64_t pageSize = 0;
@@ -102,6 +105,7 @@ struct SessionReport {
   std::string scheduleMLIR;
   double compileSeconds = 0.0;
   KVType kvType = KVType::F32;
+  WeightType gpuWeights = WeightType::F32; ///< GPU
   int64_t pageSize = 0; ///< CPU
   int threads = 0;      ///< CPU, as asked (0: default)
   std::string blas;     ///< CPU: blasDescription()

@@ -199,6 +199,11 @@ public:
   /// Makes the context current on this thread, then returns (free, total)
   /// device memory in bytes.
   Result<std::pair<std::size_t, std::size_t>> memoryInfo() const;
+  /// Makes the context current on this thread, then starts (`on`) or stops
+  /// the profiler's collection (cuProfilerStart/Stop: what `ncu
+  /// --profile-from-start off` profiles); an error where the driver lacks
+  /// the entry points.
+  Status setProfiling(bool on) const;
 
   bool valid() const { return handle_.get().context != nullptr; }
   int device() const { return handle_.get().device; }
