@@ -110,11 +110,11 @@ double sketchBound(const float *q, const float *rows, int64_t d, int64_t off,
     double code = double((w >> shift) & uint32_t(levels));
     double step = (double(hi[c]) - lo[c]) / levels;
     double deq = lo[c] + code * step;
-    double alo = std::fabs(lo[c]), ahi = std::fabs(hi[c]);
     double err = abi::sketchChannelError(lo[c], hi[c], step);
+    double m = abi::sketchMagnitude(lo[c], step, bits);
     double aq = std::fabs(q[c]);
-    s += q[c] * deq + aq * err + gamma * aq * (std::max(alo, ahi) + err);
-    mag += aq * (std::max(alo, ahi) + err);
+    s += q[c] * deq + aq * err + gamma * aq * m;
+    mag += aq * m;
   }
   if (magnitude)
     *magnitude = scale * mag;

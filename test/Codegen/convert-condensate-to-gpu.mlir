@@ -372,33 +372,37 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
 
 // -----
 
-// Sketch scores: a lane group of 16 lanes per 4 pages (16 groups a block,
-// 64 pages, 1024 tokens). A block wholly past the context only stores -inf.
-// The query slices are loaded once; each round loads the next page's box
-// and its two word rows (carried by the loop) before scoring this one. The
-// codes become floats without a conversion (2^23 + code, less 2^23), and 8
-// tokens a row are summed over the group by one transposed butterfly (xor
-// 8 exchanges 4 values, then 2, 1, and one each at 2 and 1: lanes 0, 2, ..
-// 14 store the 8 tokens).
+// Sketch scores: 2 lanes a page of 16 tokens (a word row of 8 tokens
+// each), 64 pages (1024 tokens) a block of 128 threads. A block wholly past
+// the context only stores -inf. First a lane group of 16 lanes per page
+// puts the page's terms in shared memory (a_c = q_c step_c 2^bits per head
+// and channel, 132 floats a page with the padding that staggers the pages'
+// banks; the constant term with the slack; the box bound); after
+// the barrier each lane scores its row's 8 tokens for the group's 2 heads:
+// a code becomes the float 1 + code / 16 by a shift, a mask and an or (no
+// conversion) and enters each head's accumulator by one fma; the next
+// chunk's words are loaded before the current chunk's arithmetic.
 // CHECK-LABEL: func.func @score_sketch(
 // CHECK: %[[T:.*]] = arith.ceildivsi %{{.*}}, %c1024 : index
-// CHECK: gpu.launch_func @condensate_kernels::@score_sketch_score_sketch blocks in (%[[T]],
-// CHECK: gpu.func @score_sketch_score_sketch({{.*}}) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32} {
+// CHECK: gpu.launch_func @condensate_kernels::@score_sketch_score_sketch blocks in (%[[T]], {{.*}} threads in (%c128,
+// CHECK: gpu.func @score_sketch_score_sketch({{.*}}) workgroup(%{{.*}} : memref<8448xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<128xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<128xf32, #gpu.address_space<workgroup>> {{.*}}) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 8 : i32}
 // CHECK: scf.if
-// CHECK-COUNT-4: vector.load %arg1
-// CHECK: scf.for %{{.*}} = %c0{{.*}} to %c4{{.*}} step %c1{{.*}} iter_args({{.*}}) -> (vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>)
-// CHECK-COUNT-4: vector.load %arg1
-// CHECK: arith.shrui
+// CHECK: scf.for
+// CHECK: vector.store %{{.*}} : memref<8448xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK: gpu.barrier
+// CHECK: scf.for %{{.*}} = %thread_id_x{{.*}} to %c128{{.*}} step %c128
+// CHECK: scf.if %{{.*}} -> ({{(f32, )+}}f32)
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}vector<4xf32>, vector<4xf32>)
+// CHECK-COUNT-2: vector.load %{{.*}} : memref<8448xf32, #gpu.address_space<workgroup>>, vector<4xf32>
 // CHECK-NOT: arith.uitofp
-// CHECK: arith.ori %{{.*}}, %{{.*}} : vector<4xi32>
-// CHECK: arith.bitcast %{{.*}} : vector<4xi32> to vector<4xf32>
-// CHECK: arith.subf
-// CHECK-COUNT-4: gpu.shuffle xor %{{.*}}, %c8_i32
-// CHECK-NOT: gpu.shuffle xor %{{.*}}, %c8_i32
-// CHECK-COUNT-2: gpu.shuffle xor %{{.*}}, %c4_i32
-// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32
-// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32
-// CHECK: scf.yield
+// CHECK: arith.shli %{{.*}}, %c19_i32 : i32
+// CHECK-NEXT: arith.constant 7864320 : i32
+// CHECK-NEXT: arith.andi
+// CHECK-NEXT: arith.constant 1065353216 : i32
+// CHECK-NEXT: arith.ori
+// CHECK-NEXT: arith.bitcast %{{.*}} : i32 to f32
+// CHECK-NEXT: math.fma
+// CHECK-NEXT: math.fma
 // CHECK: arith.constant 0xFF800000 : f32
 // CHECK-NOT: memref<?x2x16x64
 func.func @score_sketch(%q: memref<?x4x64xf32>, %s: memref<?x2x7x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {

@@ -60,13 +60,15 @@ SketchRow mlir::condensate::sketchRow(Emitter &e, ArrayRef<Value> lo,
   for (size_t c = 0; c < lo.size(); ++c) {
     Value step = e.fmul(e.fsub(hi[c], lo[c]), constLike(e, lo[c], invL));
     Value alo = fabs(e, lo[c]), ahi = fabs(e, hi[c]);
+    // e_c, then m_c = |lo_c| + 4 * 2^bits * step_c (Sketch.h).
     Value err = e.fadd(
         e.fmul(step, constLike(e, step, kSketchStepSlack)),
         e.fmul(e.fadd(alo, ahi), constLike(e, step, kSketchMagnitudeSlack)));
     row.lo.push_back(lo[c]);
     row.step.push_back(step);
     row.err.push_back(err);
-    row.mag.push_back(e.fadd(e.fmax(alo, ahi), err));
+    row.mag.push_back(
+        e.fma(step, constLike(e, step, abi::sketchStepWeight(bits)), alo));
   }
   return row;
 }
@@ -112,6 +114,28 @@ SmallVector<Value> mlir::condensate::sketchKeys(Emitter &e,
     keys.push_back(e.fma(codeF, row.step[c], row.lo[c]));
   }
   return keys;
+}
+
+Value mlir::condensate::sketchBiasedCode(Emitter &e, Value words, int64_t shift,
+                                         int64_t bits) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  // The code's bits moved to [23 - bits, 23): the top of the mantissa.
+  int64_t top = 23 - bits;
+  Value moved = words;
+  if (shift < top)
+    moved = arith::ShLIOp::create(b, loc, words,
+                                  constLike(e, words, double(top - shift)));
+  else if (shift > top)
+    moved = arith::ShRUIOp::create(b, loc, words,
+                                   constLike(e, words, double(shift - top)));
+  Value code =
+      e.band(moved, constLike(e, words, levels(bits) * double(1 << top)));
+  Value one = e.bor(code, constLike(e, words, double(0x3F800000)));
+  auto vt = dyn_cast<VectorType>(words.getType());
+  Type fType = vt ? Type(VectorType::get(vt.getShape(), b.getF32Type()))
+                  : b.getF32Type();
+  return arith::BitcastOp::create(b, loc, fType, one);
 }
 
 std::pair<Value, Value> mlir::condensate::sketchSlot(Emitter &e, Value off,

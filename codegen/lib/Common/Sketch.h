@@ -13,14 +13,27 @@
 // and the dequantised value by ulps of max(|lo|, |hi|); the per-channel
 // error used below,
 //     e_c = step_c (1/2 + 2^-10) + (|lo_c| + |hi_c|) 2^-20,
-// covers all three with a wide margin. The dot product of q with the
-// dequantised row is off by at most gamma sum_c |q_c| |deq_c| with gamma =
-// (D + 4) 2^-23 (a chain of D fmas, then the slack's own sums); |deq_c| <=
-// max(|lo_c|, |hi_c|) + e_c. So
-//     q . k <= q . deq + sum_c |q_c| e_c
-//              + gamma sum_c |q_c| (max(|lo_c|, |hi_c|) + e_c).
-// The certificate adds kBoundMargin on top for the rounding of the scale
-// and of the partials.
+// covers all three with a wide margin.
+//
+// The kernels evaluate q . (lo + code * step) in one of two forms:
+//  - dequantised: sum_c q_c * fma(code_c, step_c, lo_c), a chain of D
+//    products (the CPU, the GPU's certificate);
+//  - biased (the GPU's score_sketch): with a_c = fl(q_c step_c) 2^bits and
+//    v_c = 1 + code_c 2^-bits (the code in the top mantissa bits of 1.0,
+//    made by two bit operations, exact),
+//        sum_c (q_c lo_c - a_c) + sum_c a_c v_c,
+//    3D terms of size at most |q_c| (|lo_c| + 3 * 2^bits step_c (1 + u)),
+//    plus u sum_c |q_c| L step_c from rounding a_c (its 2^bits parts cancel
+//    exactly: both sums use the same a_c).
+// A sum of n terms, in any order, is off by at most gamma_n sum |terms|,
+// gamma_n <= (n + 1) u (u = 2^-24). With
+//     m_c = |lo_c| + 4 * 2^bits step_c,
+// which bounds both forms' terms (|deq_c| <= max(|lo_c|, |hi_c|) + e_c <=
+// m_c), and gamma = (4D + 8) u (3D for the terms, the rest for the slack's
+// own float32 sums and the a_c rounding),
+//     q . k <= q . deq + sum_c |q_c| e_c + gamma sum_c |q_c| m_c
+// whichever form computed q . deq. The certificate adds kBoundMargin on
+// top for the rounding of the scale and of the partials.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CONDENSATE_CODEGEN_COMMON_SKETCH_H
@@ -48,7 +61,7 @@ struct SketchRow {
 /// The terms from the page's key box rows.
 SketchRow sketchRow(Emitter &e, ArrayRef<Value> lo, ArrayRef<Value> hi,
                     int64_t bits);
-/// sum_c |q_c| e_c + gamma sum_c |q_c| mag_c for the row of `headDim`
+/// sum_c |q_c| e_c + gamma sum_c |q_c| m_c for the row of `headDim`
 /// channels, summed over `lanes` lanes like rowDot.
 Value sketchSlack(Emitter &e, const TargetInfo &target, ArrayRef<Value> q,
                   const SketchRow &row, int64_t headDim, int64_t lanes);
@@ -58,6 +71,9 @@ Value sketchSlack(Emitter &e, const TargetInfo &target, ArrayRef<Value> q,
 SmallVector<Value> sketchKeys(Emitter &e, const SketchRow &row,
                               ArrayRef<Value> words, Value shift,
                               int64_t bits);
+/// The biased form's v = 1 + code * 2^-bits (f32, exact) of the code at bit
+/// `shift` (a constant) of each i32 word of `words` (a scalar or vector).
+Value sketchBiasedCode(Emitter &e, Value words, int64_t shift, int64_t bits);
 /// The word row (index) and bit offset (i32) of token `off` of a page.
 std::pair<Value, Value> sketchSlot(Emitter &e, Value off, int64_t bits);
 

@@ -3,9 +3,10 @@
 // Lowers score_pages (a lane group per page and kv head, the group's query
 // heads in registers; grid (page blocks, Hkv, B)),
 // score_tokens (a lane group per token; grid (token blocks, Hkv, B)) and
-// score_sketch (a lane group per 4 pages, each loaded a round ahead, each
-// word row's tokens summed by one transposed butterfly; grid (page blocks,
-// Hkv, B)).
+// score_sketch (the page's terms once per page in shared memory, then a
+// lane per word row scoring its tokens for every query head of the group
+// with one fma per code and head; grid (page blocks, Hkv, B)). Blocks
+// wholly past a sequence's context write nothing.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -32,27 +33,14 @@ SmallVector<Value> groupQueries(GPUEmitter &e, Value q, Value bb, Value g,
   return qs;
 }
 
-/// Runs `body` in a block that holds part of the context; a block wholly
-/// past it (the page table is as wide as the longest context the engine
-/// allows, the sequence may be far shorter) only stores -inf to its score
-/// slots [first, min(first + count, nt)) of the group's G query heads.
-/// `first` is the block's first slot; the condition is uniform over the
-/// block, so the body's shuffles see whole warps.
-void ifInsideContext(GPUEmitter &e, Value live, Value scores, Value bb, Value g,
-                     int64_t G, Value first, int64_t count, int64_t threads,
+/// Runs `body` in a block that holds part of the context. A block wholly
+/// past it writes nothing: the page table is as wide as the longest context
+/// the engine allows, the sequence may be far shorter, and no consumer
+/// reads score slots past the context (the ops' contract). The condition is
+/// uniform over the block, so the body's shuffles see whole warps.
+void ifInsideContext(GPUEmitter &e, Value live,
                      const std::function<void(GPUEmitter &)> &body) {
   e.ifThen(live, [&](Emitter &ee) { body(static_cast<GPUEmitter &>(ee)); });
-  e.ifThen(e.bnot(live), [&](Emitter &ee) {
-    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-    Value end = e.mins(e.add(first, e.idx(count)), e.dim(scores, 2));
-    e.forLoop(e.add(first, e.tid()), end, e.idx(threads), {},
-              [&](Emitter &e, Value s, ValueRange) -> SmallVector<Value> {
-                for (int64_t i = 0; i < G; ++i)
-                  e.store(e.negInf(), scores,
-                          {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), s});
-                return {};
-              });
-  });
 }
 
 void lowerScorePages(ScorePagesOp op, OpBuilder &b, const KernelBuilder &kb,
@@ -84,8 +72,7 @@ void lowerScorePages(ScorePagesOp op, OpBuilder &b, const KernelBuilder &kb,
         Value pages = e.ceilDiv(n, e.idx(p));
         Value scale = e.f32(op.getScale().convertToDouble());
         ifInsideContext(
-            e, e.lt(first, pages), scores, bb, g, G, first, perBlock, threads,
-            [&](GPUEmitter &e) {
+            e, e.lt(first, pages), [&](GPUEmitter &e) {
               SmallVector<Value> qs =
                   groupQueries(e, q, bb, g, G, col, E, align);
               // No branch around the group shuffles: out-of-range groups
@@ -213,9 +200,7 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
         Value first = e.mul(e.bid(gpu::Dimension::x), e.idx(perBlock));
         Value bb = e.bid(gpu::Dimension::z);
         ifInsideContext(
-            e, e.lt(first, e.loadIndex(a[3], {bb})), a[4], bb,
-            e.bid(gpu::Dimension::y), G, first, perBlock, threads,
-            [&](GPUEmitter &e) {
+            e, e.lt(first, e.loadIndex(a[3], {bb})), [&](GPUEmitter &e) {
               TokenLanes tl =
                   TokenLanes::of(e, rs, perBlock, G, a[0], a[3], a[4],
                                  op.getScale().convertToDouble());
@@ -235,174 +220,281 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
 void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                       StringRef name) {
   Location loc = op.getLoc();
+  MLIRContext *ctx = op.getContext();
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getSummaries(), 1), G = hq / hkv;
   int64_t p = op.getPageSize(), bits = op.getBits();
   RowSplit rs = RowSplit::of(d, b.getF32Type());
   int64_t L = rs.lanes, E = rs.elems;
-  int64_t groups = std::max<int64_t>(1, 256 / L);
-  int64_t threads = groups * L;
   int64_t align = vectorAlign(E * 4);
-  // A lane group scores kPagesPerGroup pages, `groups` apart (a block's
-  // groups read neighbouring pages each round), with the query slices
-  // loaded once. Each round loads the next page's box and first word rows
-  // before its arithmetic, so a warp keeps a page's loads in flight while
-  // it computes. A page's terms (box, slack) are computed once, then each
-  // word row's tokens `chunk` at a time, their dot products summed over the
-  // group by one transposed butterfly.
-  constexpr int64_t kPagesPerGroup = 4;
   int64_t perWord = ::condensate::abi::codesPerWord(bits);
   int64_t used = std::min(perWord, p);
   int64_t rows = ::condensate::abi::sketchRows(p, bits);
-  // Word rows loaded ahead: at most 4 (16 registers at head_dim 128).
-  int64_t aheadRows = std::min<int64_t>(rows, std::max<int64_t>(1, 16 / E));
-  // Tokens a butterfly sums at once: a power of two (used is one), with
-  // their dequantised keys (chunk x E floats) at most 32 registers.
-  int64_t chunk = 1;
-  while (2 * chunk <= used && 2 * chunk * E <= 32)
-    chunk *= 2;
-  int64_t outs = std::max<int64_t>(1, chunk / L);
-  int64_t spread = chunk >= L ? 1 : L / chunk;
+  // A lane scores `tpl` tokens of one word row for the G query heads (tpl x
+  // G accumulators, at most 32 where the group allows); `parts` lanes share
+  // a row.
+  int64_t tpl = 1;
+  while (used % (2 * tpl) == 0 && 2 * tpl * G <= 32)
+    tpl *= 2;
+  int64_t parts = used / tpl, lanesPerPage = rows * parts;
+  // A block scores `pages` neighbouring page slots. Per page, shared memory
+  // holds a_c = q_c step_c 2^bits for every channel and query head (the
+  // lanes of the page read them by broadcast), the head's constant term
+  // (sum_c q_c lo_c - a_c, plus the slack) and its page box bound.
+  // a_c is kept [page][head][channel], a page's block padded by 4 floats so
+  // that the pages a warp reads at once start in different banks.
+  int64_t pageStride = d * G + 4;
+  int64_t pageFloats = pageStride + 2 * G;
+  int64_t pages = std::max<int64_t>(1, 256 / lanesPerPage);
+  while (pages > 1 && pages * pageFloats * 4 > 40 * 1024)
+    pages /= 2;
+  int64_t items = pages * lanesPerPage;
+  int64_t threads = std::min<int64_t>(256, (items + kWarp - 1) / kWarp * kWarp);
+  threads = std::max<int64_t>(threads, L);
+  int64_t groups = threads / L;
+  // Channels whose words a lane loads at once (16-byte vectors), the next
+  // chunk's loads issued before the current chunk's arithmetic.
+  int64_t vec = d % 4 == 0 ? 4 : 1;
+  int64_t chunk = d % (2 * vec) == 0 ? 2 * vec : vec;
   double scaleValue = op.getScale().convertToDouble();
+  Type f32 = b.getF32Type();
+  SmallVector<Type> smem{
+      KernelBuilder::workgroupType(ctx, {pages * pageStride}, f32), // a_c
+      KernelBuilder::workgroupType(ctx, {pages * G}, f32),          // constant
+      KernelBuilder::workgroupType(ctx, {pages * G}, f32)};         // box
   SmallVector<Value> operands{op.getQ(), op.getSummaries(), op.getPageTable(),
                               op.getLens(), op.getScores()};
   auto fn = kb.createKernel(
-      name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
+      name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value q = a[0], sum = a[1], pt = a[2], lens = a[3], scores = a[4];
+        Value aHat = sm[0], constant = sm[1], boxes = sm[2];
         const TargetInfo &target = nvvmTarget();
-        LanePlace at = e.lanePlace(rs);
-        Value li = at.lane, col = at.col;
         Value g = e.bid(gpu::Dimension::y), bb = e.bid(gpu::Dimension::z);
-        Value blockFirst =
-            e.mul(e.bid(gpu::Dimension::x), e.idx(kPagesPerGroup * groups));
-        Value jFirst = e.add(blockFirst, at.group);
+        Value blockFirst = e.mul(e.bid(gpu::Dimension::x), e.idx(pages));
         Value nt = e.dim(scores, 2);
         Value n = e.loadIndex(lens, {bb});
-        Value ntPages = e.ceilDiv(nt, e.idx(p));
         Value nPages = e.ceilDiv(n, e.idx(p));
         Value scale = e.f32(scaleValue);
-        ifInsideContext(
-            e, e.lt(blockFirst, nPages), scores, bb, g, G,
-            e.mul(blockFirst, e.idx(p)), kPagesPerGroup * groups * p, threads,
-            [&](GPUEmitter &e) {
-              SmallVector<Value> qs =
-                  groupQueries(e, q, bb, g, G, col, E, align);
-              // No branch around the group shuffles: a page past the context is
-              // computed on page slot 0 and stores -inf (or nothing past nt).
-              auto pageOf = [&](GPUEmitter &e, Value j) {
+        // The tpl x G accumulators of one lane over the d channels of its
+        // word row of (full) page slot j: acc += a_c v_c, v_c the biased
+        // code (Sketch.h), a chunk of channels at a time.
+        auto sketchTokens = [&](GPUEmitter &e, Value j, Value pp, Value r,
+                                Value part,
+                                ArrayRef<Value> init) -> SmallVector<Value> {
+          Value page = e.loadIndex(pt, {bb, j});
+          Value rowIdx = e.add(e.idx(::condensate::abi::kSketchRow0), r);
+          auto loadChunk = [&](GPUEmitter &e, Value c0) {
+            SmallVector<Value> v;
+            for (int64_t k = 0; k < chunk / vec; ++k)
+              v.push_back(
+                  e.vecLoad(sum, {page, g, rowIdx, e.add(c0, e.idx(k * vec))},
+                            vec, 4 * vec));
+            return v;
+          };
+          int64_t nChunks = d / chunk, nAcc = tpl * G;
+          SmallVector<Value> inits(init.begin(), init.end());
+          llvm::append_range(inits, loadChunk(e, e.idx(0)));
+          Type i32 = e.builder().getI32Type();
+          Value partShift =
+              parts > 1 ? e.toI32(e.mul(part, e.idx(tpl * bits))) : Value();
+          SmallVector<Value> res = e.forLoop(
+              e.idx(0), e.idx(nChunks), e.idx(1), inits,
+              [&](Emitter &ee, Value ci, ValueRange it) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                Value c0 = e.mul(ci, e.idx(chunk));
+                Value more = e.lt(e.add(ci, e.idx(1)), e.idx(nChunks));
+                SmallVector<Value> next =
+                    loadChunk(e, e.select(more, e.add(c0, e.idx(chunk)), c0));
+                SmallVector<Value> acc(it.begin(), it.begin() + nAcc);
+                for (int64_t k = 0; k < chunk / vec; ++k) {
+                  // a_c of these vec channels for every head: broadcast
+                  // reads (a page's lanes read the same address).
+                  SmallVector<Value> aVec;
+                  for (int64_t i = 0; i < G; ++i)
+                    aVec.push_back(e.vecLoad(
+                        aHat,
+                        {e.add(e.mul(pp, e.idx(pageStride)),
+                               e.add(e.idx(i * d), e.add(c0, e.idx(k * vec))))},
+                        vec, 4 * vec));
+                  Value words = it[nAcc + k];
+                  Type wt = VectorType::get({vec}, i32);
+                  words = arith::BitcastOp::create(e.builder(), e.location(),
+                                                   wt, words);
+                  if (partShift)
+                    words =
+                        arith::ShRUIOp::create(e.builder(), e.location(), words,
+                                               e.splat(partShift, vec));
+                  for (int64_t m = 0; m < vec; ++m) {
+                    Value word = e.extractElt(words, m);
+                    SmallVector<Value> ah;
+                    for (int64_t i = 0; i < G; ++i)
+                      ah.push_back(e.extractElt(aVec[i], m));
+                    for (int64_t s = 0; s < tpl; ++s) {
+                      Value v = sketchBiasedCode(e, word, s * bits, bits);
+                      for (int64_t i = 0; i < G; ++i)
+                        acc[s * G + i] = e.fma(ah[i], v, acc[s * G + i]);
+                    }
+                  }
+                }
+                llvm::append_range(acc, next);
+                return acc;
+              });
+          res.resize(nAcc);
+          return res;
+        };
+        ifInsideContext(e, e.lt(blockFirst, nPages), [&](GPUEmitter &e) {
+          // Per page, a lane group of L lanes: the box, a_c, the
+          // constant term and the slack. A page past the context is
+          // computed on page slot 0; nothing reads its terms.
+          LanePlace at = e.lanePlace(rs);
+          Value col = at.col;
+          SmallVector<Value> qs = groupQueries(e, q, bb, g, G, col, E, align);
+          Value scaleBits = e.splat(e.f32(double(1 << bits)), E);
+          // The same trip count for every group of a warp: the
+          // shuffles below take the whole warp.
+          int64_t rounds = (pages + groups - 1) / groups;
+          e.forLoop(
+              e.idx(0), e.idx(rounds), e.idx(1), {},
+              [&](Emitter &ee, Value round, ValueRange) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                Value slotPage = e.add(e.mul(round, e.idx(groups)), at.group);
+                Value valid = e.lt(slotPage, e.idx(pages));
+                Value pp = e.select(valid, slotPage, e.idx(0));
+                Value j = e.add(blockFirst, pp);
                 Value inside = e.lt(j, nPages);
-                return e.select(
+                Value page = e.select(
                     inside,
                     e.loadIndex(pt, {bb, e.select(inside, j, e.idx(0))}),
                     e.idx(0));
-              };
-              auto row = [&](Emitter &e, Value page, Value r) {
-                return static_cast<GPUEmitter &>(e).vecLoad(
-                    sum, {page, g, r, col}, E, align);
-              };
-              // Box rows, then the first aheadRows word rows.
-              auto loadPage = [&](GPUEmitter &e, Value j) {
-                Value page = pageOf(e, j);
-                SmallVector<Value> v{row(e, page, e.idx(KMin)),
-                                     row(e, page, e.idx(KMax))};
-                for (int64_t r = 0; r < aheadRows; ++r)
-                  v.push_back(
-                      row(e, page, e.idx(::condensate::abi::kSketchRow0 + r)));
-                return v;
-              };
-              auto scorePage = [&](GPUEmitter &e, Value j, ValueRange loaded) {
-                Value inRange = e.lt(j, ntPages);
-                Value full = e.le(e.mul(e.add(j, e.idx(1)), e.idx(p)), n);
-                Value first = e.mul(j, e.idx(p));
-                Value lo = loaded[0], hi = loaded[1];
-                SketchRow sk = sketchRow(e, lo, hi, bits);
-                // Per query head: what a token of a full page adds to its
-                // estimate (the slack), and the box bound that a page not yet
-                // full gives all its tokens.
-                SmallVector<Value> slack, box;
+                Value lo =
+                    e.vecLoad(sum, {page, g, e.idx(KMin), col}, E, align);
+                Value hi =
+                    e.vecLoad(sum, {page, g, e.idx(KMax), col}, E, align);
+                SketchRow sk = sketchRow(e, {lo}, {hi}, bits);
                 for (int64_t i = 0; i < G; ++i) {
-                  slack.push_back(sketchSlack(e, target, qs[i], sk, d, L));
-                  box.push_back(rowBoxDot(e, target, qs[i], lo, hi, L));
+                  Value box = rowBoxDot(e, target, {qs[i]}, {lo}, {hi}, L);
+                  Value slack = sketchSlack(e, target, {qs[i]}, sk, d, L);
+                  Value ai = e.fmul(e.fmul(qs[i], sk.step[0]), scaleBits);
+                  Value base = laneSum(
+                      e, target, e.reduceAdd(e.fsub(e.fmul(qs[i], lo), ai)), L);
+                  Value slot = e.add(e.mul(pp, e.idx(G)), e.idx(i));
+                  e.ifThen(valid, [&](Emitter &e) {
+                    vector::StoreOp::create(
+                        e.builder(), e.location(), ai, aHat,
+                        ValueRange{e.add(e.mul(pp, e.idx(pageStride)),
+                                         e.add(e.idx(i * d), col))},
+                        /*nontemporal=*/false, llvm::MaybeAlign(align));
+                    e.ifThen(e.eq(at.lane, e.idx(0)), [&](Emitter &e) {
+                      e.store(e.fadd(base, slack), constant, {slot});
+                      e.store(box, boxes, {slot});
+                    });
+                  });
                 }
-                Value storer = spread == 1
-                                   ? e.i1(true)
-                                   : e.eq(e.rems(li, e.idx(spread)), e.idx(0));
-                auto wordRow = [&](Emitter &e, Value r, Value words) {
-                  for (int64_t c0 = 0; c0 < used; c0 += chunk) {
-                    SmallVector<SmallVector<Value>> keys;
-                    for (int64_t s = 0; s < chunk; ++s)
-                      keys.push_back(sketchKeys(e, sk, {words},
-                                                e.i32((c0 + s) * bits), bits));
-                    for (int64_t i = 0; i < G; ++i) {
-                      SmallVector<Value> part;
-                      for (int64_t s = 0; s < chunk; ++s)
-                        part.push_back(rowDot(e, target, qs[i], keys[s], 1));
-                      SmallVector<Value> sums =
-                          laneSumTransposed(e, target, part, L, li);
-                      for (int64_t k = 0; k < outs; ++k) {
-                        Value slot = spread == 1 ? e.add(e.mul(li, e.idx(outs)),
-                                                         e.idx(k))
-                                                 : e.divs(li, e.idx(spread));
-                        Value off = e.add(e.mul(r, e.idx(perWord)),
-                                          e.add(e.idx(c0), slot));
-                        Value t = e.add(first, off);
-                        Value v =
-                            e.select(full, e.fadd(sums[k], slack[i]), box[i]);
-                        v = e.select(e.lt(t, n), e.fmul(v, scale), e.negInf());
-                        Value store =
-                            e.band(e.band(inRange, storer),
-                                   e.band(e.lt(off, e.idx(p)), e.lt(t, nt)));
-                        e.ifThen(store, [&](Emitter &e) {
-                          e.store(v, scores,
-                                  {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), t});
-                        });
-                      }
-                    }
+                return {};
+              });
+          e.barrier();
+          // A lane per (page, word row, part): tpl tokens, G heads.
+          e.forLoop(
+              e.tid(), e.idx(items), e.idx(threads), {},
+              [&](Emitter &ee, Value item, ValueRange) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                Value pp = e.divs(item, e.idx(lanesPerPage));
+                Value w = e.rems(item, e.idx(lanesPerPage));
+                Value r = e.divs(w, e.idx(parts));
+                Value part = e.rems(w, e.idx(parts));
+                Value j = e.add(blockFirst, pp);
+                Value full = e.le(e.mul(e.add(j, e.idx(1)), e.idx(p)), n);
+                SmallVector<Value> init;
+                for (int64_t s = 0; s < tpl; ++s)
+                  for (int64_t i = 0; i < G; ++i)
+                    init.push_back(e.load(
+                        constant, {e.add(e.mul(pp, e.idx(G)), e.idx(i))}));
+                SmallVector<Type> accTypes(tpl * G, f32);
+                SmallVector<Value> acc = e.ifElse(
+                    full, accTypes,
+                    [&](Emitter &ee) -> SmallVector<Value> {
+                      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                      return sketchTokens(e, j, pp, r, part, init);
+                    },
+                    [&](Emitter &e) -> SmallVector<Value> {
+                      SmallVector<Value> out;
+                      for (int64_t s = 0; s < tpl; ++s)
+                        for (int64_t i = 0; i < G; ++i)
+                          out.push_back(e.load(
+                              boxes, {e.add(e.mul(pp, e.idx(G)), e.idx(i))}));
+                      return out;
+                    });
+                // The lane's tpl tokens are consecutive: where whole
+                // 16-byte groups of them fall inside the row, they are
+                // stored as vectors (full sectors, not tpl partial
+                // ones); otherwise token by token.
+                Value off0 =
+                    e.add(e.mul(r, e.idx(perWord)), e.mul(part, e.idx(tpl)));
+                Value t0 = e.add(e.mul(j, e.idx(p)), off0);
+                SmallVector<Value> vals;
+                for (int64_t s = 0; s < tpl; ++s) {
+                  Value t = e.add(t0, e.idx(s));
+                  for (int64_t i = 0; i < G; ++i)
+                    vals.push_back(e.select(
+                        e.lt(t, n), e.fmul(acc[s * G + i], scale), e.negInf()));
+                }
+                auto storeScalars = [&](Emitter &e) {
+                  for (int64_t s = 0; s < tpl; ++s) {
+                    Value off = e.add(off0, e.idx(s));
+                    Value t = e.add(t0, e.idx(s));
+                    e.ifThen(e.band(e.lt(off, e.idx(p)), e.lt(t, nt)),
+                             [&](Emitter &e) {
+                               for (int64_t i = 0; i < G; ++i)
+                                 e.store(vals[s * G + i], scores,
+                                         {bb,
+                                          e.add(e.mul(g, e.idx(G)), e.idx(i)),
+                                          t});
+                             });
                   }
                 };
-                for (int64_t r = 0; r < aheadRows; ++r)
-                  wordRow(e, e.idx(r), loaded[2 + r]);
-                if (rows > aheadRows) {
-                  Value page = pageOf(e, j);
-                  e.forLoop(
-                      e.idx(aheadRows), e.idx(rows), e.idx(1), {},
-                      [&](Emitter &e, Value r,
-                          ValueRange) -> SmallVector<Value> {
-                        wordRow(e, r,
-                                row(e, page,
-                                    e.add(e.idx(::condensate::abi::kSketchRow0),
-                                          r)));
-                        return {};
-                      });
+                bool vectorRows = tpl % 4 == 0 && p % 4 == 0;
+                if (!vectorRows) {
+                  storeScalars(e);
+                  return {};
                 }
-              };
-              e.forLoop(e.idx(0), e.idx(kPagesPerGroup), e.idx(1),
-                        loadPage(e, jFirst),
-                        [&](Emitter &ee, Value it,
-                            ValueRange loaded) -> SmallVector<Value> {
-                          GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                          Value j = e.add(jFirst, e.mul(it, e.idx(groups)));
-                          // The last round reloads its own page (a cache hit)
-                          // rather than the next block's.
-                          Value more =
-                              e.lt(e.add(it, e.idx(1)), e.idx(kPagesPerGroup));
-                          SmallVector<Value> next = loadPage(
-                              e, e.select(more, e.add(j, e.idx(groups)), j));
-                          scorePage(e, j, loaded);
-                          return next;
-                        });
-            });
+                Value base = memref::ExtractAlignedPointerAsIndexOp::create(
+                    e.builder(), e.location(), scores);
+                Value aligned = e.eq(e.rems(base, e.idx(16)), e.idx(0));
+                Value whole = e.band(
+                    e.band(aligned, e.eq(e.rems(nt, e.idx(4)), e.idx(0))),
+                    e.band(e.le(e.add(off0, e.idx(tpl)), e.idx(p)),
+                           e.le(e.add(t0, e.idx(tpl)), nt)));
+                e.ifThen(whole, [&](Emitter &ee) {
+                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                  for (int64_t i = 0; i < G; ++i)
+                    for (int64_t s0 = 0; s0 < tpl; s0 += 4) {
+                      SmallVector<Value> four;
+                      for (int64_t s = s0; s < s0 + 4; ++s)
+                        four.push_back(vals[s * G + i]);
+                      Value v = vector::FromElementsOp::create(
+                          e.builder(), e.location(), VectorType::get({4}, f32),
+                          four);
+                      vector::StoreOp::create(
+                          e.builder(), e.location(), v, scores,
+                          ValueRange{bb, e.add(e.mul(g, e.idx(G)), e.idx(i)),
+                                     e.add(t0, e.idx(s0))},
+                          /*nontemporal=*/false, llvm::MaybeAlign(16));
+                    }
+                });
+                e.ifThen(e.bnot(whole), storeScalars);
+                return {};
+              });
+        });
       });
-  // Where the group's query slices are few, two resident blocks at least
-  // (128 registers a thread) without spilling; larger groups keep what
-  // ptxas takes.
-  if (G * E <= 32)
-    KernelBuilder::launchBounds(fn, threads, 2);
+  // Half the SM's threads resident (64 registers a thread) where the
+  // accumulators and one chunk's words and a_c leave room.
+  if (tpl * G + 2 * chunk + G * vec <= 48)
+    KernelBuilder::launchBounds(fn, threads,
+                                std::max<int64_t>(1, 1024 / threads));
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   Value nt = memref::DimOp::create(b, loc, op.getScores(), 2);
   Value blocks = arith::CeilDivSIOp::create(
-      b, loc, nt,
-      arith::ConstantIndexOp::create(b, loc, p * groups * kPagesPerGroup));
+      b, loc, nt, arith::ConstantIndexOp::create(b, loc, p * pages));
   launch(b, loc, fn, blocks, arith::ConstantIndexOp::create(b, loc, hkv), batch,
          threads, operands);
 }

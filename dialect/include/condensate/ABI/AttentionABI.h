@@ -51,18 +51,30 @@ constexpr int64_t sketchRows(int64_t pageSize, int64_t bits) {
 }
 /// The sketch bound's error terms (derivation: codegen/lib/Common/Sketch.h).
 /// A channel's dequantised key is within
-///   e_c = step_c * kSketchStepSlack + (|lo_c| + |hi_c|) * kSketchMagnitudeSlack
-/// of the stored key, and the float32 sums of a row of `headDim` channels
-/// are off by at most sketchGamma(headDim) times the sum of their terms.
+///   e_c = step_c * kSketchStepSlack + (|lo_c| + |hi_c|) *
+///   kSketchMagnitudeSlack
+/// of the stored key, and the float32 evaluation of q . (lo + code * step)
+/// over a row of `headDim` channels, in either form the kernels use, is off
+/// by at most sketchGamma(headDim) * sum_c |q_c| * sketchMagnitude(lo_c,
+/// step_c, bits).
 constexpr double kSketchStepSlack = 0.5 + 1.0 / 1024.0;
 constexpr double kSketchMagnitudeSlack = 1.0 / 1048576.0;
 constexpr double sketchGamma(int64_t headDim) {
-  return double(headDim + 4) / 8388608.0;
+  return double(4 * headDim + 8) / 16777216.0;
+}
+/// The factor of step_c in sketchMagnitude: 4 * 2^bits.
+constexpr double sketchStepWeight(int64_t bits) {
+  return 4.0 * double(int64_t(1) << bits);
 }
 /// e_c of one channel with box [lo, hi] and step `step` (float64).
 inline double sketchChannelError(double lo, double hi, double step) {
   return step * kSketchStepSlack +
          ((lo < 0 ? -lo : lo) + (hi < 0 ? -hi : hi)) * kSketchMagnitudeSlack;
+}
+/// The magnitude one channel adds to the rounding term: |lo| + 4 * 2^bits *
+/// step (float64).
+inline double sketchMagnitude(double lo, double step, int64_t bits) {
+  return (lo < 0 ? -lo : lo) + sketchStepWeight(bits) * step;
 }
 
 /// Rows of the summaries of one page and key/value head.

@@ -266,8 +266,10 @@ def Condensate_ScorePagesOp : Condensate_Op<"score_pages"> {
     - `block_minmax`: scale * sum_c max(q_c * kmin_c, q_c * kmax_c), an upper
       bound on every logit in the page;
     - `block_mean`: scale * q . (ksum / n_j), the logit of the page mean.
-    Slots at or past the sequence's last page are written with -inf.
-    Reads 2 (or 1) vectors of D floats per page and key/value head.
+    Slots past the sequence's last page are not read by select_topk or
+    certify (they stop at the context) and are left unspecified: a kernel
+    need not write them, so scoring costs the context, not the page table's
+    width. Reads 2 (or 1) vectors of D floats per page and key/value head.
 
     ```mlir
     condensate.score_pages block_minmax q(%q : memref<?x9x64xf32>)
@@ -299,7 +301,8 @@ def Condensate_ScorePagesOp : Condensate_Op<"score_pages"> {
 def Condensate_ScoreTokensOp : Condensate_Op<"score_tokens"> {
   let summary = "Exact logits of every cached token";
   let description = [{
-    scores[b, h, t] = scale * q[b, h] . k[t] for t < lens[b]; -inf past it.
+    scores[b, h, t] = scale * q[b, h] . k[t] for t < lens[b]; slots past it
+    are unspecified (as for score_pages).
     The `exact` selector's scoring: it reads every key.
 
     ```mlir
@@ -332,11 +335,12 @@ def Condensate_ScoreSketchOp : Condensate_Op<"score_sketch"> {
     scores[b, h, t] for t < lens[b] is an upper bound on scale * q[b, h] .
     k[t], from the summaries alone: for a full page, the dot product of q
     with the dequantised sketch KMin_c + code_tc * step_c plus the slack
-    sum_c |q_c| e_c + gamma * sum_c |q_c| (max(|KMin_c|, |KMax_c|) + e_c),
-    where e_c = step_c (1/2 + 2^-10) + (|KMin_c| + |KMax_c|) 2^-20 bounds
-    the quantisation and rounding error of a channel and gamma = (D + 4)
-    2^-23 the float rounding of the sums; for a page not yet full (no
-    sketch), the page box bound of block_minmax. -inf past lens[b]. The
+    sum_c |q_c| e_c + gamma * sum_c |q_c| m_c, where e_c bounds the
+    quantisation and rounding error of a channel and gamma * m_c the float
+    rounding of the sums (AttentionABI.h: sketchChannelError, sketchGamma,
+    sketchMagnitude; the derivation in codegen's Common/Sketch.h); for a
+    page not yet full (no sketch), the page box bound of block_minmax.
+    Slots past lens[b] are unspecified (as for score_pages). The
     `sketch` selector's scoring: it reads the page's box rows and
     sketchRows(P, bits) rows of words, never the keys.
 

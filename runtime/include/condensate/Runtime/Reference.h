@@ -111,9 +111,9 @@ uint32_t sketchCode(double k, double lo, double hi, int64_t bits,
 /// ranks by, in float64, from summaries rows `rows` of one page (key box
 /// and words) for query q: the dequantised dot product plus the slack of
 /// codegen's Sketch.h (full page), or the page box bound (`full` false).
-/// `magnitude`, when given, receives scale * sum_c |q_c| (max(|lo_c|,
-/// |hi_c|) + e_c): the size of the terms whose float32 rounding a kernel's
-/// bound carries.
+/// `magnitude`, when given, receives scale * sum_c |q_c| m_c (m_c =
+/// abi::sketchMagnitude; for a page not full, max(|lo_c|, |hi_c|)): the
+/// size of the terms whose float32 rounding a kernel's bound carries.
 double sketchBound(const float *q, const float *rows, int64_t headDim,
                    int64_t off, int64_t bits, bool full, double scale,
                    double *magnitude = nullptr);
