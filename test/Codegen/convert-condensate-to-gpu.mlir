@@ -412,6 +412,24 @@ func.func @score_sketch(%q: memref<?x4x64xf32>, %s: memref<?x2x7x64xf32>, %pt: m
 
 // -----
 
+// Sketch scores of a group whose a_c do not fit in shared memory at once
+// (32 query heads of 512 channels: 64 KB a page): two passes of 16 heads,
+// each its terms, a barrier, its tokens, and a barrier before the next
+// pass overwrites the terms.
+// CHECK-LABEL: func.func @score_sketch_passes(
+// CHECK: gpu.func @score_sketch_passes_score_sketch({{.*}}) workgroup(%{{.*}} : memref<8196xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<16xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<16xf32, #gpu.address_space<workgroup>>
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %c2{{.*}} step %c1
+// CHECK: gpu.barrier
+// CHECK: gpu.barrier
+// CHECK-NOT: gpu.barrier
+// CHECK: gpu.return
+func.func @score_sketch_passes(%q: memref<?x32x512xf32>, %s: memref<?x1x7x512xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x32x?xf32>) {
+  condensate.score_sketch q(%q : memref<?x32x512xf32>) summaries(%s : memref<?x1x7x512xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x32x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.125 : f32}
+  return
+}
+
+// -----
+
 // The certificate's early test: one block of 256 threads per (kv head,
 // sequence); the rank end of the slots by shared unsigned-min and signed-max
 // atomics, then Zhat and Ulow summed per head in f64 shared memory.

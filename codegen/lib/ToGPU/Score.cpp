@@ -230,11 +230,22 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
   int64_t perWord = ::condensate::abi::codesPerWord(bits);
   int64_t used = std::min(perWord, p);
   int64_t rows = ::condensate::abi::sketchRows(p, bits);
-  // A lane scores `tpl` tokens of one word row for the G query heads (tpl x
-  // G accumulators, at most 32 where the group allows); `parts` lanes share
-  // a row.
+  // Query heads scored per pass (Gh): the whole group where one page's a_c
+  // for all of them fit in shared memory, else the largest divisor of G
+  // that does; each further pass re-reads the words (from L2).
+  auto fits = [&](int64_t h) { return (d * h + 4 + 2 * h) * 4 <= 40 * 1024; };
+  int64_t Gh = 1;
+  for (int64_t h = G; h >= 1; --h)
+    if (G % h == 0 && fits(h)) {
+      Gh = h;
+      break;
+    }
+  int64_t passes = G / Gh;
+  // A lane scores `tpl` tokens of one word row for the pass's Gh query
+  // heads (tpl x Gh accumulators, at most 32 where Gh allows); `parts`
+  // lanes share a row.
   int64_t tpl = 1;
-  while (used % (2 * tpl) == 0 && 2 * tpl * G <= 32)
+  while (used % (2 * tpl) == 0 && 2 * tpl * Gh <= 32)
     tpl *= 2;
   int64_t parts = used / tpl, lanesPerPage = rows * parts;
   // A block scores `pages` neighbouring page slots. Per page, shared memory
@@ -243,8 +254,8 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
   // (sum_c q_c lo_c - a_c, plus the slack) and its page box bound.
   // a_c is kept [page][head][channel], a page's block padded by 4 floats so
   // that the pages a warp reads at once start in different banks.
-  int64_t pageStride = d * G + 4;
-  int64_t pageFloats = pageStride + 2 * G;
+  int64_t pageStride = d * Gh + 4;
+  int64_t pageFloats = pageStride + 2 * Gh;
   int64_t pages = std::max<int64_t>(1, 256 / lanesPerPage);
   while (pages > 1 && pages * pageFloats * 4 > 40 * 1024)
     pages /= 2;
@@ -260,8 +271,8 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
   Type f32 = b.getF32Type();
   SmallVector<Type> smem{
       KernelBuilder::workgroupType(ctx, {pages * pageStride}, f32), // a_c
-      KernelBuilder::workgroupType(ctx, {pages * G}, f32),          // constant
-      KernelBuilder::workgroupType(ctx, {pages * G}, f32)};         // box
+      KernelBuilder::workgroupType(ctx, {pages * Gh}, f32),         // constant
+      KernelBuilder::workgroupType(ctx, {pages * Gh}, f32)};        // box
   SmallVector<Value> operands{op.getQ(), op.getSummaries(), op.getPageTable(),
                               op.getLens(), op.getScores()};
   auto fn = kb.createKernel(
@@ -275,7 +286,7 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
         Value n = e.loadIndex(lens, {bb});
         Value nPages = e.ceilDiv(n, e.idx(p));
         Value scale = e.f32(scaleValue);
-        // The tpl x G accumulators of one lane over the d channels of its
+        // The tpl x Gh accumulators of one lane over the d channels of its
         // word row of (full) page slot j: acc += a_c v_c, v_c the biased
         // code (Sketch.h), a chunk of channels at a time.
         auto sketchTokens = [&](GPUEmitter &e, Value j, Value pp, Value r,
@@ -291,7 +302,7 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                             vec, 4 * vec));
             return v;
           };
-          int64_t nChunks = d / chunk, nAcc = tpl * G;
+          int64_t nChunks = d / chunk, nAcc = tpl * Gh;
           SmallVector<Value> inits(init.begin(), init.end());
           llvm::append_range(inits, loadChunk(e, e.idx(0)));
           Type i32 = e.builder().getI32Type();
@@ -310,7 +321,7 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                   // a_c of these vec channels for every head: broadcast
                   // reads (a page's lanes read the same address).
                   SmallVector<Value> aVec;
-                  for (int64_t i = 0; i < G; ++i)
+                  for (int64_t i = 0; i < Gh; ++i)
                     aVec.push_back(e.vecLoad(
                         aHat,
                         {e.add(e.mul(pp, e.idx(pageStride)),
@@ -327,12 +338,12 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                   for (int64_t m = 0; m < vec; ++m) {
                     Value word = e.extractElt(words, m);
                     SmallVector<Value> ah;
-                    for (int64_t i = 0; i < G; ++i)
+                    for (int64_t i = 0; i < Gh; ++i)
                       ah.push_back(e.extractElt(aVec[i], m));
                     for (int64_t s = 0; s < tpl; ++s) {
                       Value v = sketchBiasedCode(e, word, s * bits, bits);
-                      for (int64_t i = 0; i < G; ++i)
-                        acc[s * G + i] = e.fma(ah[i], v, acc[s * G + i]);
+                      for (int64_t i = 0; i < Gh; ++i)
+                        acc[s * Gh + i] = e.fma(ah[i], v, acc[s * Gh + i]);
                     }
                   }
                 }
@@ -342,13 +353,18 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
           res.resize(nAcc);
           return res;
         };
-        ifInsideContext(e, e.lt(blockFirst, nPages), [&](GPUEmitter &e) {
+        // One pass: query heads [hb, hb + Gh) of the group.
+        auto pass = [&](GPUEmitter &e, Value hb) {
           // Per page, a lane group of L lanes: the box, a_c, the
           // constant term and the slack. A page past the context is
           // computed on page slot 0; nothing reads its terms.
           LanePlace at = e.lanePlace(rs);
           Value col = at.col;
-          SmallVector<Value> qs = groupQueries(e, q, bb, g, G, col, E, align);
+          SmallVector<Value> qs;
+          for (int64_t i = 0; i < Gh; ++i)
+            qs.push_back(e.vecLoad(
+                q, {bb, e.add(e.mul(g, e.idx(G)), e.add(hb, e.idx(i))), col}, E,
+                align));
           Value scaleBits = e.splat(e.f32(double(1 << bits)), E);
           // The same trip count for every group of a warp: the
           // shuffles below take the whole warp.
@@ -371,13 +387,13 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                 Value hi =
                     e.vecLoad(sum, {page, g, e.idx(KMax), col}, E, align);
                 SketchRow sk = sketchRow(e, {lo}, {hi}, bits);
-                for (int64_t i = 0; i < G; ++i) {
+                for (int64_t i = 0; i < Gh; ++i) {
                   Value box = rowBoxDot(e, target, {qs[i]}, {lo}, {hi}, L);
                   Value slack = sketchSlack(e, target, {qs[i]}, sk, d, L);
                   Value ai = e.fmul(e.fmul(qs[i], sk.step[0]), scaleBits);
                   Value base = laneSum(
                       e, target, e.reduceAdd(e.fsub(e.fmul(qs[i], lo), ai)), L);
-                  Value slot = e.add(e.mul(pp, e.idx(G)), e.idx(i));
+                  Value slot = e.add(e.mul(pp, e.idx(Gh)), e.idx(i));
                   e.ifThen(valid, [&](Emitter &e) {
                     vector::StoreOp::create(
                         e.builder(), e.location(), ai, aHat,
@@ -393,7 +409,7 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                 return {};
               });
           e.barrier();
-          // A lane per (page, word row, part): tpl tokens, G heads.
+          // A lane per (page, word row, part): tpl tokens, Gh heads.
           e.forLoop(
               e.tid(), e.idx(items), e.idx(threads), {},
               [&](Emitter &ee, Value item, ValueRange) -> SmallVector<Value> {
@@ -406,10 +422,10 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                 Value full = e.le(e.mul(e.add(j, e.idx(1)), e.idx(p)), n);
                 SmallVector<Value> init;
                 for (int64_t s = 0; s < tpl; ++s)
-                  for (int64_t i = 0; i < G; ++i)
+                  for (int64_t i = 0; i < Gh; ++i)
                     init.push_back(e.load(
-                        constant, {e.add(e.mul(pp, e.idx(G)), e.idx(i))}));
-                SmallVector<Type> accTypes(tpl * G, f32);
+                        constant, {e.add(e.mul(pp, e.idx(Gh)), e.idx(i))}));
+                SmallVector<Type> accTypes(tpl * Gh, f32);
                 SmallVector<Value> acc = e.ifElse(
                     full, accTypes,
                     [&](Emitter &ee) -> SmallVector<Value> {
@@ -419,9 +435,9 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                     [&](Emitter &e) -> SmallVector<Value> {
                       SmallVector<Value> out;
                       for (int64_t s = 0; s < tpl; ++s)
-                        for (int64_t i = 0; i < G; ++i)
+                        for (int64_t i = 0; i < Gh; ++i)
                           out.push_back(e.load(
-                              boxes, {e.add(e.mul(pp, e.idx(G)), e.idx(i))}));
+                              boxes, {e.add(e.mul(pp, e.idx(Gh)), e.idx(i))}));
                       return out;
                     });
                 // The lane's tpl tokens are consecutive: where whole
@@ -434,9 +450,10 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                 SmallVector<Value> vals;
                 for (int64_t s = 0; s < tpl; ++s) {
                   Value t = e.add(t0, e.idx(s));
-                  for (int64_t i = 0; i < G; ++i)
-                    vals.push_back(e.select(
-                        e.lt(t, n), e.fmul(acc[s * G + i], scale), e.negInf()));
+                  for (int64_t i = 0; i < Gh; ++i)
+                    vals.push_back(e.select(e.lt(t, n),
+                                            e.fmul(acc[s * Gh + i], scale),
+                                            e.negInf()));
                 }
                 auto storeScalars = [&](Emitter &e) {
                   for (int64_t s = 0; s < tpl; ++s) {
@@ -444,10 +461,11 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                     Value t = e.add(t0, e.idx(s));
                     e.ifThen(e.band(e.lt(off, e.idx(p)), e.lt(t, nt)),
                              [&](Emitter &e) {
-                               for (int64_t i = 0; i < G; ++i)
-                                 e.store(vals[s * G + i], scores,
+                               for (int64_t i = 0; i < Gh; ++i)
+                                 e.store(vals[s * Gh + i], scores,
                                          {bb,
-                                          e.add(e.mul(g, e.idx(G)), e.idx(i)),
+                                          e.add(e.mul(g, e.idx(G)),
+                                                e.add(hb, e.idx(i))),
                                           t});
                              });
                   }
@@ -466,29 +484,46 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                            e.le(e.add(t0, e.idx(tpl)), nt)));
                 e.ifThen(whole, [&](Emitter &ee) {
                   GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                  for (int64_t i = 0; i < G; ++i)
+                  for (int64_t i = 0; i < Gh; ++i)
                     for (int64_t s0 = 0; s0 < tpl; s0 += 4) {
                       SmallVector<Value> four;
                       for (int64_t s = s0; s < s0 + 4; ++s)
-                        four.push_back(vals[s * G + i]);
+                        four.push_back(vals[s * Gh + i]);
                       Value v = vector::FromElementsOp::create(
                           e.builder(), e.location(), VectorType::get({4}, f32),
                           four);
                       vector::StoreOp::create(
                           e.builder(), e.location(), v, scores,
-                          ValueRange{bb, e.add(e.mul(g, e.idx(G)), e.idx(i)),
-                                     e.add(t0, e.idx(s0))},
+                          ValueRange{
+                              bb,
+                              e.add(e.mul(g, e.idx(G)), e.add(hb, e.idx(i))),
+                              e.add(t0, e.idx(s0))},
                           /*nontemporal=*/false, llvm::MaybeAlign(16));
                     }
                 });
                 e.ifThen(e.bnot(whole), storeScalars);
                 return {};
               });
+        };
+        ifInsideContext(e, e.lt(blockFirst, nPages), [&](GPUEmitter &e) {
+          if (passes == 1) {
+            pass(e, e.idx(0));
+            return;
+          }
+          e.forLoop(
+              e.idx(0), e.idx(passes), e.idx(1), {},
+              [&](Emitter &ee, Value hc, ValueRange) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                pass(e, e.mul(hc, e.idx(Gh)));
+                // The next pass overwrites the shared terms.
+                e.barrier();
+                return {};
+              });
         });
       });
   // Half the SM's threads resident (64 registers a thread) where the
   // accumulators and one chunk's words and a_c leave room.
-  if (tpl * G + 2 * chunk + G * vec <= 48)
+  if (tpl * Gh + 2 * chunk + Gh * vec <= 48)
     KernelBuilder::launchBounds(fn, threads,
                                 std::max<int64_t>(1, 1024 / threads));
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
