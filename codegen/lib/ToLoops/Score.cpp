@@ -35,31 +35,21 @@ void lowerScorePages(ScorePagesOp op, Emitter &e, PatternRewriter &rewriter) {
       RowOps row{e, d};
       Value g = e.divs(h, e.idx(group));
       SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
-      e.forEach(e.idx(0), mp, [&](Emitter &e, Value j) {
+      // Slots past the context are left unwritten (the op's contract).
+      e.forEach(e.idx(0), e.mins(mp, pages), [&](Emitter &e, Value j) {
         RowOps row{e, d};
-        Value score = e.ifElse(
-            e.lt(j, pages), {e.builder().getF32Type()},
-            [&](Emitter &e) -> SmallVector<Value> {
-              RowOps row{e, d};
-              Value page = e.loadIndex(op.getPageTable(), {b, j});
-              Value s;
-              if (minmax) {
-                auto mn =
-                    row.loadRow(op.getSummaries(), {page, g, e.idx(KMin)});
-                auto mx =
-                    row.loadRow(op.getSummaries(), {page, g, e.idx(KMax)});
-                s = rowBoxDot(e, row.target(), q, mn, mx,
-                              /*lanes=*/1);
-              } else {
-                Value dotSum =
-                    row.dot(q, op.getSummaries(), {page, g, e.idx(KSum)});
-                Value cnt = e.mins(e.sub(n, e.mul(j, e.idx(p))), e.idx(p));
-                s = e.fdiv(dotSum, e.indexToF32(cnt));
-              }
-              return {e.fmul(s, scale)};
-            },
-            [&](Emitter &e) -> SmallVector<Value> { return {e.negInf()}; })[0];
-        e.store(score, op.getScores(), {b, h, j});
+        Value page = e.loadIndex(op.getPageTable(), {b, j});
+        Value s;
+        if (minmax) {
+          auto mn = row.loadRow(op.getSummaries(), {page, g, e.idx(KMin)});
+          auto mx = row.loadRow(op.getSummaries(), {page, g, e.idx(KMax)});
+          s = rowBoxDot(e, row.target(), q, mn, mx, /*lanes=*/1);
+        } else {
+          Value dotSum = row.dot(q, op.getSummaries(), {page, g, e.idx(KSum)});
+          Value cnt = e.mins(e.sub(n, e.mul(j, e.idx(p))), e.idx(p));
+          s = e.fdiv(dotSum, e.indexToF32(cnt));
+        }
+        e.store(e.fmul(s, scale), op.getScores(), {b, h, j});
       });
     });
     (void)row;
@@ -79,19 +69,13 @@ void lowerScoreTokens(ScoreTokensOp op, Emitter &e, PatternRewriter &rewriter) {
       RowOps row{e, d};
       Value g = e.divs(h, e.idx(group));
       SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
-      e.forEach(e.idx(0), nt, [&](Emitter &e, Value t) {
-        Value score = e.ifElse(
-            e.lt(t, n), {e.builder().getF32Type()},
-            [&](Emitter &e) -> SmallVector<Value> {
-              RowOps row{e, d};
-              Value page =
-                  e.loadIndex(op.getPageTable(), {b, e.divs(t, e.idx(p))});
-              Value off = e.rems(t, e.idx(p));
-              return {
-                  e.fmul(row.dot(q, op.getKCache(), {page, g, off}), scale)};
-            },
-            [&](Emitter &e) -> SmallVector<Value> { return {e.negInf()}; })[0];
-        e.store(score, op.getScores(), {b, h, t});
+      // Slots past the context are left unwritten (the op's contract).
+      e.forEach(e.idx(0), e.mins(nt, n), [&](Emitter &e, Value t) {
+        RowOps row{e, d};
+        Value page = e.loadIndex(op.getPageTable(), {b, e.divs(t, e.idx(p))});
+        Value off = e.rems(t, e.idx(p));
+        e.store(e.fmul(row.dot(q, op.getKCache(), {page, g, off}), scale),
+                op.getScores(), {b, h, t});
       });
     });
   });
@@ -118,60 +102,48 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
         heads.push_back(e.add(e.mul(g, e.idx(group)), e.idx(i)));
         qs.push_back(row.loadRow(op.getQ(), {b, heads.back()}));
       }
-      e.forEach(e.idx(0), mp, [&](Emitter &e, Value j) {
+      // Page slots past the context are left unwritten (the op's contract).
+      e.forEach(e.idx(0), e.mins(mp, pages), [&](Emitter &e, Value j) {
         Value t0 = e.mul(j, e.idx(p));
+        RowOps row{e, d};
+        Value page = e.loadIndex(op.getPageTable(), {b, j});
+        auto lo = row.loadRow(sum, {page, g, e.idx(KMin)});
+        auto hi = row.loadRow(sum, {page, g, e.idx(KMax)});
+        Value full = e.le(e.add(t0, e.idx(p)), n);
         e.ifElse(
-            e.lt(j, pages), {},
+            full, {},
             [&](Emitter &e) -> SmallVector<Value> {
               RowOps row{e, d};
-              Value page = e.loadIndex(op.getPageTable(), {b, j});
-              auto lo = row.loadRow(sum, {page, g, e.idx(KMin)});
-              auto hi = row.loadRow(sum, {page, g, e.idx(KMax)});
-              Value full = e.le(e.add(t0, e.idx(p)), n);
-              e.ifElse(
-                  full, {},
-                  [&](Emitter &e) -> SmallVector<Value> {
-                    RowOps row{e, d};
-                    SketchRow sk = sketchRow(e, lo, hi, bits);
-                    SmallVector<Value> slack;
-                    for (int64_t i = 0; i < group; ++i)
-                      slack.push_back(
-                          sketchSlack(e, row.target(), qs[i], sk, d, 1));
-                    e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
-                      RowOps row{e, d};
-                      auto [wordRow, shift] = sketchSlot(e, o, bits);
-                      auto words = row.loadRow(sum, {page, g, wordRow});
-                      auto keys = sketchKeys(e, sk, words, shift, bits);
-                      for (int64_t i = 0; i < group; ++i) {
-                        Value est = rowDot(e, row.target(), qs[i], keys, 1);
-                        e.store(e.fmul(e.fadd(est, slack[i]), scale), scores,
-                                {b, heads[i], e.add(t0, o)});
-                      }
-                    });
-                    return {};
-                  },
-                  [&](Emitter &e) -> SmallVector<Value> {
-                    // Still filling: the box bounds every token; past n
-                    // there are none.
-                    RowOps row{e, d};
-                    SmallVector<Value> box;
-                    for (int64_t i = 0; i < group; ++i)
-                      box.push_back(e.fmul(
-                          rowBoxDot(e, row.target(), qs[i], lo, hi, 1), scale));
-                    e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
-                      Value t = e.add(t0, o);
-                      for (int64_t i = 0; i < group; ++i)
-                        e.store(e.select(e.lt(t, n), box[i], e.negInf()),
-                                scores, {b, heads[i], t});
-                    });
-                    return {};
-                  });
+              SketchRow sk = sketchRow(e, lo, hi, bits);
+              SmallVector<Value> slack;
+              for (int64_t i = 0; i < group; ++i)
+                slack.push_back(sketchSlack(e, row.target(), qs[i], sk, d, 1));
+              e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
+                RowOps row{e, d};
+                auto [wordRow, shift] = sketchSlot(e, o, bits);
+                auto words = row.loadRow(sum, {page, g, wordRow});
+                auto keys = sketchKeys(e, sk, words, shift, bits);
+                for (int64_t i = 0; i < group; ++i) {
+                  Value est = rowDot(e, row.target(), qs[i], keys, 1);
+                  e.store(e.fmul(e.fadd(est, slack[i]), scale), scores,
+                          {b, heads[i], e.add(t0, o)});
+                }
+              });
               return {};
             },
             [&](Emitter &e) -> SmallVector<Value> {
+              // Still filling: the box bounds every token; past n
+              // there are none.
+              RowOps row{e, d};
+              SmallVector<Value> box;
+              for (int64_t i = 0; i < group; ++i)
+                box.push_back(e.fmul(
+                    rowBoxDot(e, row.target(), qs[i], lo, hi, 1), scale));
               e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
+                Value t = e.add(t0, o);
                 for (int64_t i = 0; i < group; ++i)
-                  e.store(e.negInf(), scores, {b, heads[i], e.add(t0, o)});
+                  e.store(e.select(e.lt(t, n), box[i], e.negInf()), scores,
+                          {b, heads[i], t});
               });
               return {};
             });
