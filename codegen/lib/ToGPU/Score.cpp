@@ -21,15 +21,18 @@ using namespace mlir::condensate::kernel;
 
 namespace {
 
-/// The query slices (E elements at `col`) of the G query heads of key/value
-/// head g of sequence bb: what a lane group holds for all its dot products.
+/// The query slices (E elements at `col`) of query heads [first, first +
+/// count) (all G by default) of key/value head g's group of sequence bb:
+/// what a lane group holds for all its dot products.
 SmallVector<Value> groupQueries(GPUEmitter &e, Value q, Value bb, Value g,
-                                int64_t G, Value col, int64_t E,
-                                int64_t align) {
+                                int64_t G, Value col, int64_t E, int64_t align,
+                                Value first = {}, int64_t count = -1) {
+  Value base = e.mul(g, e.idx(G));
+  if (first)
+    base = e.add(base, first);
   SmallVector<Value> qs;
-  for (int64_t i = 0; i < G; ++i)
-    qs.push_back(
-        e.vecLoad(q, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), col}, E, align));
+  for (int64_t i = 0; i < (count < 0 ? G : count); ++i)
+    qs.push_back(e.vecLoad(q, {bb, e.add(base, e.idx(i)), col}, E, align));
   return qs;
 }
 
@@ -233,7 +236,10 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
   // Query heads scored per pass (Gh): the whole group where one page's a_c
   // for all of them fit in shared memory, else the largest divisor of G
   // that does; each further pass re-reads the words (from L2).
-  auto fits = [&](int64_t h) { return (d * h + 4 + 2 * h) * 4 <= 40 * 1024; };
+  // Static shared memory a block's terms may take (under the 48 KB every
+  // chip allows without opting in).
+  constexpr int64_t kTermBytes = 40 * 1024;
+  auto fits = [&](int64_t h) { return (d * h + 4 + 2 * h) * 4 <= kTermBytes; };
   int64_t Gh = 1;
   for (int64_t h = G; h >= 1; --h)
     if (G % h == 0 && fits(h)) {
@@ -257,7 +263,7 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
   int64_t pageStride = d * Gh + 4;
   int64_t pageFloats = pageStride + 2 * Gh;
   int64_t pages = std::max<int64_t>(1, 256 / lanesPerPage);
-  while (pages > 1 && pages * pageFloats * 4 > 40 * 1024)
+  while (pages > 1 && pages * pageFloats * 4 > kTermBytes)
     pages /= 2;
   int64_t items = pages * lanesPerPage;
   int64_t threads = std::min<int64_t>(256, (items + kWarp - 1) / kWarp * kWarp);
@@ -360,11 +366,8 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
           // computed on page slot 0; nothing reads its terms.
           LanePlace at = e.lanePlace(rs);
           Value col = at.col;
-          SmallVector<Value> qs;
-          for (int64_t i = 0; i < Gh; ++i)
-            qs.push_back(e.vecLoad(
-                q, {bb, e.add(e.mul(g, e.idx(G)), e.add(hb, e.idx(i))), col}, E,
-                align));
+          SmallVector<Value> qs =
+              groupQueries(e, q, bb, g, G, col, E, align, hb, Gh);
           Value scaleBits = e.splat(e.f32(double(1 << bits)), E);
           // The same trip count for every group of a warp: the
           // shuffles below take the whole warp.
