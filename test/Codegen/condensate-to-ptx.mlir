@@ -31,7 +31,7 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // HOST: module attributes {condensate.layer_tables = {tiny = {adaptive = array<i64: 2>, append = @tiny_append, layers = [@tiny_layer0, @tiny_layer1, @tiny_layer2], prefill = [@tiny_prefill, @tiny_prefill, @tiny_prefill]}}, gpu.container_module} {
 // HOST-LABEL: func.func @tiny_layer0(
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_score_pages blocks in (%{{.*}}, %c2, %[[B:.*]]) threads in (%c256, %c1, %c1)
-// HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_select_topk blocks in (%c2, %[[B]], %c1) threads in (%c512, %c1, %c1)
+// HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_select_topk blocks in (%c2, %[[B]], %c1) threads in (%c1024, %c1, %c1)
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_sparse_attend blocks in (%c2, %c2, %[[B]]) threads in (%c128, %c1, %c1)
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_certify blocks in (%c2, %[[B]], %c1) threads in (%c256, %c1, %c1)
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_sparse_attend_0 blocks in (%c1, %c2, %[[B]]) threads in (%c128, %c1, %c1)

@@ -1,14 +1,16 @@
 //===- Select.cpp - the top-k selection kernel ----------------------------===//
 //
-// Lowers select_topk to one block per (kv head, sequence). The units'
-// ranking keys are computed once into dynamic shared memory (as many as the
-// chip allows), counting their top 8 bits on the way; an 8-bit radix search
-// (3 more warp-aggregated histogram passes) finds the base-th largest key,
-// and one the (base + extras)-th when the op ranks extras; then each
-// warp walks a contiguous range of units, its warp scans placing the base
-// set in unit order and appending the extras to a shared list, where each
-// extra's rank (key desc, unit asc) is counted. More extras than the list
-// holds take one argmax pass each.
+// Lowers select_topk to one block of 1024 threads per (kv head, sequence).
+// The units' ranking keys are computed once into dynamic shared memory (as
+// many as the chip allows), counting their top 8 bits on the way; an 8-bit
+// radix search (3 more warp-aggregated histogram passes, a round whose lanes
+// all miss the prefix skipping its match and atomics) finds the base-th
+// largest key, and one the (base + extras)-th when the op ranks extras;
+// then each warp walks a contiguous range of units, its warp scans placing
+// the base set in unit order and appending the extras to a shared list,
+// where each extra's rank (key desc, unit asc) is counted. More extras than
+// the list holds take one argmax pass each. Every pass takes 4 rounds of 32
+// units a warp at a time, so that each lane has independent work in flight.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -32,7 +34,11 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
   int64_t base = op.getBase(), G = hq / hkv;
   int64_t unitTokens =
       op.getGranularity() == Granularity::page ? op.getPageSize() : 1;
-  const int64_t threads = 512;
+  const int64_t threads = 1024;
+  // Each warp takes kUnroll rounds of 32 units at a time, so that every
+  // lane has that many independent keys (loads, matches, scans) in flight:
+  // the passes are latency-bound with one block on an SM.
+  constexpr int64_t kUnroll = 4;
   Type i32 = b.getI32Type();
   SmallVector<Value> operands{op.getScores(), op.getLens(), op.getIndices()};
   if (op.getWindows())
@@ -79,7 +85,8 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
         auto computeKey = [&](GPUEmitter &e, Value u) {
           return rankingKey(e, nvvmTarget(), units, scores, bb, g, u, G).key;
         };
-        auto key = [&](GPUEmitter &e, Value u) -> Value {
+        using KeyFn = std::function<Value(GPUEmitter &, Value)>;
+        KeyFn key = [&](GPUEmitter &e, Value u) -> Value {
           return e.ifElse(
               e.lt(u, e.idx(cachedKeys)), {e.builder().getI32Type()},
               [&](Emitter &e) -> SmallVector<Value> {
@@ -93,35 +100,79 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                             const Emitter::LoopBody &body) {
           return e.forLoop(tid, nu, e.idx(threads), inits, body);
         };
-        // Every unit once, each warp on 32 consecutive units a round so
-        // that all its lanes run the same rounds (match.any needs the whole
-        // warp): body(u, valid), lanes past nu with valid false.
-        auto forUnitsByWarp =
-            [&](GPUEmitter &e,
-                const std::function<void(GPUEmitter &, Value, Value)> &body) {
-              e.forLoop(
-                  e.mul(warp, e.idx(kWarp)), nu, e.idx(threads), {},
-                  [&](Emitter &ee, Value u0, ValueRange) -> SmallVector<Value> {
-                    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                    Value u = e.add(u0, lane);
-                    Value valid = e.lt(u, nu);
-                    body(e, e.select(valid, u, e.idx(0)), valid);
-                    return {};
-                  });
-            };
-        // hist[digit] += 1 for each lane where `match` holds: the lanes of
-        // a warp with one digit add their count once (same-bin atomics
-        // would serialise: most keys share their top bits).
-        auto countDigit = [&](GPUEmitter &e, Value h, Value match,
-                              Value digit) {
-          Value d = e.select(match, digit, e.i32(256));
-          Value peers = e.matchAny(d);
-          Value lowest = e.band(peers, e.sub(e.i32(0), peers));
-          Value leader = e.eq(lowest, e.laneBit(lane));
-          e.ifThen(e.band(match, leader), [&](Emitter &ee) {
-            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-            e.atomicAddI32(h, {e.toIndex(d)}, e.popc(peers));
-          });
+        // A pass over the keys in two variants: plain shared-memory loads
+        // when every candidate's key is cached (the common case, and no
+        // branch per key), key() otherwise.
+        auto byCache = [&](GPUEmitter &e, TypeRange types,
+                           const std::function<SmallVector<Value>(
+                               GPUEmitter &, const KeyFn &)> &pass) {
+          KeyFn cachedKey = [&](GPUEmitter &e, Value u) -> Value {
+            return e.load(cached, {u});
+          };
+          return e.ifElse(
+              e.le(nu, e.idx(cachedKeys)), types,
+              [&](Emitter &ee) -> SmallVector<Value> {
+                return pass(static_cast<GPUEmitter &>(ee), cachedKey);
+              },
+              [&](Emitter &ee) -> SmallVector<Value> {
+                return pass(static_cast<GPUEmitter &>(ee), key);
+              });
+        };
+        // Every unit once, each warp on kUnroll rounds of 32 consecutive
+        // units an iteration so that all its lanes run the same rounds
+        // (match.any needs the whole warp): body(us, valids), one unit per
+        // round, lanes past nu with valid false (and unit 0).
+        using RoundsBody =
+            std::function<void(GPUEmitter &, ArrayRef<Value>, ArrayRef<Value>)>;
+        auto forUnitsByWarp = [&](GPUEmitter &e, const RoundsBody &body) {
+          e.forLoop(
+              e.mul(warp, e.idx(kWarp)), nu, e.idx(threads * kUnroll), {},
+              [&](Emitter &ee, Value u0, ValueRange) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                SmallVector<Value> us, valids;
+                for (int64_t j = 0; j < kUnroll; ++j) {
+                  Value u = e.add(e.add(u0, e.idx(j * threads)), lane);
+                  valids.push_back(e.lt(u, nu));
+                  us.push_back(e.select(valids.back(), u, e.idx(0)));
+                }
+                body(e, us, valids);
+                return {};
+              });
+        };
+        // hist[digit] += 1 for each lane and round where `match` holds:
+        // the lanes of a warp with one digit add their count once
+        // (same-bin atomics would serialise: most keys share their top
+        // bits). With `skipEmpty`, a round where no lane matches (most of
+        // them once the prefix is long) skips the match and the atomics.
+        auto countDigits = [&](GPUEmitter &e, Value h, ArrayRef<Value> matches,
+                               ArrayRef<Value> digits, bool skipEmpty) {
+          SmallVector<Value> ds;
+          for (auto [match, digit] : llvm::zip(matches, digits))
+            ds.push_back(e.select(match, digit, e.i32(256)));
+          auto add = [&](GPUEmitter &e, Value match, Value d, Value peers) {
+            Value lowest = e.band(peers, e.sub(e.i32(0), peers));
+            Value leader = e.eq(lowest, e.laneBit(lane));
+            e.ifThen(e.band(match, leader), [&](Emitter &ee) {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              e.atomicAddI32(h, {e.toIndex(d)}, e.popc(peers));
+            });
+          };
+          if (!skipEmpty) {
+            SmallVector<Value> peers;
+            for (Value d : ds)
+              peers.push_back(e.matchAny(d));
+            for (size_t j = 0; j < ds.size(); ++j)
+              add(e, matches[j], ds[j], peers[j]);
+            return;
+          }
+          SmallVector<Value> any;
+          for (Value match : matches)
+            any.push_back(e.voteAny(match));
+          for (size_t j = 0; j < ds.size(); ++j)
+            e.ifThen(any[j], [&](Emitter &ee) {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              add(e, matches[j], ds[j], e.matchAny(ds[j]));
+            });
         };
         auto digitOf = [&](GPUEmitter &e, Value kk, int64_t shift) {
           return e.band(arith::ShRUIOp::create(e.builder(), e.location(), kk,
@@ -136,12 +187,20 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                     return {};
                   });
         e.barrier();
-        forUnitsByWarp(e, [&](GPUEmitter &e, Value u, Value valid) {
-          Value kk = e.select(valid, computeKey(e, u), e.i32(0));
-          e.ifThen(e.band(valid, e.lt(u, e.idx(cachedKeys))),
-                   [&](Emitter &e) { e.store(kk, cached, {u}); });
-          countDigit(e, hist0, e.ne(kk, e.i32(0)), digitOf(e, kk, 24));
-        });
+        forUnitsByWarp(
+            e, [&](GPUEmitter &e, ArrayRef<Value> us, ArrayRef<Value> valids) {
+              // Every round's loads first, then their uses.
+              SmallVector<Value> kks, matches, digits;
+              for (auto [u, valid] : llvm::zip(us, valids))
+                kks.push_back(e.select(valid, computeKey(e, u), e.i32(0)));
+              for (auto [u, valid, kk] : llvm::zip(us, valids, kks)) {
+                e.ifThen(e.band(valid, e.lt(u, e.idx(cachedKeys))),
+                         [&](Emitter &e) { e.store(kk, cached, {u}); });
+                matches.push_back(e.ne(kk, e.i32(0)));
+                digits.push_back(digitOf(e, kk, 24));
+              }
+              countDigits(e, hist0, matches, digits, /*skipEmpty=*/false);
+            });
         e.barrier();
         e.ifThen(e.lt(tid, e.idx(8)),
                  [&](Emitter &e) { e.store(e.i32(0), state, {tid}); });
@@ -162,12 +221,21 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                 });
             e.barrier();
             if (shift != 24) {
-              forUnitsByWarp(e, [&](GPUEmitter &e, Value u, Value valid) {
-                Value kk = key(e, u);
-                Value match =
-                    e.band(valid, e.band(e.ne(kk, e.i32(0)),
-                                         e.eq(e.band(kk, mask), prefix)));
-                countDigit(e, hist, match, digitOf(e, kk, shift));
+              byCache(e, {}, [&](GPUEmitter &e, const KeyFn &keyOf) {
+                forUnitsByWarp(e, [&](GPUEmitter &e, ArrayRef<Value> us,
+                                      ArrayRef<Value> valids) {
+                  SmallVector<Value> kks, matches, digits;
+                  for (Value u : us)
+                    kks.push_back(keyOf(e, u));
+                  for (auto [valid, kk] : llvm::zip(valids, kks)) {
+                    matches.push_back(
+                        e.band(valid, e.band(e.ne(kk, e.i32(0)),
+                                             e.eq(e.band(kk, mask), prefix))));
+                    digits.push_back(digitOf(e, kk, shift));
+                  }
+                  countDigits(e, hist, matches, digits, /*skipEmpty=*/true);
+                });
+                return SmallVector<Value>{};
               });
               e.barrier();
             }
@@ -263,9 +331,9 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
         // units 32 at a time. Per unit three flags, packed 10 bits apart in
         // one i32 so that one warp scan counts them: above the base
         // threshold, a tie at it, a tie at the base + extras threshold.
-        Value perWarp = e.mul(e.ceilDiv(e.ceilDiv(nu, e.idx(warps)),
-                                        e.idx(kWarp)),
-                              e.idx(kWarp));
+        Value perWarp = e.mul(
+            e.ceilDiv(e.ceilDiv(nu, e.idx(warps)), e.idx(kWarp * kUnroll)),
+            e.idx(kWarp * kUnroll));
         Value wlo = e.mins(e.mul(warp, perWarp), nu);
         Value whi = e.mins(e.add(wlo, perWarp), nu);
         auto flagsOf = [&](Emitter &e, Value kk) {
@@ -285,25 +353,38 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                                      e.i32(10 * which)),
               e.i32(1023)));
         };
-        auto keyAt = [&](GPUEmitter &e, Value u) {
-          Value in = e.lt(u, whi);
-          return e.ifElse(
-              in, {e.builder().getI32Type()},
-              [&](Emitter &ee) -> SmallVector<Value> {
-                return {key(static_cast<GPUEmitter &>(ee), u)};
-              },
-              [&](Emitter &e) -> SmallVector<Value> { return {e.i32(0)}; })[0];
+        // The units of the kUnroll rounds from u0 in this warp's range
+        // and their keys (0 past it).
+        auto roundsAt = [&](GPUEmitter &e, const KeyFn &keyOf, Value u0,
+                            SmallVector<Value> &us, SmallVector<Value> &kks) {
+          for (int64_t j = 0; j < kUnroll; ++j)
+            us.push_back(e.add(e.add(u0, e.idx(j * kWarp)), lane));
+          for (Value u : us)
+            kks.push_back(e.select(e.lt(u, whi),
+                                   keyOf(e, e.mins(u, e.sub(whi, e.idx(1)))),
+                                   e.i32(0)));
         };
         // Counting: each warp's totals, then the totals of the warps
         // before it.
-        auto counts = e.forLoop(
-            wlo, whi, e.idx(kWarp), {e.idx(0), e.idx(0), e.idx(0)},
-            [&](Emitter &ee, Value u0, ValueRange acc) -> SmallVector<Value> {
-              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-              Value f = flagsOf(e, keyAt(e, e.add(u0, lane)));
-              return {e.add(acc[0], field(e, f, 0)),
-                      e.add(acc[1], field(e, f, 1)),
-                      e.add(acc[2], field(e, f, 2))};
+        Type indexType = e.builder().getIndexType();
+        auto counts = byCache(
+            e, {indexType, indexType, indexType},
+            [&](GPUEmitter &e, const KeyFn &keyOf) {
+              return e.forLoop(wlo, whi, e.idx(kWarp * kUnroll),
+                               {e.idx(0), e.idx(0), e.idx(0)},
+                               [&](Emitter &ee, Value u0,
+                                   ValueRange acc) -> SmallVector<Value> {
+                                 GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                                 SmallVector<Value> us, kks;
+                                 roundsAt(e, keyOf, u0, us, kks);
+                                 // At most kUnroll per 10-bit field.
+                                 Value f = e.i32(0);
+                                 for (Value kk : kks)
+                                   f = e.add(f, flagsOf(e, kk));
+                                 return {e.add(acc[0], field(e, f, 0)),
+                                         e.add(acc[1], field(e, f, 1)),
+                                         e.add(acc[2], field(e, f, 2))};
+                               });
             });
         for (int64_t c = 0; c < 3; ++c) {
           Value t = laneReduce(e, nvvmTarget(), e.toI32(counts[c]), kWarp,
@@ -328,19 +409,12 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
         // Writing: the base set at its position in unit order, the extras
         // appended to the shared list (any order), the base set's last tie
         // noted for the argmax passes.
-        e.forLoop(
-            wlo, whi, e.idx(kWarp), before,
-            [&](Emitter &ee, Value u0, ValueRange acc) -> SmallVector<Value> {
-              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-              Value u = e.add(u0, lane);
-              Value kk = keyAt(e, u);
-              Value f = flagsOf(e, kk);
-              Value incl = e.warpScanI32(f, lane);
+        // One round of 32 units: f its flags, incl their inclusive scan,
+        // acc the counts before the round.
+        auto writeRound =
+            [&](GPUEmitter &e, Value u, Value kk, Value f, Value incl,
+                ValueRange acc) {
               Value excl = e.sub(incl, f);
-              Value total = shuffle(e, incl, kWarp - 1, gpu::ShuffleMode::IDX);
-              SmallVector<Value> next;
-              for (int64_t c = 0; c < 3; ++c)
-                next.push_back(e.add(acc[c], field(e, total, c)));
               Value valid = e.lt(u, whi);
               Value inBase = e.i1(false);
               if (base > 0) {
@@ -381,8 +455,31 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                   });
                 });
               }
-              return next;
-            });
+            };
+        byCache(e, {}, [&](GPUEmitter &e, const KeyFn &keyOf) {
+          e.forLoop(wlo, whi, e.idx(kWarp * kUnroll), before,
+                    [&](Emitter &ee, Value u0,
+                        ValueRange acc0) -> SmallVector<Value> {
+                      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                      SmallVector<Value> us, kks, fs, incls;
+                      roundsAt(e, keyOf, u0, us, kks);
+                      // The rounds' scans are independent; their totals chain.
+                      for (Value kk : kks) {
+                        fs.push_back(flagsOf(e, kk));
+                        incls.push_back(e.warpScanI32(fs.back(), lane));
+                      }
+                      SmallVector<Value> acc(acc0);
+                      for (int64_t j = 0; j < kUnroll; ++j) {
+                        writeRound(e, us[j], kks[j], fs[j], incls[j], acc);
+                        Value total = shuffle(e, incls[j], kWarp - 1,
+                                              gpu::ShuffleMode::IDX);
+                        for (int64_t c = 0; c < 3; ++c)
+                          acc[c] = e.add(acc[c], field(e, total, c));
+                      }
+                      return acc;
+                    });
+          return SmallVector<Value>{};
+        });
         if (base > 0) {
           // Pad the base set.
           Value written = e.mins(numValid, e.idx(base));
@@ -520,6 +617,7 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
           });
         }
       });
+  KernelBuilder::launchBounds(fn, threads, 1);
   launchPerGroup(b, loc, fn, op.getScores(), hkv, threads, operands,
                  4 * cachedKeys);
 }
