@@ -120,10 +120,8 @@ func.func @score_tokens_d96(%q: memref<?x4x96xf32>, %k: memref<?x2x16x96xbf16>, 
 // CHECK: memref.load %[[HIST0]]
 // CHECK: memref.store %{{.*}}, %[[HIST]]
 // CHECK: memref.load %[[KEYS]]
-// CHECK: %[[ANY:.*]] = nvvm.vote.sync any %c-1_i32{{(_[0-9]+)?}}, %{{.*}} -> i1
-// CHECK: scf.if %[[ANY]]
-// CHECK: nvvm.match.sync any
-// CHECK: memref.atomic_rmw addi %{{.*}}, %[[HIST]][%{{.*}}] : (i32, memref<256xi32, #gpu.address_space<workgroup>>) -> i32
+// CHECK-NOT: nvvm.match.sync
+// CHECK: memref.atomic_rmw addi %c1_i32{{(_[0-9]+)?}}, %[[HIST]][%{{.*}}] : (i32, memref<256xi32, #gpu.address_space<workgroup>>) -> i32
 // CHECK: gpu.barrier
 // CHECK: gpu.shuffle xor %{{.*}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : i32
 // CHECK: gpu.shuffle up %{{.*}} : i32

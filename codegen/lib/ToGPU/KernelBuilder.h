@@ -154,13 +154,6 @@ public:
                                      builder().getI32Type(), i32(-1), v,
                                      NVVM::MatchSyncKind::any);
   }
-  /// Whether the i1 `pred` holds on any lane of the warp (vote.any.sync
-  /// over the full warp: every lane must reach it).
-  Value voteAny(Value pred) {
-    return NVVM::VoteSyncOp::create(builder(), location(),
-                                    builder().getI1Type(), i32(-1), pred,
-                                    NVVM::VoteSyncKind::any);
-  }
   /// The number of set bits of an i32.
   Value popc(Value v) {
     return LLVM::CtPopOp::create(builder(), location(), v);

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT .carry/run
+tar xJf .carry/gpu.tar.xz -C .carry/run
+export LD_LIBRARY_PATH=$PWD/.carry/run/lib CONDENSATE_CACHE_DIR=/tmp/condensate-cache
+BIN=.carry/run/bin
+step() { local name=$1 secs=$2; shift 2; echo "=== $name $(date +%T)"
+  timeout $secs "$@" > $OUT/$name.log 2>&1; local rc=$?
+  grep -E "PASSED|FAILED|ERROR SUMMARY|RACECHECK SUMMARY|^(dense|policy)|sketch certificate|^certificate" $OUT/$name.log | tail -8; echo "=== $name rc=$rc"; }
+step attention 230 $BIN/GPUAttentionTest --gtest_brief=1 \
+  --gtest_filter='GPUAttentionTokenTopK.*:GPUCertificate.*:*d128_kv8_g4_p64_bf16*:*d64_kv2_g1_p64_bf16*:*d96_kv4_g3_p16_bf16*:*d128_kv1_g8_p16_bf16*'
+sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'
+bm='{"anchor":1,"window":64,"topk":1024,"selector":"block_minmax"}'
+for run in llama-3.2-1b llama-3-8b; do
+  step e2e-$run-32768-b8 100 $BIN/condensate-bench --dummy $run --context 32768 --batch 8 \
+    --steps 32 --warmup 4 --policy "$sk" --policy "$bm" --json $OUT/e2e-$run-32768-b8.json
+done
+step memcheck 80 compute-sanitizer --tool memcheck --error-exitcode 9 $BIN/GPUAttentionTest \
+  --gtest_brief=1 --gtest_filter='*d64_kv2_g1_p64_bf16*'
+step racecheck 80 compute-sanitizer --tool racecheck --error-exitcode 9 $BIN/GPUAttentionTest \
+  --gtest_brief=1 --gtest_filter='*d64_kv2_g1_p64_bf16*'
+echo "=== done $(date +%T)"
