@@ -4,6 +4,7 @@
 // element by element; skipped, with the reason, without a GPU or cuBLAS.
 //
 //===----------------------------------------------------------------------===//
+#include "../Half.h"
 #include "CudaTestSupport.h"
 
 #include "condensate/Cuda/Blas.h"
@@ -26,62 +27,12 @@ using namespace condensate::cuda::cudatest;
 
 namespace {
 
-// IEEE binary16 and bfloat16 conversions, round to nearest even.
-std::uint16_t floatToHalf(float f) {
-  std::uint32_t x = bitsOf(f);
-  std::uint32_t sign = (x >> 16) & 0x8000u;
-  std::uint32_t f32exp = (x >> 23) & 0xFFu;
-  std::uint32_t mant = x & 0x7FFFFFu;
-  if (f32exp == 0xFFu)
-    return static_cast<std::uint16_t>(sign | 0x7C00u | (mant ? 0x200u : 0u));
-  int exp = static_cast<int>(f32exp) - 127 + 15;
-  if (exp >= 31)
-    return static_cast<std::uint16_t>(sign | 0x7C00u);
-  if (exp <= 0) {
-    if (exp < -10)
-      return static_cast<std::uint16_t>(sign);
-    mant |= 0x800000u;
-    unsigned shift = static_cast<unsigned>(14 - exp);
-    std::uint32_t h = mant >> shift;
-    std::uint32_t rem = mant & ((1u << shift) - 1u);
-    std::uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (h & 1u)))
-      ++h;
-    return static_cast<std::uint16_t>(sign | h);
-  }
-  std::uint32_t h = (static_cast<std::uint32_t>(exp) << 10) | (mant >> 13);
-  std::uint32_t rem = mant & 0x1FFFu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-    ++h; // may carry into the exponent, which is the correct rounding
-  return static_cast<std::uint16_t>(sign | h);
-}
-
-float halfToFloat(std::uint16_t h) {
-  int exp = (h >> 10) & 0x1F;
-  std::uint32_t mant = h & 0x3FFu;
-  float v;
-  if (exp == 0)
-    v = std::ldexp(static_cast<float>(mant), -24);
-  else if (exp == 31)
-    v = mant ? std::numeric_limits<float>::quiet_NaN()
-             : std::numeric_limits<float>::infinity();
-  else
-    v = std::ldexp(static_cast<float>(mant | 0x400u), exp - 25);
-  return (h & 0x8000u) ? -v : v;
-}
-
-std::uint16_t floatToBf16(float f) {
-  std::uint32_t u = bitsOf(f);
-  u += 0x7FFFu + ((u >> 16) & 1u); // inputs here are finite
-  return static_cast<std::uint16_t>(u >> 16);
-}
-
-float bf16ToFloat(std::uint16_t b) {
-  std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
+// IEEE binary16 and bfloat16 conversions, round to nearest even (the
+// tests' own, shared with the attention tests).
+using condensate::test::bf16ToFloat;
+using condensate::test::floatToBF16;
+using condensate::test::floatToHalf;
+using condensate::test::halfToFloat;
 
 //===----------------------------------------------------------------------===//
 // Tests that need no GPU
@@ -104,8 +55,8 @@ TEST(HostCudaTest, HalfConversions) {
   EXPECT_EQ(floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3C00u); // tie: even
   EXPECT_EQ(floatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02u);
   EXPECT_EQ(halfToFloat(0x3555u), 0.333251953125f);
-  EXPECT_EQ(floatToBf16(1.0f), 0x3F80u);
-  EXPECT_EQ(bf16ToFloat(floatToBf16(-3.0f)), -3.0f);
+  EXPECT_EQ(floatToBF16(1.0f), 0x3F80u);
+  EXPECT_EQ(bf16ToFloat(floatToBF16(-3.0f)), -3.0f);
 }
 
 //===----------------------------------------------------------------------===//
@@ -137,7 +88,7 @@ protected:
     std::vector<std::uint16_t> bits(host.size());
     for (std::size_t i = 0; i < host.size(); ++i) {
       bits[i] = type == ElementType::F16 ? floatToHalf(host[i])
-                                         : floatToBf16(host[i]);
+                                         : floatToBF16(host[i]);
       rounded[i] = type == ElementType::F16 ? halfToFloat(bits[i])
                                             : bf16ToFloat(bits[i]);
     }

@@ -11,6 +11,7 @@
 #ifndef CONDENSATE_TEST_DECODER_SYNTHETICMODEL_H
 #define CONDENSATE_TEST_DECODER_SYNTHETICMODEL_H
 
+#include "../Half.h"
 #include "ModelTestSupport.h"
 
 #include "condensate/Decoder/Model.h"
@@ -60,27 +61,8 @@ struct TinySpec {
 using TensorMap = std::map<std::string, std::pair<std::vector<uint64_t>,
                                                   std::vector<float>>>;
 
-/// IEEE half from a float in half's normal range, rounded to nearest even.
-inline uint16_t floatToHalf(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  const uint32_t sign = (b >> 16) & 0x8000u;
-  const int32_t e = int32_t((b >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = b & 0x7fffffu;
-  uint32_t h = sign | uint32_t(e) << 10 | mant >> 13;
-  const uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-    ++h;
-  return uint16_t(h);
-}
-inline float halfToFloatNormal(uint16_t h) {
-  const uint32_t b = uint32_t(h & 0x8000u) << 16 |
-                     (uint32_t((h >> 10) & 0x1f) - 15 + 127) << 23 |
-                     uint32_t(h & 0x3ffu) << 13;
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
+using condensate::test::floatToHalf;
+using condensate::test::halfToFloat;
 
 /// Q8_0 blocks of `v` (a multiple of 32 values): per block a half scale d =
 /// max|x| / 127 and 32 int8 q = round(x / d). `v` becomes what they decode
@@ -92,7 +74,7 @@ inline std::vector<uint8_t> quantizeQ8_0(std::vector<float> &v) {
     for (size_t i = b; i < b + 32; ++i)
       amax = std::max(amax, std::fabs(v[i]));
     const uint16_t dh = floatToHalf(amax / 127.0f);
-    const float d = halfToFloatNormal(dh);
+    const float d = halfToFloat(dh);
     out.push_back(uint8_t(dh & 0xff));
     out.push_back(uint8_t(dh >> 8));
     for (size_t i = b; i < b + 32; ++i) {

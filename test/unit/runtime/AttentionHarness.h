@@ -13,7 +13,7 @@
 #ifndef CONDENSATE_TEST_ATTENTIONHARNESS_H
 #define CONDENSATE_TEST_ATTENTIONHARNESS_H
 
-#include "Half.h"
+#include "../Half.h"
 
 #include "condensate/ABI/AttentionABI.h"
 #include "condensate/Compiler/CPUProgram.h"

@@ -25,8 +25,8 @@
 // The GPU tests (label "gpu") skip, saying why, without a CUDA device.
 //
 //===----------------------------------------------------------------------===//
-#include "Half.h"
 #include "../GPUTestSupport.h"
+#include "../Half.h"
 
 #include "condensate/ABI/AttentionABI.h"
 #include "condensate/Compiler/CPUProgram.h"
