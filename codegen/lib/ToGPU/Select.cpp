@@ -8,9 +8,9 @@
 // ranks extras; then each warp walks a contiguous range of units, its warp
 // scans placing the base set in unit order and appending the extras to a
 // shared list, where each extra's rank (key desc, unit asc) is counted.
-// More extras than the list holds take one argmax pass each. Every pass takes 4
-// rounds of 32 units a warp at a time, so that each lane has independent work
-// in flight.
+// More extras than the list holds take one argmax pass each. Every pass
+// takes 4 rounds of 32 units a warp at a time, so that each lane has
+// independent work in flight.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
