@@ -483,6 +483,36 @@ LogicalResult ScorePagesOp::verify() {
   return success();
 }
 
+/// The rows of a token-scoring op's `scores`: one per query head, or one
+/// per key/value head (the group's max). Needs Hq and Hkv bound.
+static LogicalResult checkScoreRows(Operation *op, const ShapeChecker &sc,
+                                    Value scores) {
+  int64_t rows = cast<MemRefType>(scores.getType()).getDimSize(1);
+  int64_t hq = *sc.get("Hq"), hkv = *sc.get("Hkv");
+  if (rows != hq && rows != hkv)
+    return op->emitOpError()
+           << "operand 'scores' dimension 1 must be the query heads (" << hq
+           << ") or the key/value heads (" << hkv
+           << ", each its group's max), got "
+           << (ShapedType::isDynamic(rows) ? std::string("?")
+                                           : std::to_string(rows));
+  return success();
+}
+
+/// Scores of one row per key/value head, where that differs from one per
+/// query head.
+static bool perGroupRows(Value q, Value scores) {
+  return cast<MemRefType>(scores.getType()).getDimSize(1) !=
+         cast<MemRefType>(q.getType()).getDimSize(1);
+}
+
+bool ScoreSketchOp::scoresPerGroup() {
+  return perGroupRows(getQ(), getScores());
+}
+bool ScoreTokensOp::scoresPerGroup() {
+  return perGroupRows(getQ(), getScores());
+}
+
 LogicalResult ScoreSketchOp::verify() {
   ShapeChecker sc(*this);
   int64_t p = getPageSize(), bits = getBits();
@@ -495,8 +525,9 @@ LogicalResult ScoreSketchOp::verify() {
                        "D"})) ||
       failed(sc.check(getPageTable(), "page_table", {"B", "MP"})) ||
       failed(sc.check(getLens(), "lens", {"B"})) ||
-      failed(sc.check(getScores(), "scores", {"B", "Hq", "N"})) ||
+      failed(sc.check(getScores(), "scores", {"B", "", "N"})) ||
       failed(sc.checkGroup()) || failed(sc.requireStatic({"Hq", "Hkv", "D"})) ||
+      failed(checkScoreRows(*this, sc, getScores())) ||
       failed(checkPageSize(*this, p)) ||
       failed(checkScale(*this, getScaleAttr())))
     return failure();
@@ -513,9 +544,10 @@ LogicalResult ScoreTokensOp::verify() {
       failed(sc.check(getKCache(), "k_cache", {"NP", "Hkv", "P", "D"})) ||
       failed(sc.check(getPageTable(), "page_table", {"B", "MP"})) ||
       failed(sc.check(getLens(), "lens", {"B"})) ||
-      failed(sc.check(getScores(), "scores", {"B", "Hq", "N"})) ||
+      failed(sc.check(getScores(), "scores", {"B", "", "N"})) ||
       failed(sc.checkGroup()) ||
       failed(sc.requireStatic({"Hq", "Hkv", "D", "P"})) ||
+      failed(checkScoreRows(*this, sc, getScores())) ||
       failed(checkScale(*this, getScaleAttr())))
     return failure();
   auto mp = sc.get("MP"), p = sc.get("P"), n = sc.get("N");

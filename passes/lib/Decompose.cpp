@@ -172,7 +172,11 @@ private:
                              pageSize, op.getScaleAttr());
       } else {
         Value tokens = arith::MulIOp::create(b, loc, maxPages, index(p));
-        scores = alloc({dyn, runQHeads, dyn}, f32, {batch, tokens});
+        // Top-k alone ranks by each group's max: one row per key/value
+        // head (1/G of the bytes written and read). The certificate bounds
+        // every query head, so it takes every head's row.
+        int64_t rows = certified ? runQHeads : runKVHeads;
+        scores = alloc({dyn, rows, dyn}, f32, {batch, tokens});
         // Sketch scores are upper bounds, so they also serve the
         // certificate; exact logits are their own bounds.
         if (policy.getSelector() == Selector::sketch)

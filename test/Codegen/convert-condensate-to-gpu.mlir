@@ -430,6 +430,60 @@ func.func @score_sketch_passes(%q: memref<?x32x512xf32>, %s: memref<?x1x7x512xf3
 
 // -----
 
+// Sketch scores for top-k alone: one row per kv head, each token's group
+// max (maximumf over the heads' scaled bounds, the order select_topk ranks
+// by), stored as vectors of 4 tokens into the kv head's row.
+// CHECK-LABEL: func.func @score_sketch_group(
+// CHECK: gpu.func @score_sketch_group_score_sketch(
+// CHECK-COUNT-8: arith.maximumf %{{.*}}, %{{.*}} : f32
+// CHECK: vector.from_elements
+// CHECK-NEXT: arith.constant 0 : index
+// CHECK-NEXT: arith.addi
+// CHECK-NEXT: vector.store %{{.*}}, %arg4[%block_id_z, %block_id_y, %{{.*}}] {alignment = 16 : i64} : memref<?x2x?xf32>, vector<4xf32>
+// CHECK: memref.store %{{.*}}, %arg4[%block_id_z, %block_id_y, %{{.*}}] : memref<?x2x?xf32>
+func.func @score_sketch_group(%q: memref<?x4x64xf32>, %s: memref<?x2x7x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x2x?xf32>) {
+  condensate.score_sketch q(%q : memref<?x4x64xf32>) summaries(%s : memref<?x2x7x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x2x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// A group max over two passes of 16 heads: the second pass merges its max
+// with the first's, read back from the row the same lane wrote.
+// CHECK-LABEL: func.func @score_sketch_passes_group(
+// CHECK: gpu.func @score_sketch_passes_group_score_sketch(
+// CHECK: scf.if %{{.*}} -> (f32) {
+// CHECK-NEXT: scf.yield
+// CHECK-NEXT: } else {
+// CHECK-NEXT: %[[PREV:.*]] = memref.load %arg4[%block_id_z, %block_id_y, %[[T:.*]]] : memref<?x1x?xf32>
+// CHECK-NEXT: %[[MAX:.*]] = arith.maximumf %[[PREV]], %{{.*}} : f32
+// CHECK-NEXT: scf.yield %[[MAX]] : f32
+// CHECK: memref.store %{{.*}}, %arg4[%block_id_z, %block_id_y, %[[T]]] : memref<?x1x?xf32>
+func.func @score_sketch_passes_group(%q: memref<?x32x512xf32>, %s: memref<?x1x7x512xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x1x?xf32>) {
+  condensate.score_sketch q(%q : memref<?x32x512xf32>) summaries(%s : memref<?x1x7x512xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x1x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// Exact logits for top-k alone: the group's two scaled dot products, their
+// max stored once, in the kv head's row.
+// CHECK-LABEL: func.func @score_tokens_group(
+// CHECK: gpu.func @score_tokens_group_score_tokens(
+// CHECK: %[[S0:.*]] = arith.mulf %{{.*}}, %cst : f32
+// CHECK-NEXT: %[[S1:.*]] = arith.mulf %{{.*}}, %cst : f32
+// CHECK-NEXT: %[[M:.*]] = arith.maximumf %[[S0]], %[[S1]] : f32
+// CHECK: %[[V:.*]] = arith.select %{{.*}}, %[[M]], %{{.*}} : f32
+// CHECK-NEXT: memref.store %[[V]], %arg4[%block_id_z{{.*}}, %block_id_y, %{{.*}}] : memref<?x2x?xf32>
+// CHECK-NOT: memref.store
+// CHECK: gpu.return
+func.func @score_tokens_group(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x2x?xf32>) {
+  condensate.score_tokens q(%q : memref<?x4x64xf32>) k(%k : memref<?x2x16x64xbf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x2x?xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
 // The certificate's early test: one block of 256 threads per (kv head,
 // sequence); the rank end of the slots by shared unsigned-min and signed-max
 // atomics, then Zhat and Ulow summed per head in f64 shared memory.

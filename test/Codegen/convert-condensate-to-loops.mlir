@@ -415,6 +415,31 @@ func.func @score_sketch(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>, %pt: m
 
 // -----
 
+// Scores of one row per kv head (for top-k alone): each token's max over
+// the group's heads, sketched (full page) or boxed (page filling), stored
+// once in the kv head's row (loops over sequence, kv head, page, token).
+// CHECK-LABEL: func.func @score_sketch_group
+// CHECK: %[[M:.*]] = arith.maximumf %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT: memref.store %[[M]], %arg4[%arg5, %arg6, %{{.*}}] : memref<?x2x?xf32>
+// CHECK: %[[MB:.*]] = arith.maximumf %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT: memref.store %[[MB]], %arg4[%arg5, %arg6, %{{.*}}] : memref<?x2x?xf32>
+func.func @score_sketch_group(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x2x?xf32>) {
+  condensate.score_sketch q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x7x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x2x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @score_tokens_group
+// CHECK: %[[M:.*]] = arith.maximumf %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT: memref.store %[[M]], %arg4[%arg5, %arg6, %arg7] : memref<?x2x?xf32>
+func.func @score_tokens_group(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x2x?xf32>) {
+  condensate.score_tokens q(%q : memref<?x4x16xf32>) k(%k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x2x?xf32>) {scale = 0.25 : f32}
+  return
+}
+
+// -----
+
 // The row that fills a page (offset 15) writes its channel's sketch: 2 word
 // rows of 8 four-bit codes at rows 5 and 6.
 // CHECK-LABEL: func.func @append_sketch

@@ -858,6 +858,23 @@ func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?x
 
 // -----
 
+// Scores hold a row per query head or per key/value head (the group's max).
+func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x3x?xf32>) {
+  // expected-error@+1 {{'condensate.score_tokens' op operand 'scores' dimension 1 must be the query heads (4) or the key/value heads (2, each its group's max), got 3}}
+  condensate.score_tokens q(%q : memref<?x4x16xf32>) k(%k : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x3x?xf32>) {scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x?x?xf32>) {
+  // expected-error@+1 {{'condensate.score_sketch' op operand 'scores' dimension 1 must be the query heads (4) or the key/value heads (2, each its group's max), got ?}}
+  condensate.score_sketch q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x7x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x?x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
 // Stage ops need the sizes their lowering unrolls on: a dynamic head count
 // used to become a loop bound of -9223372036854775808.
 func.func @f(%q: memref<?x?x16xf32>, %s: memref<?x?x5x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x?x?xf32>) {

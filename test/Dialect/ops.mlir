@@ -201,6 +201,22 @@ func.func @score_sketch(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>,
 
 // -----
 
+// One row per key/value head: each its group's max.
+// CHECK-LABEL: func.func @score_sketch_per_group
+// CHECK: condensate.score_sketch {{.*}} scores(%{{.*}} : memref<?x2x128xf32>)
+func.func @score_sketch_per_group(%q: memref<?x4x16xf32>,
+                                  %s: memref<?x2x7x16xf32>,
+                                  %pt: memref<?x8xi32>, %len: memref<?xi32>,
+                                  %sc: memref<?x2x128xf32>) {
+  condensate.score_sketch q(%q : memref<?x4x16xf32>)
+      summaries(%s : memref<?x2x7x16xf32>) pages(%pt : memref<?x8xi32>)
+      lens(%len : memref<?xi32>) scores(%sc : memref<?x2x128xf32>)
+      {page_size = 16 : i64, bits = 4 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @score_tokens
 // CHECK: condensate.score_tokens q(%{{.*}} : memref<?x4x16xf32>) k(%{{.*}} : memref<?x2x16x16xf32>) pages(%{{.*}} : memref<?x8xi32>) lens(%{{.*}} : memref<?xi32>) scores(%{{.*}} : memref<?x4x128xf32>) {scale = 2.500000e-01 : f32}
 // GENERIC: "condensate.score_tokens"({{.*}}) <{scale = 2.500000e-01 : f32}> : (memref<?x4x16xf32>, memref<?x2x16x16xf32>, memref<?x8xi32>, memref<?xi32>, memref<?x4x128xf32>) -> ()

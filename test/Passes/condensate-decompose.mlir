@@ -52,20 +52,43 @@ func.func @page(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %v: memref<?x
 // -----
 
 // The exact selector ranks tokens: every key is scored, 32 token units are
-// kept, and the adaptive window reaches selection and attention.
+// kept, and the adaptive window reaches selection and attention. Top-k
+// alone ranks by each group's max, so the scores hold one row per kv head.
 // CHECK-LABEL: func.func @token
 // CHECK-SAME: %[[W:arg5]]: memref<?xi32>
 // CHECK: %[[MP:.*]] = memref.dim %arg3, %c1
 // CHECK: %[[NT:.*]] = arith.muli %[[MP]], %c16
-// CHECK: %[[SC:.*]] = memref.alloc(%{{.*}}, %[[NT]]) : memref<?x4x?xf32>
-// CHECK-NEXT: condensate.score_tokens q(%arg0 : memref<?x4x16xf32>) k(%arg1 : memref<?x2x16x16xf32>) pages(%arg3 : memref<?x?xi32>) lens(%arg4 : memref<?xi32>) scores(%[[SC]] : memref<?x4x?xf32>) {scale = 2.500000e-01 : f32}
+// CHECK: %[[SC:.*]] = memref.alloc(%{{.*}}, %[[NT]]) : memref<?x2x?xf32>
+// CHECK-NEXT: condensate.score_tokens q(%arg0 : memref<?x4x16xf32>) k(%arg1 : memref<?x2x16x16xf32>) pages(%arg3 : memref<?x?xi32>) lens(%arg4 : memref<?xi32>) scores(%[[SC]] : memref<?x2x?xf32>) {scale = 2.500000e-01 : f32}
 // CHECK-NEXT: %[[IDX:.*]] = memref.alloc(%{{.*}}) : memref<?x2x32xi32>
-// CHECK-NEXT: condensate.select_topk token scores(%[[SC]] : memref<?x4x?xf32>) lens(%arg4 : memref<?xi32>) windows(%[[W]] : memref<?xi32>) indices(%[[IDX]] : memref<?x2x32xi32>) {anchor = 1 : i64, base = 32 : i64, page_size = 16 : i64, window = 64 : i64, window_max = 256 : i64}
+// CHECK-NEXT: condensate.select_topk token scores(%[[SC]] : memref<?x2x?xf32>) lens(%arg4 : memref<?xi32>) windows(%[[W]] : memref<?xi32>) indices(%[[IDX]] : memref<?x2x32xi32>) {anchor = 1 : i64, base = 32 : i64, page_size = 16 : i64, window = 64 : i64, window_max = 256 : i64}
 // CHECK: condensate.sparse_attend token {{.*}} windows(%[[W]] : memref<?xi32>) indices(%[[IDX]] : memref<?x2x32xi32>) partials(%{{.*}}, %{{.*}} : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 32 : i64, first = 0 : i64, include_forced = true, scale = 2.500000e-01 : f32, window = 64 : i64, window_max = 256 : i64}
 // CHECK-NEXT: condensate.merge {{.*}} {stats_eps = 0x7FC00000 : f32}
 // CHECK-NOT: condensate.score_pages
 func.func @token(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %w: memref<?xi32>, %o: memref<?x4x16xf32>) {
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) windows(%w : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<anchor = 1, window = 64, window_max = 256, topk = 32, selector = exact>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 32, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
+// The sketch selector, uncertified: score_sketch writes each group's max
+// (one row per kv head) for top-k; certified, every head's row (below).
+// CHECK-LABEL: func.func @sketch
+// CHECK: %[[SC:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?xf32>
+// CHECK-NEXT: condensate.score_sketch q(%arg0 : memref<?x4x16xf32>) summaries(%arg5 : memref<?x2x7x16xf32>) pages(%arg3 : memref<?x?xi32>) lens(%arg4 : memref<?xi32>) scores(%[[SC]] : memref<?x2x?xf32>) {bits = 4 : i64, page_size = 16 : i64, scale = 2.500000e-01 : f32}
+// CHECK-NEXT: %[[IDX:.*]] = memref.alloc(%{{.*}}) : memref<?x2x32xi32>
+// CHECK-NEXT: condensate.select_topk token scores(%[[SC]] : memref<?x2x?xf32>)
+// CHECK-LABEL: func.func @sketch_certified
+// CHECK: %[[SC:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
+// CHECK-NEXT: condensate.score_sketch {{.*}} scores(%[[SC]] : memref<?x4x?xf32>)
+// CHECK: condensate.certify token
+func.func @sketch(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x7x16xf32>, %o: memref<?x4x16xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x7x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<anchor = 1, window = 64, topk = 32, selector = sketch, bits = 4>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 32, extra_units = 0, splits = 1, target = cpu>}
+  return
+}
+func.func @sketch_certified(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x7x16xf32>, %o: memref<?x4x16xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x7x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<anchor = 1, window = 64, topk = 32, selector = sketch, bits = 4, tau = 1.0e-3, max_extra = 4>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 32, extra_units = 4, splits = 1, target = cpu>}
   return
 }
 

@@ -46,17 +46,24 @@ Value mlir::condensate::orderedKey(Emitter &e, Value f) {
   return e.bxor(bits, e.select(neg, flipAll, flipSign));
 }
 
+Value mlir::condensate::groupMax(Emitter &e, ArrayRef<Value> scores) {
+  Value best = scores.front();
+  for (Value s : scores.drop_front())
+    best = e.fmax(best, s);
+  return best;
+}
+
 RankingKey mlir::condensate::rankingKey(Emitter &e, const TargetInfo &target,
                                         const CandidateUnits &units,
                                         Value scores, Value b, Value g, Value u,
                                         int64_t group, Value zero, Value one) {
   if (target.formulaOrder() == FormulaOrder::Loops) {
     Value cnt = units.count(e, u);
-    Value best = e.load(scores, {b, e.mul(g, e.idx(group)), u});
-    for (int64_t i = 1; i < group; ++i)
-      best =
-          e.fmax(best, e.load(scores,
-                              {b, e.add(e.mul(g, e.idx(group)), e.idx(i)), u}));
+    SmallVector<Value> all;
+    for (int64_t i = 0; i < group; ++i)
+      all.push_back(
+          e.load(scores, {b, e.add(e.mul(g, e.idx(group)), e.idx(i)), u}));
+    Value best = groupMax(e, all);
     Value valid = e.gt(cnt, e.idx(0));
     Value key = e.select(valid, orderedKey(e, best), zero);
     key = e.select(e.band(valid, e.eq(key, zero)), one, key);
@@ -64,9 +71,10 @@ RankingKey mlir::condensate::rankingKey(Emitter &e, const TargetInfo &target,
   }
   Value candidate = e.gt(units.count(e, u), e.idx(0));
   Value base = e.mul(g, e.idx(group));
-  Value best = e.load(scores, {b, base, u});
-  for (int64_t i = 1; i < group; ++i)
-    best = e.fmax(best, e.load(scores, {b, e.add(base, e.idx(i)), u}));
+  SmallVector<Value> all;
+  for (int64_t i = 0; i < group; ++i)
+    all.push_back(e.load(scores, {b, e.add(base, e.idx(i)), u}));
+  Value best = groupMax(e, all);
   Value key = orderedKey(e, best);
   key = e.select(e.eq(key, e.i32(0)), e.i32(1), key);
   return {e.select(candidate, key, e.i32(0)), candidate};

@@ -56,6 +56,11 @@ struct CandidateUnits {
 /// larger floats give larger keys (NaN-free inputs).
 Value orderedKey(Emitter &e, Value f);
 
+/// The max of a group's scores, in order (maximumf: NaN propagates, +0
+/// above -0): what select_topk ranks a unit by, and what a scorer writes
+/// in a key/value head's row (score_tokens, score_sketch).
+Value groupMax(Emitter &e, ArrayRef<Value> scores);
+
 /// The ranking key of unit u for kv head g (i32, compared unsigned): the
 /// ordered key of the best score over the group's `group` query heads,
 /// scores[b, g * group + i, u]; 0 for a non-candidate, at least 1 for a

@@ -164,11 +164,22 @@ struct TokenLanes {
     tl.tt = e.select(tl.inside, tl.t, e.idx(0));
     return tl;
   }
-  /// Stores query head i's scaled score s (-inf past the context).
-  void store(Emitter &e, Value scores, int64_t G, int64_t i, Value s) const {
-    Value v = e.select(inside, e.fmul(s, scale), e.negInf());
+  /// Stores the group's G dot products: each query head's scaled score,
+  /// or with `perGroup` their max in the key/value head's row (-inf past
+  /// the context).
+  void store(Emitter &e, Value scores, bool perGroup,
+             ArrayRef<Value> dots) const {
+    int64_t G = static_cast<int64_t>(dots.size());
+    SmallVector<Value> vals;
+    for (Value s : dots)
+      vals.push_back(e.fmul(s, scale));
+    if (perGroup)
+      vals = {groupMax(e, vals)};
     e.ifThen(e.band(inRange, e.eq(lane, e.idx(0))), [&](Emitter &e) {
-      e.store(v, scores, {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), t});
+      for (auto [i, v] : llvm::enumerate(vals)) {
+        Value row = perGroup ? g : e.add(e.mul(g, e.idx(G)), e.idx(i));
+        e.store(e.select(inside, v, e.negInf()), scores, {bb, row, t});
+      }
     });
   }
 };
@@ -211,9 +222,10 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
               Value off = e.rems(tl.tt, e.idx(p));
               Value kr = e.toF32(
                   e.vecLoad(k, {page, tl.g, off, tl.col}, rs.elems, align));
+              SmallVector<Value> dots;
               for (int64_t i = 0; i < G; ++i)
-                tl.store(e, a[4], G, i,
-                         rowDot(e, nvvmTarget(), tl.qs[i], kr, rs.lanes));
+                dots.push_back(rowDot(e, nvvmTarget(), tl.qs[i], kr, rs.lanes));
+              tl.store(e, a[4], op.scoresPerGroup(), dots);
             });
       });
   launchTokens(b, op.getLoc(), fn, op.getQ(), op.getScores(), hkv, perBlock,
@@ -247,6 +259,7 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
       break;
     }
   int64_t passes = G / Gh;
+  bool perGroup = op.scoresPerGroup();
   // A lane scores `tpl` tokens of one word row for the pass's Gh query
   // heads (tpl x Gh accumulators, at most 16 where Gh allows); `parts`
   // lanes share a row. 16 rather than 32 lets 4 blocks share an SM at 64
@@ -455,26 +468,62 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                 Value off0 =
                     e.add(e.mul(r, e.idx(perWord)), e.mul(part, e.idx(tpl)));
                 Value t0 = e.add(e.mul(j, e.idx(p)), off0);
-                SmallVector<Value> vals;
+                // The rows this lane writes and their tpl values: each
+                // query head's, or per group the heads' max (merged with
+                // the earlier passes' in the row).
+                SmallVector<Value> rows;
+                SmallVector<SmallVector<Value>> vals;
+                for (int64_t i = 0; i < Gh; ++i)
+                  rows.push_back(
+                      e.add(e.mul(g, e.idx(G)), e.add(hb, e.idx(i))));
+                vals.resize(Gh);
                 for (int64_t s = 0; s < tpl; ++s) {
-                  Value t = e.add(t0, e.idx(s));
+                  Value inside = e.lt(e.add(t0, e.idx(s)), n);
                   for (int64_t i = 0; i < Gh; ++i)
-                    vals.push_back(e.select(e.lt(t, n),
-                                            e.fmul(acc[s * Gh + i], scale),
-                                            e.negInf()));
+                    vals[i].push_back(e.select(
+                        inside, e.fmul(acc[s * Gh + i], scale), e.negInf()));
                 }
+                if (perGroup) {
+                  SmallVector<Value> best;
+                  for (int64_t s = 0; s < tpl; ++s) {
+                    SmallVector<Value> heads;
+                    for (int64_t i = 0; i < Gh; ++i)
+                      heads.push_back(vals[i][s]);
+                    best.push_back(groupMax(e, heads));
+                  }
+                  rows = {g};
+                  vals = {best};
+                }
+                // v, or (per group, after the first pass) its max with the
+                // row's value at `at`.
+                auto merged = [&](Emitter &e, Value v, ValueRange at) -> Value {
+                  if (!perGroup || passes == 1)
+                    return v;
+                  return e.ifElse(
+                      e.eq(hb, e.idx(0)), {v.getType()},
+                      [&](Emitter &) -> SmallVector<Value> { return {v}; },
+                      [&](Emitter &e) -> SmallVector<Value> {
+                        Value old =
+                            isa<VectorType>(v.getType())
+                                ? vector::LoadOp::create(
+                                      e.builder(), e.location(), v.getType(),
+                                      scores, at, /*nontemporal=*/false,
+                                      llvm::MaybeAlign(16))
+                                      .getResult()
+                                : e.load(scores, at);
+                        return {e.fmax(old, v)};
+                      })[0];
+                };
                 auto storeScalars = [&](Emitter &e) {
                   for (int64_t s = 0; s < tpl; ++s) {
                     Value off = e.add(off0, e.idx(s));
                     Value t = e.add(t0, e.idx(s));
                     e.ifThen(e.band(e.lt(off, e.idx(p)), e.lt(t, nt)),
                              [&](Emitter &e) {
-                               for (int64_t i = 0; i < Gh; ++i)
-                                 e.store(vals[s * Gh + i], scores,
-                                         {bb,
-                                          e.add(e.mul(g, e.idx(G)),
-                                                e.add(hb, e.idx(i))),
-                                          t});
+                               for (auto [row, v] : llvm::zip(rows, vals)) {
+                                 SmallVector<Value> at{bb, row, t};
+                                 e.store(merged(e, v[s], at), scores, at);
+                               }
                              });
                   }
                 };
@@ -492,21 +541,16 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                            e.le(e.add(t0, e.idx(tpl)), nt)));
                 e.ifThen(whole, [&](Emitter &ee) {
                   GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                  for (int64_t i = 0; i < Gh; ++i)
+                  for (auto [row, v] : llvm::zip(rows, vals))
                     for (int64_t s0 = 0; s0 < tpl; s0 += 4) {
-                      SmallVector<Value> four;
-                      for (int64_t s = s0; s < s0 + 4; ++s)
-                        four.push_back(vals[s * Gh + i]);
-                      Value v = vector::FromElementsOp::create(
+                      Value four = vector::FromElementsOp::create(
                           e.builder(), e.location(), VectorType::get({4}, f32),
-                          four);
-                      vector::StoreOp::create(
-                          e.builder(), e.location(), v, scores,
-                          ValueRange{
-                              bb,
-                              e.add(e.mul(g, e.idx(G)), e.add(hb, e.idx(i))),
-                              e.add(t0, e.idx(s0))},
-                          /*nontemporal=*/false, llvm::MaybeAlign(16));
+                          ArrayRef<Value>(v).slice(s0, 4));
+                      SmallVector<Value> at{bb, row, e.add(t0, e.idx(s0))};
+                      vector::StoreOp::create(e.builder(), e.location(),
+                                              merged(e, four, at), scores, at,
+                                              /*nontemporal=*/false,
+                                              llvm::MaybeAlign(16));
                     }
                 });
                 e.ifThen(e.bnot(whole), storeScalars);

@@ -63,6 +63,30 @@ void lowerScoreTokens(ScoreTokensOp op, Emitter &e, PatternRewriter &rewriter) {
   int64_t group = hq / hkv;
   Value scale = e.f32(op.getScale().convertToDouble());
   Value batch = e.dim(op.getQ(), 0), nt = e.dim(op.getScores(), 2);
+  if (op.scoresPerGroup()) {
+    // One row per kv head: the max over its query heads of their scores.
+    e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
+      Value n = e.loadIndex(op.getLens(), {b});
+      e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
+        RowOps row{e, d};
+        SmallVector<SmallVector<Value>> qs;
+        for (int64_t i = 0; i < group; ++i)
+          qs.push_back(row.loadRow(
+              op.getQ(), {b, e.add(e.mul(g, e.idx(group)), e.idx(i))}));
+        e.forEach(e.idx(0), e.mins(nt, n), [&](Emitter &e, Value t) {
+          RowOps row{e, d};
+          Value page = e.loadIndex(op.getPageTable(), {b, e.divs(t, e.idx(p))});
+          Value off = e.rems(t, e.idx(p));
+          SmallVector<Value> all;
+          for (int64_t i = 0; i < group; ++i)
+            all.push_back(
+                e.fmul(row.dot(qs[i], op.getKCache(), {page, g, off}), scale));
+          e.store(groupMax(e, all), op.getScores(), {b, g, t});
+        });
+      });
+    });
+    return;
+  }
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
     e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
@@ -91,6 +115,7 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
   Value scale = e.f32(op.getScale().convertToDouble());
   Value batch = e.dim(op.getQ(), 0), mp = e.dim(op.getPageTable(), 1);
   Value sum = op.getSummaries(), scores = op.getScores();
+  bool perGroup = op.scoresPerGroup();
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
     Value pages = e.ceilDiv(n, e.idx(p));
@@ -102,6 +127,16 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
         heads.push_back(e.add(e.mul(g, e.idx(group)), e.idx(i)));
         qs.push_back(row.loadRow(op.getQ(), {b, heads.back()}));
       }
+      // Token t's scores of the group's heads: each in its head's row, or
+      // their max in the kv head's row.
+      auto store = [&](Emitter &e, ArrayRef<Value> vals, Value t) {
+        if (perGroup) {
+          e.store(groupMax(e, vals), scores, {b, g, t});
+          return;
+        }
+        for (int64_t i = 0; i < group; ++i)
+          e.store(vals[i], scores, {b, heads[i], t});
+      };
       // Page slots past the context are left unwritten (the op's contract).
       e.forEach(e.idx(0), e.mins(mp, pages), [&](Emitter &e, Value j) {
         Value t0 = e.mul(j, e.idx(p));
@@ -123,11 +158,12 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
                 auto [wordRow, shift] = sketchSlot(e, o, bits);
                 auto words = row.loadRow(sum, {page, g, wordRow});
                 auto keys = sketchKeys(e, sk, words, shift, bits);
+                SmallVector<Value> vals;
                 for (int64_t i = 0; i < group; ++i) {
                   Value est = rowDot(e, row.target(), qs[i], keys, 1);
-                  e.store(e.fmul(e.fadd(est, slack[i]), scale), scores,
-                          {b, heads[i], e.add(t0, o)});
+                  vals.push_back(e.fmul(e.fadd(est, slack[i]), scale));
                 }
+                store(e, vals, e.add(t0, o));
               });
               return {};
             },
@@ -141,9 +177,10 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
                     rowBoxDot(e, row.target(), qs[i], lo, hi, 1), scale));
               e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
                 Value t = e.add(t0, o);
-                for (int64_t i = 0; i < group; ++i)
-                  e.store(e.select(e.lt(t, n), box[i], e.negInf()), scores,
-                          {b, heads[i], t});
+                SmallVector<Value> vals;
+                for (Value v : box)
+                  vals.push_back(e.select(e.lt(t, n), v, e.negInf()));
+                store(e, vals, t);
               });
               return {};
             });

@@ -302,7 +302,10 @@ def Condensate_ScoreTokensOp : Condensate_Op<"score_tokens"> {
   let summary = "Exact logits of every cached token";
   let description = [{
     scores[b, h, t] = scale * q[b, h] . k[t] for t < lens[b]; slots past it
-    are unspecified (as for score_pages).
+    are unspecified (as for score_pages). With one row per key/value head
+    (scores of Hkv rows), scores[b, g, t] is the max over g's query heads:
+    what select_topk ranks by, in 1/G of the bytes (the certificate needs
+    every head's row).
     The `exact` selector's scoring: it reads every key.
 
     ```mlir
@@ -327,6 +330,11 @@ def Condensate_ScoreTokensOp : Condensate_Op<"score_tokens"> {
     `scores` `(` $scores `:` type($scores) `)` attr-dict
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether `scores` holds one row per key/value head (the max over its
+    /// group's query heads) rather than one per query head.
+    bool scoresPerGroup();
+  }];
 }
 
 def Condensate_ScoreSketchOp : Condensate_Op<"score_sketch"> {
@@ -340,9 +348,10 @@ def Condensate_ScoreSketchOp : Condensate_Op<"score_sketch"> {
     rounding of the sums (AttentionABI.h: sketchChannelError, sketchGamma,
     sketchMagnitude; the derivation in codegen's Common/Sketch.h); for a
     page not yet full (no sketch), the page box bound of block_minmax.
-    Slots past lens[b] are unspecified (as for score_pages). The
-    `sketch` selector's scoring: it reads the page's box rows and
-    sketchRows(P, bits) rows of words, never the keys.
+    Slots past lens[b] are unspecified (as for score_pages). With one row
+    per key/value head, scores[b, g, t] is the max over g's query heads (as
+    for score_tokens). The `sketch` selector's scoring: it reads the page's
+    box rows and sketchRows(P, bits) rows of words, never the keys.
 
     ```mlir
     condensate.score_sketch q(%q : memref<?x9x64xf32>)
@@ -369,6 +378,11 @@ def Condensate_ScoreSketchOp : Condensate_Op<"score_sketch"> {
     `scores` `(` $scores `:` type($scores) `)` attr-dict
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether `scores` holds one row per key/value head (the max over its
+    /// group's query heads) rather than one per query head.
+    bool scoresPerGroup();
+  }];
 }
 
 def Condensate_SelectTopKOp : Condensate_Op<"select_topk"> {
@@ -376,7 +390,7 @@ def Condensate_SelectTopKOp : Condensate_Op<"select_topk"> {
   let description = [{
     For each sequence b and key/value head g, ranks candidate units u by
     max over the group's query heads of scores[b, h, u] (ties: lower unit
-    first). indices[b, g, 0 .. base) receives the `base` best units in
+    first); scores of one row per key/value head hold that max already. indices[b, g, 0 .. base) receives the `base` best units in
     increasing unit order (a set: attention order does not matter, and
     increasing order reads the cache sequentially); the remaining slots
     receive the next best units in ranking order (the certificate adds them
