@@ -238,39 +238,6 @@ TEST(GPUAttentionTokenTopK, UncertifiedBudgets) {
   }
 }
 
-/// A group too large for one pass of the sketch scorer (48 query heads of
-/// 256 channels on one kv head: two passes of 24): uncertified top-k gets
-/// one score row per kv head, the max merged across the passes; the
-/// certified policy keeps every head's row. Both against float64.
-TEST(GPUAttentionTokenTopK, SketchScoringInPasses) {
-  REQUIRE_GPU();
-  ModelShape shape{2, 48, 1, 256, 16, KVType::BF16, 0.0f};
-  Policy top = policy(1, 8, 37, Selector::Sketch, 16);
-  top.sketchBits = 4;
-  Policy cert = top;
-  cert.tau = 1e-3;
-  cert.maxExtra = 16;
-  Schedule s;
-  s.numLayers = 2;
-  s.defaultPolicy = top;
-  s.rules = {{{1}, {}, cert}};
-  auto exec = GPUExecutor::create(shape, s);
-  ASSERT_TRUE(exec.ok()) << exec.message();
-  std::mt19937 rng(std::random_device{}());
-  for (Values mode : {Values::Discrete, Values::Continuous}) {
-    CacheCase cache = buildCache(**exec, {300, 1029}, rng, mode);
-    for (int64_t l = 0; l < s.numLayers; ++l) {
-      CheckReport r = checkLayer(**exec, l, {l == 0 ? top : cert}, cache, rng,
-                                 1e-4);
-      std::printf("sketch scoring in passes, keys %d, layer %lld: heads "
-                  "%lld, near-ties %lld, worst %.2e\n",
-                  int(mode), (long long)l, (long long)r.heads,
-                  (long long)r.nearTieSkips, r.worstRelError);
-      EXPECT_GT(r.heads, 0);
-    }
-  }
-}
-
 /// The GPU append writes the same bits as the CPU append, key sketches
 /// (none, 2, 4 and 8 bits) included.
 TEST(GPUAppend, MatchesCPUAppend) {
