@@ -4,20 +4,7 @@
 # and leave logs under $OUT. Each step has its own time limit so one slow
 # step cannot eat the session.
 set -u
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT" .carry/run
-tar xJf .carry/gpu.tar.xz -C .carry/run
-export LD_LIBRARY_PATH=$PWD/.carry/run/lib:${LD_LIBRARY_PATH:-}
-export CONDENSATE_CACHE_DIR=/tmp/condensate-cache
-BIN=.carry/run/bin
-step() { # step NAME SECONDS COMMAND...
-  local name=$1 secs=$2; shift 2
-  echo "=== $name ($(date +%T))"
-  timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  tail -n 25 "$OUT/$name.log"
-  echo "=== $name rc=$rc"
-}
+source "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
 ls /usr/local/cuda/nvvm/libdevice/ 2>&1 | head -2
 for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do

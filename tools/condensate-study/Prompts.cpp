@@ -556,6 +556,45 @@ PromptPlan defaultPlan() {
   return p;
 }
 
+Result<PromptPlan> planFor(const std::vector<int64_t> &contexts) {
+  const PromptPlan full = defaultPlan();
+  if (contexts.empty())
+    return full;
+  PromptPlan p = full;
+  p.contexts.clear();
+  p.multikey.clear();
+  p.vartrack.clear();
+  p.copy.clear();
+  p.natural.clear();
+  for (int64_t ctx : contexts) {
+    if (ctx < kMinPlanContext || ctx > kMaxPlanContext)
+      return Status::error("context " + std::to_string(ctx) + " is outside [" +
+                           std::to_string(kMinPlanContext) + ", " +
+                           std::to_string(kMaxPlanContext) + "]");
+    if (std::find(p.contexts.begin(), p.contexts.end(), ctx) !=
+        p.contexts.end())
+      return Status::error("context " + std::to_string(ctx) +
+                           " is listed twice");
+    p.contexts.push_back(ctx);
+    auto it = std::find(full.contexts.begin(), full.contexts.end(), ctx);
+    if (it != full.contexts.end()) {
+      size_t i = size_t(it - full.contexts.begin());
+      p.multikey.push_back(full.multikey[i]);
+      p.vartrack.push_back(full.vartrack[i]);
+      p.copy.push_back(full.copy[i]);
+      p.natural.push_back(full.natural[i]);
+      continue;
+    }
+    // Other lengths: every passkey depth, one multi-needle prompt and one
+    // natural-text window (longer contexts: each prefill costs minutes).
+    p.multikey.push_back(1);
+    p.vartrack.push_back(ctx <= 4096 ? 1 : 0);
+    p.copy.push_back(ctx <= 4096 ? 1 : 0);
+    p.natural.push_back(1);
+  }
+  return p;
+}
+
 std::vector<int32_t> promptTokens(const model::Tokenizer &tok,
                                   const PromptRecord &p) {
   std::vector<int32_t> ids = tok.encode(p.text, /*parseSpecial=*/true);

@@ -58,6 +58,20 @@ struct PromptPlan {
 /// The plan of the full study (see README.md for the sizes' rationale).
 PromptPlan defaultPlan();
 
+/// The context lengths a plan may hold: room for a question and its
+/// answer reserve at the low end; at the high end, the longest context the
+/// study's models allow (the natural-text corpus may run out first, which
+/// generation reports).
+constexpr int64_t kMinPlanContext = 256;
+constexpr int64_t kMaxPlanContext = int64_t(1) << 17; // 131,072
+
+/// The plan for `contexts` (the default plan's when empty): the default's
+/// counts at its lengths; at other lengths every passkey depth, one
+/// multi-needle and one natural-text prompt (plus one variable-tracking and
+/// one copy prompt up to 4096). Errors on a length out of range or listed
+/// twice.
+Result<PromptPlan> planFor(const std::vector<int64_t> &contexts);
+
 /// Generates every prompt of `plan` with `seed`, using the model's
 /// tokenizer and chat template.
 Result<std::vector<PromptRecord>> generatePrompts(const model::GGUFFile &file,

@@ -43,18 +43,23 @@ const char *kUsage =
     "prompts options:\n"
     "  --seed N            generator seed (default 20261129)\n"
     "  --out DIR           output folder (default reports/fidelity/prompts)\n"
+    "  --contexts LIST     comma-separated context lengths (default\n"
+    "                      512,1024,2048,4096,8192; others get every passkey\n"
+    "                      depth, one multi-needle and one natural prompt)\n"
     "run options:\n"
     "  --prompts FILE      prompts (default "
     "reports/fidelity/prompts/prompts.jsonl)\n"
     "  --out DIR           results folder (default reports/fidelity, or\n"
     "                      reports/fidelity/quick with --quick)\n"
     "  --quick             contexts <= 1024, passkey at 0/50/100%, one prompt\n"
-    "                      per other task, 13 policies, 64-token continuations\n"
+    "                      per other task, 13 policies, 64-token "
+    "continuations\n"
     "                      (a few minutes)\n"
     "  --contexts LIST     comma-separated context lengths to run\n"
     "  --policies LIST     comma-separated policy names (dense is always run)\n"
     "  --natural-tokens N  dense greedy continuation of natural text (256)\n"
-    "  --metric-steps N    teacher-forced KL/top-1 window on natural text (32)\n"
+    "  --metric-steps N    teacher-forced KL/top-1 window on natural text "
+    "(32)\n"
     "  --threads N         OpenBLAS threads (default 2)\n"
     "  --pool-tokens N     KV tokens held at once (default 140000, ~7.4 GB)\n";
 
@@ -97,6 +102,7 @@ int runPrompts(int argc, char **argv) {
   std::string model = locateOr("models/SmolLM2-135M-Instruct.Q4_1.gguf");
   std::string out = "reports/fidelity/prompts";
   uint64_t seed = 20261129;
+  std::vector<int64_t> contexts;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return valueAfter(argc, argv, i); };
@@ -106,16 +112,23 @@ int runPrompts(int argc, char **argv) {
       seed = uint64_t(parseInt(a, next()));
     else if (a == "--out")
       out = next();
-    else
+    else if (a == "--contexts") {
+      for (const std::string &c : splitList(next()))
+        contexts.push_back(
+            tools::parseInt(a, c, kMinPlanContext, kMaxPlanContext));
+    } else
       fail("unknown argument '" + a + "' (see --help)");
   }
+  Result<PromptPlan> planned = planFor(contexts);
+  if (!planned)
+    fail("--contexts: " + planned.message());
   Result<model::GGUFFile> file = model::GGUFFile::open(model);
   if (!file)
     fail(file.message());
   Result<model::Tokenizer> tok = model::Tokenizer::fromGGUF(*file);
   if (!tok)
     fail(tok.message());
-  const PromptPlan plan = defaultPlan();
+  const PromptPlan plan = *planned;
   Result<std::vector<PromptRecord>> prompts =
       generatePrompts(*file, *tok, plan, seed);
   if (!prompts)

@@ -5,13 +5,8 @@
 # memcheck and racecheck of a GQA shape whose schedule has uncertified
 # sketch and exact top-k layers.
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT .carry/run
-tar xJf .carry/gpu.tar.xz -C .carry/run
-export LD_LIBRARY_PATH=$PWD/.carry/run/lib CONDENSATE_CACHE_DIR=/tmp/condensate-cache
-BIN=.carry/run/bin
-step() { local name=$1 secs=$2; shift 2; echo "=== $name $(date +%T)"
-  timeout $secs "$@" > $OUT/$name.log 2>&1; local rc=$?
-  grep -E "PASSED|FAILED|ERROR SUMMARY|RACECHECK SUMMARY|^(dense|policy)|sketch certificate|^certificate|passes" $OUT/$name.log | tail -8; echo "=== $name rc=$rc"; }
+source bench/gpu_env.sh
+STEP_FILTER='PASSED|FAILED|ERROR SUMMARY|RACECHECK SUMMARY|^(dense|policy)|sketch certificate|^certificate|passes'
 step attention 180 $BIN/GPUAttentionTest --gtest_brief=1 \
   --gtest_filter='GPUAttentionTokenTopK.*:GPUCertificate.*:*d128_kv8_g4_p64_bf16*:*d96_kv4_g3_p16_bf16*:*d128_kv1_g8_p16_bf16*'
 sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'

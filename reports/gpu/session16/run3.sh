@@ -4,13 +4,8 @@
 # certificate's CPU = GPU check against float64, then end to end at Qwen2.5-7B's
 # shape (group 7: where one score row per kv head saves the most).
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT .carry/run
-tar xJf .carry/gpu.tar.xz -C .carry/run
-export LD_LIBRARY_PATH=$PWD/.carry/run/lib CONDENSATE_CACHE_DIR=/tmp/condensate-cache
-BIN=.carry/run/bin
-step() { local name=$1 secs=$2; shift 2; echo "=== $name $(date +%T)"
-  timeout $secs "$@" > $OUT/$name.log 2>&1; local rc=$?
-  grep -E "OK|PASSED|FAILED|ERROR SUMMARY|^(dense|policy)|sketch certificate|^certificate" $OUT/$name.log | tail -14; echo "=== $name rc=$rc"; }
+source bench/gpu_env.sh
+STEP_FILTER='OK|PASSED|FAILED|ERROR SUMMARY|^(dense|policy)|sketch certificate|^certificate'
 step attention 300 $BIN/GPUAttentionTest \
   --gtest_filter='Shapes/GPUAttention.*:GPUCertificate.*'
 sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'
