@@ -141,16 +141,21 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
   const std::vector<float> &q = dec_.lastQueries();
   const std::vector<float> &stats = dec_.stats();
   constexpr int64_t F = Decoder::kStatFields;
+  // The schedule as the decoder ran it: a model's local layers keep their
+  // window policy whatever the study's policy says (the stats below are
+  // theirs).
+  const Schedule ran =
+      withModelRoles(dec_.config(), policy.schedule, s.pageSize);
   for (int64_t l = 0; l < L; ++l) {
     std::vector<Policy> kv;
     bool anySparse = false;
     for (int64_t g = 0; g < Hkv; ++g) {
-      kv.push_back(policy.schedule.policyFor(l, g));
+      kv.push_back(ran.policyFor(l, g));
       anySparse |= !kv.back().dense;
     }
     if (!anySparse)
       continue;
-    const int32_t window = int32_t(policy.schedule.policyFor(l, 0).windowFor(rep));
+    const int32_t window = int32_t(ran.policyFor(l, 0).windowFor(rep));
     Decoder::CacheView c = dec_.cache(l);
     reference::Inputs in;
     in.batch = 1;
