@@ -141,12 +141,15 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
   const std::vector<float> &q = dec_.lastQueries();
   const std::vector<float> &stats = dec_.stats();
   constexpr int64_t F = Decoder::kStatFields;
-  // The schedule as the decoder ran it: a model's local layers keep their
-  // window policy whatever the study's policy says (the stats below are
-  // theirs).
+  // The schedule as the decoder ran it. A model's local layers keep their
+  // window whatever the study's policy says: that window is the model's
+  // own attention (the baseline of bytes read), so they omit nothing and
+  // are not sampled.
   const Schedule ran =
       withModelRoles(dec_.config(), policy.schedule, s.pageSize);
   for (int64_t l = 0; l < L; ++l) {
+    if (dec_.config().localLayer(l))
+      continue;
     std::vector<Policy> kv;
     bool anySparse = false;
     for (int64_t g = 0; g < Hkv; ++g) {
