@@ -141,24 +141,22 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
   const std::vector<float> &q = dec_.lastQueries();
   const std::vector<float> &stats = dec_.stats();
   constexpr int64_t F = Decoder::kStatFields;
-  // The schedule as the decoder ran it. A model's local layers keep their
-  // window whatever the study's policy says: that window is the model's
-  // own attention (the baseline of bytes read), so they omit nothing and
-  // are not sampled.
-  const Schedule ran =
-      withModelRoles(dec_.config(), policy.schedule, s.pageSize);
   for (int64_t l = 0; l < L; ++l) {
+    // A model's local layers keep their window whatever the study's policy
+    // says (withModelRoles): that window is the model's own attention (the
+    // baseline of bytes read), so they omit nothing and are not sampled.
+    // Every other layer ran the study's policy.
     if (dec_.config().localLayer(l))
       continue;
     std::vector<Policy> kv;
     bool anySparse = false;
     for (int64_t g = 0; g < Hkv; ++g) {
-      kv.push_back(ran.policyFor(l, g));
+      kv.push_back(policy.schedule.policyFor(l, g));
       anySparse |= !kv.back().dense;
     }
     if (!anySparse)
       continue;
-    const int32_t window = int32_t(ran.policyFor(l, 0).windowFor(rep));
+    const int32_t window = int32_t(policy.schedule.policyFor(l, 0).windowFor(rep));
     Decoder::CacheView c = dec_.cache(l);
     reference::Inputs in;
     in.batch = 1;

@@ -52,14 +52,12 @@ const char *kUsage =
     "  --out DIR           results folder (default reports/fidelity, or\n"
     "                      reports/fidelity/quick with --quick)\n"
     "  --quick             contexts <= 1024, passkey at 0/50/100%, one prompt\n"
-    "                      per other task, 13 policies, 64-token "
-    "continuations\n"
+    "                      per other task, 13 policies, 64-token continuations\n"
     "                      (a few minutes)\n"
     "  --contexts LIST     comma-separated context lengths to run\n"
     "  --policies LIST     comma-separated policy names (dense is always run)\n"
     "  --natural-tokens N  dense greedy continuation of natural text (256)\n"
-    "  --metric-steps N    teacher-forced KL/top-1 window on natural text "
-    "(32)\n"
+    "  --metric-steps N    teacher-forced KL/top-1 window on natural text (32)\n"
     "  --threads N         OpenBLAS threads (default 2)\n"
     "  --pool-tokens N     KV tokens held at once (default 140000, ~7.4 GB)\n";
 
@@ -114,8 +112,7 @@ int runPrompts(int argc, char **argv) {
       out = next();
     else if (a == "--contexts") {
       for (const std::string &c : splitList(next()))
-        contexts.push_back(
-            tools::parseInt(a, c, kMinPlanContext, kMaxPlanContext));
+        contexts.push_back(parseInt(a, c));
     } else
       fail("unknown argument '" + a + "' (see --help)");
   }
