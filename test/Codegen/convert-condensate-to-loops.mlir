@@ -231,7 +231,10 @@ func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: m
 // CHECK: math.exp %{{.*}} : f64
 // CHECK: arith.addf %{{.*}} : f64
 // CHECK: arith.cmpf ogt, %{{.*}}, %[[TAU]] : f64
-// CHECK: scf.for %{{.*}} = %c0 to %c2 step %c1 iter_args({{.*}}) -> (i1, index, f64, f64) {
+// The walk: while not done and a slot is left (2 extra slots).
+// CHECK: scf.while ({{.*}}) : (i1, index, index, f64, f64) -> (i1, index, index, f64, f64) {
+// CHECK: arith.cmpi slt, %{{.*}}, %c2 : index
+// CHECK: scf.condition
 // CHECK: arith.cmpf ole, %{{.*}}, %[[TAU]] : f64
 // CHECK: memref.store %{{.*}}, %arg5[%{{.*}}, %[[G]]] : memref<?x2xi32>
 // CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %[[G]]] : memref<?x2xi32>

@@ -56,11 +56,12 @@ func.func @dense(%q: memref<?x8x64xf32>, %k: memref<?x8x64x64xf32>, %pt: memref<
 
 // -----
 
-// Large exact sets: 1 + 1024 + 1024 = 2049 slots -> 17 splits on a GPU;
-// 1 + 64 + 8192 slots -> clamped to 32.
+// Large exact sets: 1 + 1024 + 1024 = 2049 slots -> 17 splits on a GPU
+// (one per 128 slots), 3 on the CPU (one per 1024); 1 + 64 + 8192 slots
+// -> clamped to 32 on a GPU, 9 on the CPU.
 // STATIC-LABEL: func.func @large
-// STATIC: top_units = 1024, extra_units = 0, splits = 1, target = cpu>}
-// STATIC: top_units = 8192, extra_units = 0, splits = 1, target = cpu>}
+// STATIC: top_units = 1024, extra_units = 0, splits = 3, target = cpu>}
+// STATIC: top_units = 8192, extra_units = 0, splits = 9, target = cpu>}
 // SM90-LABEL: func.func @large
 // SM90: top_units = 1024, extra_units = 0, splits = 17, target = sm_90>}
 // SM90: top_units = 8192, extra_units = 0, splits = 32, target = sm_90>}

@@ -182,29 +182,40 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
       decisions[size_t(g)].fallback = st[g * G * F + 3] != 0.0f;
     }
     reference::Output out = reference::attend(in, kv, &decisions);
-    // Key rows of the sequence, for the oracle of certified heads.
-    std::vector<std::vector<const float *>> kRows;
+    // The oracle of each certified head, over the key rows of the sequence;
+    // a group's set serves all its heads, so its worst head bounds any set
+    // one read of the group's K/V rows could use.
+    std::vector<int64_t> oracle(size_t(Hq), 0), groupOracle(size_t(Hkv), 0);
+    std::vector<const float *> kRows;
+    for (int64_t g = 0; g < Hkv; ++g) {
+      const Policy &p = kv[size_t(g)];
+      if (!p.certified())
+        continue;
+      kRows.clear();
+      for (int32_t t = 0; t < len; ++t)
+        kRows.push_back(
+            in.k +
+            ((int64_t(pages[size_t(t / s.pageSize)]) * Hkv + g) * s.pageSize +
+             t % s.pageSize) *
+                D);
+      for (int64_t h = g * G; h < (g + 1) * G; ++h) {
+        oracle[size_t(h)] =
+            oracleTokens(in.q + h * D, kRows, D, in.scale, p.tau);
+        groupOracle[size_t(g)] =
+            std::max(groupOracle[size_t(g)], oracle[size_t(h)]);
+      }
+    }
     for (int64_t h = 0; h < Hq; ++h) {
       const Policy &p = kv[size_t(h / G)];
       if (p.dense)
         continue;
       if (p.certified()) {
-        if (kRows.empty()) {
-          kRows.resize(size_t(Hkv));
-          for (int64_t g = 0; g < Hkv; ++g)
-            for (int32_t t = 0; t < len; ++t)
-              kRows[size_t(g)].push_back(
-                  in.k + ((int64_t(pages[size_t(t / s.pageSize)]) * Hkv + g) *
-                              s.pageSize +
-                          t % s.pageSize) *
-                             D);
-        }
-        const int64_t m = oracleTokens(in.q + h * D, kRows[size_t(h / G)], D,
-                                       in.scale, p.tau);
         const bool fellBack = st[h * F + 3] != 0.0f;
         const double read = fellBack ? double(len) : double(st[h * F + 1]);
         for (Acc *a : accs) {
-          a->oracleFraction += double(m) / double(len);
+          a->oracleFraction += double(oracle[size_t(h)]) / double(len);
+          a->groupOracleFraction +=
+              double(groupOracle[size_t(h / G)]) / double(len);
           a->certifiedFraction += read / double(len);
           ++a->oracleSamples;
         }

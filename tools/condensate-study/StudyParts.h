@@ -86,9 +86,11 @@ struct Acc {
   double worstEpsRatio = 0.0;
   // Certified heads at sampled steps: positions whose K and V rows the
   // policy read (all of them after a fallback), and the fewest an oracle
-  // knowing the exact scores needs for the same tau, each over the
-  // context; summed over the samples.
+  // knowing the exact scores needs for the same tau (per head, and the
+  // most over the head's group: the fewest one set serving the group can
+  // hold), each over the context; summed over the samples.
   double certifiedFraction = 0.0, oracleFraction = 0.0;
+  double groupOracleFraction = 0.0;
   int64_t oracleSamples = 0;
 };
 

@@ -90,7 +90,16 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
       {"cert-sketch-1e-2", "certified-sketch", 257, sketches, "0.01",
        ", \"max_extra\": 512}"},
       {"cert-sketch-1e-3", "certified-sketch", 257, sketches, "0.001",
-       ", \"max_extra\": 512}"}};
+       ", \"max_extra\": 512}"},
+      // Open extras: as many tokens in bound order as the certificate
+      // needs (32768 covers every context the study runs), so a group
+      // falls back only when nothing short of the whole context passes.
+      {"cert-open-1e-1", "certified-open", 257, sketches, "0.1",
+       ", \"max_extra\": 32768}"},
+      {"cert-open-1e-2", "certified-open", 257, sketches, "0.01",
+       ", \"max_extra\": 32768}"},
+      {"cert-open-1e-3", "certified-open", 257, sketches, "0.001",
+       ", \"max_extra\": 32768}"}};
   for (const Certified &c : certified)
     add(c.name, c.family, c.budget,
         std::string(c.head) + c.tau + c.tail);

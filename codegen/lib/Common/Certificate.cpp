@@ -61,35 +61,36 @@ ExtrasWalk mlir::condensate::walkExtras(
   int64_t group = us.size();
   Value over = e.fcmp(arith::CmpFPredicate::OGT, worstEpsHat(e, target, us, zs),
                       e.f64(tau));
-  // State: (done, extras taken, omitted sums).
-  SmallVector<Value> init{e.bnot(over), e.idx(0)};
+  // State: (done, next slot, extras taken, omitted sums). The walk stops at
+  // tau, at the first empty slot (select_topk puts every empty slot after
+  // the units), or after extraMax slots: with open extras (max_extra as
+  // large as the context) it costs what it takes in, not the slots.
+  SmallVector<Value> init{e.bnot(over), e.idx(0), e.idx(0)};
   init.append(us.begin(), us.end());
-  auto walk = e.forLoop(
-      e.idx(0), e.idx(extraMax), e.idx(1), init,
-      [&](Emitter &e, Value j, ValueRange st) -> SmallVector<Value> {
-        return e.ifElse(
-            st[0], ValueRange(st).getTypes(),
-            [&](Emitter &) -> SmallVector<Value> {
-              return SmallVector<Value>(st);
-            },
-            [&](Emitter &e) -> SmallVector<Value> {
-              Value u = e.loadIndex(indices, {b, g, e.add(j, e.idx(base))});
-              Value have = e.ge(u, e.idx(0));
-              Value uSafe = e.select(have, u, e.idx(0));
-              SmallVector<Value> next;
-              for (int64_t i = 0; i < group; ++i) {
-                Value m = e.select(have, mass(e, uSafe, i), e.f64(0.0));
-                next.push_back(e.fmax(e.fsub(st[2 + i], m), e.f64(0.0)));
-              }
-              Value ok = e.fcmp(arith::CmpFPredicate::OLE,
-                                worstEpsHat(e, target, next, zs), e.f64(tau));
-              SmallVector<Value> out{e.band(ok, have),
-                                     e.select(have, e.add(j, e.idx(1)), st[1])};
-              out.append(next.begin(), next.end());
-              return out;
-            });
+  auto walk = e.whileLoop(
+      init,
+      [&](Emitter &e, ValueRange st) {
+        return e.band(e.bnot(st[0]), e.lt(st[1], e.idx(extraMax)));
+      },
+      [&](Emitter &e, ValueRange st) -> SmallVector<Value> {
+        Value j = st[1];
+        Value u = e.loadIndex(indices, {b, g, e.add(j, e.idx(base))});
+        Value have = e.ge(u, e.idx(0));
+        Value uSafe = e.select(have, u, e.idx(0));
+        SmallVector<Value> next;
+        for (int64_t i = 0; i < group; ++i) {
+          Value m = e.select(have, mass(e, uSafe, i), e.f64(0.0));
+          next.push_back(e.fmax(e.fsub(st[3 + i], m), e.f64(0.0)));
+        }
+        Value ok = e.fcmp(arith::CmpFPredicate::OLE,
+                          worstEpsHat(e, target, next, zs), e.f64(tau));
+        Value nextSlot = e.select(have, e.add(j, e.idx(1)), e.idx(extraMax));
+        SmallVector<Value> out{e.band(ok, have), nextSlot,
+                               e.select(have, e.add(j, e.idx(1)), st[2])};
+        out.append(next.begin(), next.end());
+        return out;
       });
-  return {walk[0], walk[1]};
+  return {walk[0], walk[2]};
 }
 
 Value mlir::condensate::ranksAfter(Emitter &e, const SelectionEnd &end,

@@ -31,9 +31,10 @@ Value worstEpsHat(Emitter &e, const TargetInfo &target, ValueRange us,
 
 /// The walk over the extras indices[b, g, base + j], j < extraMax, in rank
 /// order: each taken extra's mass (mass(e, u, head)) leaves the omitted sums
-/// `us` until the group's worst eps_hat is within tau. `done` says whether
-/// it got there, `taken` how many extras that took. The sums are only the
-/// walk's guide: subtracting a dominant (or infinite) term cancels the
+/// `us` until the group's worst eps_hat is within tau; it stops there, or at
+/// the first empty slot, so open extras cost what the walk takes in. `done`
+/// says whether it got there, `taken` how many extras that took. The sums are
+/// only the walk's guide: subtracting a dominant (or infinite) term cancels the
 /// rest, so the caller sums the final set's bound afresh before deciding.
 struct ExtrasWalk {
   Value done;  // i1

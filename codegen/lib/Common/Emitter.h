@@ -196,6 +196,23 @@ public:
         });
     return SmallVector<Value>(loop.getResults());
   }
+  /// scf.while carrying `inits`: `cond` decides on the carried values
+  /// whether `body` runs again; returns the values when it stops.
+  SmallVector<Value> whileLoop(
+      ValueRange inits, const std::function<Value(Emitter &, ValueRange)> &cond,
+      const std::function<SmallVector<Value>(Emitter &, ValueRange)> &body) {
+    auto loop = scf::WhileOp::create(
+        b, loc, inits.getTypes(), inits,
+        [&](OpBuilder &nb, Location nloc, ValueRange args) {
+          auto inner = nested(nb, nloc);
+          scf::ConditionOp::create(nb, nloc, cond(*inner, args), args);
+        },
+        [&](OpBuilder &nb, Location nloc, ValueRange args) {
+          auto inner = nested(nb, nloc);
+          scf::YieldOp::create(nb, nloc, body(*inner, args));
+        });
+    return SmallVector<Value>(loop.getResults());
+  }
   /// scf.for without carried values.
   void forEach(Value lb, Value ub,
                const std::function<void(Emitter &, Value)> &body) {

@@ -296,6 +296,16 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   if (hasBox) // per-row partial boxes [row][min, max][channel]
     smem.push_back(
         KernelBuilder::workgroupType(ctx, {boxRows, kValueBoxRows, d}, f32));
+  // The extras taken, as a bitmap over the first kMarkUnits units, once
+  // there are more slots than a scan of them per unit affords (open
+  // extras: max_extra as large as the context); a unit past the bitmap is
+  // looked up in the slots.
+  constexpr int64_t kScanExtras = 64, kMarkUnits = 131072;
+  constexpr int64_t kMarkWords = kMarkUnits / 32;
+  bool useMarks = tau > 0.0 && extraMax > kScanExtras;
+  int64_t marksIdx = smem.size();
+  if (useMarks)
+    smem.push_back(KernelBuilder::workgroupType(ctx, {kMarkWords}, i32));
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value scores = a[0], lens = a[1], indices = a[2], pml = a[3];
@@ -335,6 +345,13 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           e.store(e.i32(0), smD, {e.idx(0)});
           e.store(e.i32(0), smD, {e.idx(1)});
         });
+        Value marks = useMarks ? sm[marksIdx] : Value();
+        if (useMarks)
+          e.forLoop(tid, e.idx(kMarkWords), e.idx(threads), {},
+                    [&](Emitter &e, Value x, ValueRange) -> SmallVector<Value> {
+                      e.store(e.i32(0), marks, {x});
+                      return {};
+                    });
         e.barrier();
         SmallVector<Value> ms;
         for (int64_t i = 0; i < G; ++i)
@@ -369,12 +386,30 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           Value pos = e.mins(baseBelow(e, u), e.idx(base - 1));
           return e.eq(e.load(indices, {bb, g, pos}), e.toI32(u));
         };
-        auto inExtras = [&](GPUEmitter &e, Value u, Value count) -> Value {
+        auto scanExtras = [&](Emitter &e, Value u, Value count) -> Value {
           return e.forLoop(
               e.idx(0), count, e.idx(1), {e.i1(false)},
               [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
                 Value x = e.loadIndex(indices, {bb, g, e.add(e.idx(base), j)});
                 return {e.bor(acc[0], e.eq(x, u))};
+              })[0];
+        };
+        // Membership in the first `count` extras (with marks: the marks
+        // hold exactly the extras taken so far, none before the walk).
+        auto inExtras = [&](GPUEmitter &e, Value u, Value count) -> Value {
+          if (!useMarks)
+            return scanExtras(e, u, count);
+          return e.ifElse(
+              e.lt(u, e.idx(kMarkUnits)), TypeRange{e.builder().getI1Type()},
+              [&](Emitter &e) -> SmallVector<Value> {
+                Value word = e.load(marks, {e.divs(u, e.idx(32))});
+                Value bit =
+                    arith::ShRUIOp::create(e.builder(), e.location(), word,
+                                           e.toI32(e.rems(u, e.idx(32))));
+                return {e.ne(e.band(bit, e.i32(1)), e.i32(0))};
+              },
+              [&](Emitter &e) -> SmallVector<Value> {
+                return {scanExtras(e, u, count)};
               })[0];
         };
         const TargetInfo &target = nvvmTarget();
@@ -423,6 +458,27 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           });
           e.barrier();
           Value extra = e.loadIndex(smD, {e.idx(0)});
+          if (useMarks) {
+            e.forLoop(
+                tid, extra, e.idx(threads), {},
+                [&](Emitter &ee, Value j, ValueRange) -> SmallVector<Value> {
+                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                  Value u =
+                      e.loadIndex(indices, {bb, g, e.add(e.idx(base), j)});
+                  e.ifThen(
+                      e.band(e.ge(u, e.idx(0)), e.lt(u, e.idx(kMarkUnits))),
+                      [&](Emitter &ee) {
+                        GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                        Value bit = arith::ShLIOp::create(
+                            e.builder(), e.location(), e.i32(1),
+                            e.toI32(e.rems(u, e.idx(32))));
+                        e.atomic(arith::AtomicRMWKind::ori, marks,
+                                 {e.divs(u, e.idx(32))}, bit);
+                      });
+                  return {};
+                });
+            e.barrier();
+          }
           sumOmitted(e, extra);
         }
         Value extra = e.loadIndex(smD, {e.idx(0)});
@@ -453,15 +509,26 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
               // Selected tokens inside the page (all are candidates).
               Value t0 = e.mul(j, pageV), t1 = e.add(t0, pageV);
               Value inBaseCount = e.sub(baseBelow(e, t1), baseBelow(e, t0));
-              covered = e.forLoop(
-                  e.idx(0), extra, e.idx(1), {inBaseCount},
-                  [&](Emitter &e, Value k,
-                      ValueRange acc) -> SmallVector<Value> {
-                    Value u =
-                        e.loadIndex(indices, {bb, g, e.add(e.idx(base), k)});
-                    Value inside = e.band(e.ge(u, t0), e.lt(u, t1));
-                    return {e.select(inside, e.add(acc[0], e.idx(1)), acc[0])};
-                  })[0];
+              if (useMarks)
+                covered = e.forLoop(
+                    t0, t1, e.idx(1), {inBaseCount},
+                    [&](Emitter &ee, Value t,
+                        ValueRange acc) -> SmallVector<Value> {
+                      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                      return {e.select(inExtras(e, t, extra),
+                                       e.add(acc[0], e.idx(1)), acc[0])};
+                    })[0];
+              else
+                covered = e.forLoop(
+                    e.idx(0), extra, e.idx(1), {inBaseCount},
+                    [&](Emitter &e, Value k,
+                        ValueRange acc) -> SmallVector<Value> {
+                      Value u =
+                          e.loadIndex(indices, {bb, g, e.add(e.idx(base), k)});
+                      Value inside = e.band(e.ge(u, t0), e.lt(u, t1));
+                      return {
+                          e.select(inside, e.add(acc[0], e.idx(1)), acc[0])};
+                    })[0];
             } else {
               Value sel = e.bor(inBase(e, j), inExtras(e, j, extra));
               covered = e.select(sel, cand, e.idx(0));
