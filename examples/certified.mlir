@@ -5,7 +5,8 @@
 // tokens in bound order until the bound holds. max_extra = 32768 covers
 // every context the supported models allow (open extras): a group never
 // runs out of extras, so it never falls back to dense attention, and it
-// reads only what its bound needs.
+// reads only what its bound needs. (On the GPU, ranking more than 1024
+// extras is slow today: docs/CERTIFICATE.md, "Open extras".)
 condensate.model @certified layers = 30, q_heads = 9, kv_heads = 3,
     head_dim = 64, page_size = 16, kv_type = f32,
     schedule = #condensate.schedule<layers = 30,

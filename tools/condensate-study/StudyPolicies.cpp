@@ -67,14 +67,18 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
   }
   // Certified policies: name, family, budget, the policy before its tau,
   // tau, the policy after it. Page boxes: block_minmax top-32 tokens, up to
-  // 60 extra pages. examples/certified.mlir and its neighbours: token
-  // top-192 by 4-bit sketch bounds, up to 512 extra tokens in bound order.
+  // 60 extra pages. Sketches: token top-192 by 4-bit (or 8-bit) sketch
+  // bounds, then up to 512 extra tokens in bound order, or open extras
+  // (examples/certified.mlir).
   const char *boxes = "{\"anchor\": 1, \"window\": 64, \"topk\": 32, "
                       "\"selector\": \"block_minmax\", \"page_size\": 16, "
                       "\"tau\": ";
   const char *sketches = "{\"anchor\": 1, \"window\": 64, \"topk\": 192, "
                          "\"selector\": \"sketch\", \"bits\": 4, "
                          "\"page_size\": 16, \"tau\": ";
+  const char *sketches8 = "{\"anchor\": 1, \"window\": 64, \"topk\": 192, "
+                          "\"selector\": \"sketch\", \"bits\": 8, "
+                          "\"page_size\": 16, \"tau\": ";
   struct Certified {
     const char *name, *family;
     int64_t budget;
@@ -99,6 +103,10 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
       {"cert-open-1e-2", "certified-open", 257, sketches, "0.01",
        ", \"max_extra\": 32768}"},
       {"cert-open-1e-3", "certified-open", 257, sketches, "0.001",
+       ", \"max_extra\": 32768}"},
+      // The same with 8-bit sketches: twice the sketch bytes, bounds
+      // within a few percent of exact logits (docs/CERTIFICATE.md).
+      {"cert-open8-1e-2", "certified-open", 257, sketches8, "0.01",
        ", \"max_extra\": 32768}"}};
   for (const Certified &c : certified)
     add(c.name, c.family, c.budget,
@@ -134,11 +142,11 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
       d.spec = d.schedule.toMLIR();
     }
 
-  static const char *kQuick[] = {"dense",     "dense-1thread", "window-97",
-                                 "exact-97",  "minmax-97",     "mean-97",
-                                 "sketch-97", "cert-1e-2",     "cert-1e-4",
-                                 "cert-strict", "cert-sketch-1e-2",
-                                 "paper",     "paper-nopillar"};
+  static const char *kQuick[] = {
+      "dense",     "dense-1thread", "window-97",        "exact-97",
+      "minmax-97", "mean-97",       "sketch-97",        "cert-1e-2",
+      "cert-1e-4", "cert-strict",   "cert-sketch-1e-2", "cert-open-1e-2",
+      "paper",     "paper-nopillar"};
   std::vector<std::string> wanted = o.policies;
   if (wanted.empty() && o.quick)
     wanted.assign(std::begin(kQuick), std::end(kQuick));

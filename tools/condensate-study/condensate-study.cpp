@@ -52,7 +52,7 @@ const char *kUsage =
     "  --out DIR           results folder (default reports/fidelity, or\n"
     "                      reports/fidelity/quick with --quick)\n"
     "  --quick             contexts <= 1024, passkey at 0/50/100%, one prompt\n"
-    "                      per other task, 13 policies, 64-token continuations\n"
+    "                      per other task, 14 policies, 64-token continuations\n"
     "                      (a few minutes)\n"
     "  --contexts LIST     comma-separated context lengths to run\n"
     "  --policies LIST     comma-separated policy names (dense is always run)\n"

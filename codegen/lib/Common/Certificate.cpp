@@ -58,19 +58,27 @@ ExtrasWalk mlir::condensate::walkExtras(
     Emitter &e, const TargetInfo &target, Value indices, Value b, Value g,
     int64_t base, int64_t extraMax, double tau, ValueRange us, ValueRange zs,
     llvm::function_ref<Value(Emitter &, Value, int64_t)> mass) {
+  return walkExtrasFrom(e, target, indices, b, g, base, e.idx(0),
+                        e.idx(extraMax), tau, us, zs, mass);
+}
+
+ExtrasWalk mlir::condensate::walkExtrasFrom(
+    Emitter &e, const TargetInfo &target, Value indices, Value b, Value g,
+    int64_t base, Value from, Value to, double tau, ValueRange us,
+    ValueRange zs, llvm::function_ref<Value(Emitter &, Value, int64_t)> mass) {
   int64_t group = us.size();
   Value over = e.fcmp(arith::CmpFPredicate::OGT, worstEpsHat(e, target, us, zs),
                       e.f64(tau));
   // State: (done, next slot, extras taken, omitted sums). The walk stops at
   // tau, at the first empty slot (select_topk puts every empty slot after
-  // the units), or after extraMax slots: with open extras (max_extra as
-  // large as the context) it costs what it takes in, not the slots.
-  SmallVector<Value> init{e.bnot(over), e.idx(0), e.idx(0)};
+  // the units), or at `to`: with open extras (max_extra as large as the
+  // context) it costs what it takes in, not the slots.
+  SmallVector<Value> init{e.bnot(over), from, from};
   init.append(us.begin(), us.end());
   auto walk = e.whileLoop(
       init,
       [&](Emitter &e, ValueRange st) {
-        return e.band(e.bnot(st[0]), e.lt(st[1], e.idx(extraMax)));
+        return e.band(e.bnot(st[0]), e.lt(st[1], to));
       },
       [&](Emitter &e, ValueRange st) -> SmallVector<Value> {
         Value j = st[1];
@@ -84,7 +92,7 @@ ExtrasWalk mlir::condensate::walkExtras(
         }
         Value ok = e.fcmp(arith::CmpFPredicate::OLE,
                           worstEpsHat(e, target, next, zs), e.f64(tau));
-        Value nextSlot = e.select(have, e.add(j, e.idx(1)), e.idx(extraMax));
+        Value nextSlot = e.select(have, e.add(j, e.idx(1)), to);
         SmallVector<Value> out{e.band(ok, have), nextSlot,
                                e.select(have, e.add(j, e.idx(1)), st[2])};
         out.append(next.begin(), next.end());

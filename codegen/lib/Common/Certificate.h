@@ -45,6 +45,14 @@ walkExtras(Emitter &e, const TargetInfo &target, Value indices, Value b,
            Value g, int64_t base, int64_t extraMax, double tau, ValueRange us,
            ValueRange zs,
            llvm::function_ref<Value(Emitter &, Value, int64_t)> mass);
+/// The same walk over the slots [from, to) of the extras only, with `us`
+/// the omitted sums after the slots before `from` left them; `taken`
+/// counts from slot 0 (it is `from` when the sums are within tau already).
+ExtrasWalk
+walkExtrasFrom(Emitter &e, const TargetInfo &target, Value indices, Value b,
+               Value g, int64_t base, Value from, Value to, double tau,
+               ValueRange us, ValueRange zs,
+               llvm::function_ref<Value(Emitter &, Value, int64_t)> mass);
 
 /// The certificate's early test (precertify) needs the units a selection
 /// can still leave out after all its extras: the candidates ranked after

@@ -306,6 +306,13 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   int64_t marksIdx = smem.size();
   if (useMarks)
     smem.push_back(KernelBuilder::workgroupType(ctx, {kMarkWords}, i32));
+  // ... and the walk starts from per-chunk mass sums (f64 [chunk][head],
+  // 8 KB; with the marks and the value box at most 40 KB of the 48).
+  const int64_t numChunks = std::clamp<int64_t>(1024 / G, 1, threads);
+  const int64_t chunkLen = (extraMax + numChunks - 1) / numChunks;
+  int64_t chunksIdx = smem.size();
+  if (useMarks)
+    smem.push_back(KernelBuilder::workgroupType(ctx, {numChunks, G}, f64));
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value scores = a[0], lens = a[1], indices = a[2], pml = a[3];
@@ -439,7 +446,38 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         };
         sumOmitted(e, e.idx(0));
         if (tau > 0.0) {
-          // Thread 0 walks the extras in order.
+          // With many slots the chunks' sums come first: each of numChunks
+          // threads sums the mass of its chunk of slots per head.
+          if (useMarks) {
+            Value cs = sm[chunksIdx];
+            e.ifThen(e.lt(tid, e.idx(numChunks)), [&](Emitter &e) {
+              Value j0 = e.mul(tid, e.idx(chunkLen));
+              Value j1 = e.mins(e.add(j0, e.idx(chunkLen)), e.idx(extraMax));
+              SmallVector<Value> init(G, e.f64(0.0));
+              auto sums = e.forLoop(
+                  j0, j1, e.idx(1), init,
+                  [&](Emitter &e, Value j,
+                      ValueRange acc) -> SmallVector<Value> {
+                    Value u =
+                        e.loadIndex(indices, {bb, g, e.add(e.idx(base), j)});
+                    Value have = e.ge(u, e.idx(0));
+                    Value uSafe = e.select(have, u, e.idx(0));
+                    SmallVector<Value> out;
+                    for (int64_t i = 0; i < G; ++i)
+                      out.push_back(
+                          e.fadd(acc[i], e.select(have, mass(e, uSafe, i),
+                                                  e.f64(0.0))));
+                    return out;
+                  });
+              for (int64_t i = 0; i < G; ++i)
+                e.store(sums[i], cs, {tid, e.idx(i)});
+            });
+            e.barrier();
+          }
+          // Thread 0 walks the extras in order; with chunk sums it first
+          // finds the first chunk after which every head is within tau (the
+          // omitted sums only shrink along the slots, so that test is
+          // monotone) and walks only that chunk, slot by slot.
           e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &ee) {
             GPUEmitter &e = static_cast<GPUEmitter &>(ee);
             SmallVector<Value> us, zs;
@@ -447,8 +485,50 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
               us.push_back(e.load(smU, {e.idx(i)}));
               zs.push_back(e.load(smZ, {e.idx(i)}));
             }
-            ExtrasWalk walk = walkExtras(e, target, indices, bb, g, base,
-                                         extraMax, tau, us, zs, mass);
+            ExtrasWalk walk;
+            if (useMarks) {
+              Value cs = sm[chunksIdx];
+              // State: (found, chunk, sums before it).
+              SmallVector<Value> init{e.i1(false), e.idx(numChunks)};
+              init.append(G, e.f64(0.0));
+              auto scan = e.forLoop(
+                  e.idx(0), e.idx(numChunks), e.idx(1), init,
+                  [&](Emitter &e, Value c,
+                      ValueRange st) -> SmallVector<Value> {
+                    SmallVector<Value> next, left;
+                    for (int64_t i = 0; i < G; ++i) {
+                      next.push_back(
+                          e.fadd(st[2 + i], e.load(cs, {c, e.idx(i)})));
+                      left.push_back(
+                          e.fmax(e.fsub(us[i], next.back()), e.f64(0.0)));
+                    }
+                    Value ok =
+                        e.fcmp(arith::CmpFPredicate::OLE,
+                               worstEpsHat(e, target, left, zs), e.f64(tau));
+                    Value stop = e.band(ok, e.bnot(st[0]));
+                    SmallVector<Value> out{e.bor(st[0], ok),
+                                           e.select(stop, c, st[1])};
+                    for (int64_t i = 0; i < G; ++i)
+                      out.push_back(
+                          e.select(e.bor(st[0], ok), st[2 + i], next[i]));
+                    return out;
+                  });
+              SmallVector<Value> left;
+              for (int64_t i = 0; i < G; ++i)
+                left.push_back(e.fmax(e.fsub(us[i], scan[2 + i]), e.f64(0.0)));
+              Value c = e.mins(scan[1], e.idx(numChunks - 1));
+              Value from = e.mul(c, e.idx(chunkLen));
+              Value to = e.mins(e.add(from, e.idx(chunkLen)), e.idx(extraMax));
+              walk = walkExtrasFrom(e, target, indices, bb, g, base, from, to,
+                                    tau, left, zs, mass);
+              // Found: the chunk sums say its end is within tau, so the walk
+              // stops inside it (or, by rounding, at its end; the fresh sum
+              // below decides either way). Not found: no count passes.
+              walk.done = scan[0];
+            } else {
+              walk = walkExtras(e, target, indices, bb, g, base, extraMax, tau,
+                                us, zs, mass);
+            }
             Value done = walk.done;
             e.store(e.toI32(e.select(done, walk.taken, e.idx(0))), smD,
                     {e.idx(0)});
