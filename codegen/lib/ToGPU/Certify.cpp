@@ -85,68 +85,80 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           Value valid = e.select(inAnchor, e.lt(v, anchorEnd), e.lt(t, n));
           return {e.select(valid, t, e.idx(0)), valid};
         };
-        e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
-          e.store(e.i32(1), smEnd, {e.idx(0)});
-          e.store(e.i32(-1), smEnd, {e.idx(1)});
-          e.store(e.i32(-1), smEnd, {e.idx(2)});
+        // Empty slots come last: with the last one empty every candidate
+        // is in a slot and nothing can be left out (open extras), so the
+        // test cannot fire. The branch is the same for the whole block.
+        Value lastEmpty =
+            e.lt(e.loadIndex(indices, {bb, g, e.idx(slots - 1)}), e.idx(0));
+        e.ifThen(e.band(lastEmpty, e.eq(tid, e.idx(0))), [&](Emitter &e) {
+          e.store(e.i32(0), earlyOut, {bb, g});
         });
-        for (int64_t i = 0; i < G; ++i)
-          e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &e) {
-            e.store(e.f64(0.0), smZ, {e.idx(i)});
-            e.store(e.f64(0.0), smU, {e.idx(i)});
+        e.ifThen(e.bnot(lastEmpty), [&](Emitter &ee) {
+          GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+          e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
+            e.store(e.i32(1), smEnd, {e.idx(0)});
+            e.store(e.i32(-1), smEnd, {e.idx(1)});
+            e.store(e.i32(-1), smEnd, {e.idx(2)});
           });
-        e.barrier();
-        // The slots: the rank end's key (an empty slot means nothing is
-        // left out) and each head's largest base bound.
-        SmallVector<Value> init(G, e.negInf());
-        auto local = e.forLoop(
-            tid, e.idx(slots), e.idx(threads), init,
-            [&](Emitter &ee, Value j, ValueRange acc) -> SmallVector<Value> {
-              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-              Value u = e.loadIndex(indices, {bb, g, j});
-              Value have = e.ge(u, e.idx(0));
-              Value uSafe = e.select(have, u, e.idx(0));
-              e.ifThen(e.bnot(have), [&](Emitter &e) {
-                e.store(e.i32(0), smEnd, {e.idx(0)});
-              });
-              e.ifThen(have, [&](Emitter &ee) {
+          for (int64_t i = 0; i < G; ++i)
+            e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &e) {
+              e.store(e.f64(0.0), smZ, {e.idx(i)});
+              e.store(e.f64(0.0), smU, {e.idx(i)});
+            });
+          e.barrier();
+          // The slots: the rank end's key (an empty slot means nothing is
+          // left out) and each head's largest base bound.
+          SmallVector<Value> init(G, e.negInf());
+          auto local = e.forLoop(
+              tid, e.idx(slots), e.idx(threads), init,
+              [&](Emitter &ee, Value j, ValueRange acc) -> SmallVector<Value> {
                 GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                e.atomic(arith::AtomicRMWKind::minu, smEnd, {e.idx(1)},
-                         key(e, uSafe));
+                Value u = e.loadIndex(indices, {bb, g, j});
+                Value have = e.ge(u, e.idx(0));
+                Value uSafe = e.select(have, u, e.idx(0));
+                e.ifThen(e.bnot(have), [&](Emitter &e) {
+                  e.store(e.i32(0), smEnd, {e.idx(0)});
+                });
+                e.ifThen(have, [&](Emitter &ee) {
+                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                  e.atomic(arith::AtomicRMWKind::minu, smEnd, {e.idx(1)},
+                           key(e, uSafe));
+                });
+                Value isBase = e.band(have, e.lt(j, e.idx(base)));
+                SmallVector<Value> out;
+                for (int64_t i = 0; i < G; ++i) {
+                  Value bd = e.load(bounds, {bb, head(e, i), uSafe});
+                  out.push_back(e.select(isBase, e.fmax(acc[i], bd), acc[i]));
+                }
+                return out;
               });
-              Value isBase = e.band(have, e.lt(j, e.idx(base)));
-              SmallVector<Value> out;
-              for (int64_t i = 0; i < G; ++i) {
-                Value bd = e.load(bounds, {bb, head(e, i), uSafe});
-                out.push_back(e.select(isBase, e.fmax(acc[i], bd), acc[i]));
-              }
-              return out;
+          // ... and the forced positions' bounds.
+          local = e.forLoop(
+              tid, e.idx(forcedSlots), e.idx(threads), local,
+              [&](Emitter &e, Value v, ValueRange acc) -> SmallVector<Value> {
+                auto [t, valid] = forced(e, v);
+                Value u = e.divs(t, unit);
+                SmallVector<Value> out;
+                for (int64_t i = 0; i < G; ++i) {
+                  Value bd = e.load(bounds, {bb, head(e, i), u});
+                  out.push_back(e.select(valid, e.fmax(acc[i], bd), acc[i]));
+                }
+                return out;
+              });
+          Value lane = e.rems(tid, e.idx(kWarp));
+          Value warp = e.divs(tid, e.idx(kWarp));
+          for (int64_t i = 0; i < G; ++i) {
+            Value mw = laneMax(e, target, local[i], kWarp);
+            e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+              e.store(mw, smMax, {warp, e.idx(i)});
             });
-        // ... and the forced positions' bounds.
-        local = e.forLoop(
-            tid, e.idx(forcedSlots), e.idx(threads), local,
-            [&](Emitter &e, Value v, ValueRange acc) -> SmallVector<Value> {
-              auto [t, valid] = forced(e, v);
-              Value u = e.divs(t, unit);
-              SmallVector<Value> out;
-              for (int64_t i = 0; i < G; ++i) {
-                Value bd = e.load(bounds, {bb, head(e, i), u});
-                out.push_back(e.select(valid, e.fmax(acc[i], bd), acc[i]));
-              }
-              return out;
-            });
-        Value lane = e.rems(tid, e.idx(kWarp));
-        Value warp = e.divs(tid, e.idx(kWarp));
-        for (int64_t i = 0; i < G; ++i) {
-          Value mw = laneMax(e, target, local[i], kWarp);
-          e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
-            e.store(mw, smMax, {warp, e.idx(i)});
-          });
-        }
-        e.barrier();
-        // The rank end's unit: the highest holding the lowest key.
-        Value endKey = e.load(smEnd, {e.idx(1)});
-        e.forLoop(tid, e.idx(slots), e.idx(threads), {},
+          }
+          e.barrier();
+          // The rank end's unit: the highest holding the lowest key.
+          Value endKey = e.load(smEnd, {e.idx(1)});
+          e
+              .forLoop(
+                  tid, e.idx(slots), e.idx(threads), {},
                   [&](Emitter &ee, Value j, ValueRange) -> SmallVector<Value> {
                     GPUEmitter &e = static_cast<GPUEmitter &>(ee);
                     Value u = e.loadIndex(indices, {bb, g, j});
@@ -160,92 +172,93 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                              });
                     return {};
                   });
-        SmallVector<Value> ms;
-        for (int64_t i = 0; i < G; ++i) {
-          Value m = e.load(smMax, {e.idx(0), e.idx(i)});
-          for (int64_t r = 1; r < warps; ++r)
-            m = e.fmax(m, e.load(smMax, {e.idx(r), e.idx(i)}));
-          ms.push_back(m);
-        }
-        auto mass = [&](Emitter &e, Value u, int64_t i) {
-          return unitMassBound(e, target, units.count(e, u),
-                               e.load(bounds, {bb, head(e, i), u}), ms[i]);
-        };
-        SmallVector<Value> zero(G, e.f64(0.0));
-        // Zhat: the base units' bounds ...
-        auto zBase = e.forLoop(
-            tid, e.idx(base), e.idx(threads), zero,
-            [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
-              Value u = e.loadIndex(indices, {bb, g, j});
-              Value have = e.ge(u, e.idx(0));
-              Value uSafe = e.select(have, u, e.idx(0));
-              SmallVector<Value> out;
-              for (int64_t i = 0; i < G; ++i)
-                out.push_back(
-                    e.select(have, e.fadd(acc[i], mass(e, uSafe, i)), acc[i]));
-              return out;
-            });
-        // ... and the forced positions' exact logits.
-        Value scale = e.f32(op.getScale().convertToDouble());
-        auto zForced = e.forLoop(
-            tid, e.idx(forcedSlots), e.idx(threads), zBase,
-            [&](Emitter &ee, Value v, ValueRange acc) -> SmallVector<Value> {
-              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-              auto [t, valid] = forced(e, v);
-              Value page = e.loadIndex(pageTable, {bb, e.divs(t, e.idx(p))});
-              Value off = e.rems(t, e.idx(p));
-              SmallVector<Value> rows;
-              for (int64_t c = 0; c < d; c += vecElems)
-                rows.push_back(e.toF32(
-                    e.vecLoad(kCache, {page, g, off, e.idx(c)}, vecElems, 16)));
-              SmallVector<Value> out;
-              for (int64_t i = 0; i < G; ++i) {
-                Value dot = e.splat(e.f32(0.0), vecElems);
-                for (int64_t c = 0; c < d; c += vecElems) {
-                  Value qv = e.vecLoad(q, {bb, head(e, i), e.idx(c)}, vecElems,
-                                       16);
-                  dot = e.fadd(dot, e.fmul(qv, rows[c / vecElems]));
-                }
-                Value l = e.fmul(e.reduceAdd(dot), scale);
-                Value term = unitMassBound(e, target, e.idx(1), l, ms[i]);
-                out.push_back(e.select(valid, e.fadd(acc[i], term), acc[i]));
-              }
-              return out;
-            });
-        // The rank end's unit is complete once every thread's atomic is.
-        e.barrier();
-        SelectionEnd end{e.ne(e.load(smEnd, {e.idx(0)}), e.i32(0)), endKey,
-                         e.loadIndex(smEnd, {e.idx(2)})};
-        // Ulow: the candidates no extra can take in, kUnroll units a round.
-        auto low = e.forLoop(
-            e.mul(tid, e.idx(kUnroll)), numUnits, e.idx(threads * kUnroll),
-            zero,
-            [&](Emitter &e, Value u0, ValueRange acc) -> SmallVector<Value> {
-              SmallVector<Value> out(acc.begin(), acc.end());
-              for (int64_t r = 0; r < kUnroll; ++r) {
-                Value u = e.add(u0, e.idx(r));
-                Value in = e.lt(u, numUnits);
-                Value uSafe = e.select(in, u, e.idx(0));
-                Value after =
-                    e.band(in, ranksAfter(e, end, key(e, uSafe), uSafe));
+          SmallVector<Value> ms;
+          for (int64_t i = 0; i < G; ++i) {
+            Value m = e.load(smMax, {e.idx(0), e.idx(i)});
+            for (int64_t r = 1; r < warps; ++r)
+              m = e.fmax(m, e.load(smMax, {e.idx(r), e.idx(i)}));
+            ms.push_back(m);
+          }
+          auto mass = [&](Emitter &e, Value u, int64_t i) {
+            return unitMassBound(e, target, units.count(e, u),
+                                 e.load(bounds, {bb, head(e, i), u}), ms[i]);
+          };
+          SmallVector<Value> zero(G, e.f64(0.0));
+          // Zhat: the base units' bounds ...
+          auto zBase = e.forLoop(
+              tid, e.idx(base), e.idx(threads), zero,
+              [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+                Value u = e.loadIndex(indices, {bb, g, j});
+                Value have = e.ge(u, e.idx(0));
+                Value uSafe = e.select(have, u, e.idx(0));
+                SmallVector<Value> out;
                 for (int64_t i = 0; i < G; ++i)
-                  out[i] = e.select(after, e.fadd(out[i], mass(e, uSafe, i)),
-                                    out[i]);
-              }
-              return out;
-            });
-        for (int64_t i = 0; i < G; ++i) {
-          e.atomicAddF64(smZ, {e.idx(i)}, zForced[i]);
-          e.atomicAddF64(smU, {e.idx(i)}, low[i]);
-        }
-        e.barrier();
-        e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
-          Value worst = e.f64(0.0);
-          for (int64_t i = 0; i < G; ++i)
-            worst = e.fmax(worst, epsHat(e, target, e.load(smU, {e.idx(i)}),
-                                         e.load(smZ, {e.idx(i)})));
-          Value early = e.fcmp(arith::CmpFPredicate::OGT, worst, e.f64(tau));
-          e.store(e.select(early, e.i32(1), e.i32(0)), earlyOut, {bb, g});
+                  out.push_back(e.select(
+                      have, e.fadd(acc[i], mass(e, uSafe, i)), acc[i]));
+                return out;
+              });
+          // ... and the forced positions' exact logits.
+          Value scale = e.f32(op.getScale().convertToDouble());
+          auto zForced = e.forLoop(
+              tid, e.idx(forcedSlots), e.idx(threads), zBase,
+              [&](Emitter &ee, Value v, ValueRange acc) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                auto [t, valid] = forced(e, v);
+                Value page = e.loadIndex(pageTable, {bb, e.divs(t, e.idx(p))});
+                Value off = e.rems(t, e.idx(p));
+                SmallVector<Value> rows;
+                for (int64_t c = 0; c < d; c += vecElems)
+                  rows.push_back(e.toF32(e.vecLoad(
+                      kCache, {page, g, off, e.idx(c)}, vecElems, 16)));
+                SmallVector<Value> out;
+                for (int64_t i = 0; i < G; ++i) {
+                  Value dot = e.splat(e.f32(0.0), vecElems);
+                  for (int64_t c = 0; c < d; c += vecElems) {
+                    Value qv =
+                        e.vecLoad(q, {bb, head(e, i), e.idx(c)}, vecElems, 16);
+                    dot = e.fadd(dot, e.fmul(qv, rows[c / vecElems]));
+                  }
+                  Value l = e.fmul(e.reduceAdd(dot), scale);
+                  Value term = unitMassBound(e, target, e.idx(1), l, ms[i]);
+                  out.push_back(e.select(valid, e.fadd(acc[i], term), acc[i]));
+                }
+                return out;
+              });
+          // The rank end's unit is complete once every thread's atomic is.
+          e.barrier();
+          SelectionEnd end{e.ne(e.load(smEnd, {e.idx(0)}), e.i32(0)), endKey,
+                           e.loadIndex(smEnd, {e.idx(2)})};
+          // Ulow: the candidates no extra can take in, kUnroll units a round.
+          auto low = e.forLoop(
+              e.mul(tid, e.idx(kUnroll)), numUnits, e.idx(threads * kUnroll),
+              zero,
+              [&](Emitter &e, Value u0, ValueRange acc) -> SmallVector<Value> {
+                SmallVector<Value> out(acc.begin(), acc.end());
+                for (int64_t r = 0; r < kUnroll; ++r) {
+                  Value u = e.add(u0, e.idx(r));
+                  Value in = e.lt(u, numUnits);
+                  Value uSafe = e.select(in, u, e.idx(0));
+                  Value after =
+                      e.band(in, ranksAfter(e, end, key(e, uSafe), uSafe));
+                  for (int64_t i = 0; i < G; ++i)
+                    out[i] = e.select(after, e.fadd(out[i], mass(e, uSafe, i)),
+                                      out[i]);
+                }
+                return out;
+              });
+          for (int64_t i = 0; i < G; ++i) {
+            e.atomicAddF64(smZ, {e.idx(i)}, zForced[i]);
+            e.atomicAddF64(smU, {e.idx(i)}, low[i]);
+          }
+          e.barrier();
+          e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
+            Value worst = e.f64(0.0);
+            for (int64_t i = 0; i < G; ++i)
+              worst = e.fmax(worst, epsHat(e, target, e.load(smU, {e.idx(i)}),
+                                           e.load(smZ, {e.idx(i)})));
+            Value early = e.fcmp(arith::CmpFPredicate::OGT, worst, e.f64(tau));
+            e.store(e.select(early, e.i32(1), e.i32(0)), earlyOut, {bb, g});
+          });
         });
       });
   // The unrolled loads want registers; cap them so that every shape

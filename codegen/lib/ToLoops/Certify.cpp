@@ -106,97 +106,107 @@ void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
     Value anchorEnd = e.mins(anchor, n);
     Value windowBegin = e.maxs(anchor, e.sub(n, w));
     e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
-      auto key = [&](Emitter &e, Value u) {
-        return rankingKey(e, target, units, op.getScores(), b, g, u, group,
-                          zero32, one32)
-            .key;
-      };
-      // The rank end of the slots.
-      SmallVector<Value> endInit{e.i1(true), e.i32(-1), e.idx(-1)};
-      auto end = e.forLoop(
-          e.idx(0), e.idx(slots), e.idx(1), endInit,
-          [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
-            Value u = e.loadIndex(op.getIndices(), {b, g, j});
-            Value have = e.ge(u, e.idx(0));
-            Value uSafe = e.select(have, u, e.idx(0));
-            Value k = key(e, uSafe);
-            SelectionEnd cur{acc[0], acc[1], acc[2]};
-            // A unit ranked after the running end becomes the end.
-            Value later = ranksAfter(
-                e, SelectionEnd{e.i1(true), acc[1], acc[2]}, k, uSafe);
-            Value first = e.lt(acc[2], e.idx(0));
-            Value take = e.band(have, e.bor(first, later));
-            return {e.band(cur.full, have), e.select(take, k, acc[1]),
-                    e.select(take, uSafe, acc[2])};
-          });
-      SelectionEnd selEnd{end[0], end[1], end[2]};
-      SmallVector<Value> eps;
-      for (int64_t i = 0; i < group; ++i) {
-        Value h = e.add(e.mul(g, e.idx(group)), e.idx(i));
-        Value bounds = op.getBounds();
-        // M: the largest bound of the base set (base units, and the units
-        // of the anchor and window positions).
-        auto maxOver = [&](Emitter &e, Value t0, Value t1, Value m) {
-          return e.forLoop(t0, t1, e.idx(1), {m},
-                           [&](Emitter &e, Value t,
-                               ValueRange acc) -> SmallVector<Value> {
-                             Value u = e.divs(t, unit);
-                             return {e.fmax(acc[0], e.load(bounds, {b, h, u}))};
-                           })[0];
+      // Empty slots come last: with the last one empty every candidate is
+      // in a slot, nothing can be left out, and the test cannot fire (open
+      // extras); it costs one load.
+      Value lastEmpty = e.lt(
+          e.loadIndex(op.getIndices(), {b, g, e.idx(slots - 1)}), e.idx(0));
+      e.ifThen(lastEmpty, [&](Emitter &e) {
+        e.store(zero32, op.getEarly(), {b, g});
+      });
+      e.ifThen(e.bnot(lastEmpty), [&](Emitter &e) {
+        auto key = [&](Emitter &e, Value u) {
+          return rankingKey(e, target, units, op.getScores(), b, g, u, group,
+                            zero32, one32)
+              .key;
         };
-        Value m = maxOver(e, e.idx(0), anchorEnd, e.negInf());
-        m = maxOver(e, windowBegin, n, m);
-        m = e.forLoop(
-            e.idx(0), e.idx(base), e.idx(1), {m},
-            [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
-              Value u = e.loadIndex(op.getIndices(), {b, g, j});
-              Value have = e.ge(u, e.idx(0));
-              Value bd = e.load(bounds, {b, h, e.select(have, u, e.idx(0))});
-              return {e.select(have, e.fmax(acc[0], bd), acc[0])};
-            })[0];
-        RowOps row{e, d};
-        SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
-        auto forcedMass = [&](Emitter &e, Value t0, Value t1, Value z) {
-          return e.forLoop(
-              t0, t1, e.idx(1), {z},
-              [&](Emitter &e, Value t, ValueRange acc) -> SmallVector<Value> {
-                RowOps row{e, d};
-                Value page =
-                    e.loadIndex(op.getPageTable(), {b, e.divs(t, e.idx(p))});
-                Value off = e.rems(t, e.idx(p));
-                Value l =
-                    e.fmul(row.dot(q, op.getKCache(), {page, g, off}), scale);
-                return {
-                    e.fadd(acc[0], unitMassBound(e, target, e.idx(1), l, m))};
-              })[0];
-        };
-        Value z = forcedMass(e, e.idx(0), anchorEnd, e.f64(0.0));
-        z = forcedMass(e, windowBegin, n, z);
-        z = e.forLoop(
-            e.idx(0), e.idx(base), e.idx(1), {z},
+        // The rank end of the slots.
+        SmallVector<Value> endInit{e.i1(true), e.i32(-1), e.idx(-1)};
+        auto end = e.forLoop(
+            e.idx(0), e.idx(slots), e.idx(1), endInit,
             [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
               Value u = e.loadIndex(op.getIndices(), {b, g, j});
               Value have = e.ge(u, e.idx(0));
               Value uSafe = e.select(have, u, e.idx(0));
-              Value mass = unitMassBound(e, target, units.count(e, uSafe),
-                                         e.load(bounds, {b, h, uSafe}), m);
-              return {e.select(have, e.fadd(acc[0], mass), acc[0])};
-            })[0];
-        Value low = e.forLoop(
-            e.idx(0), numUnits, e.idx(1), {e.f64(0.0)},
-            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
-              Value after = ranksAfter(e, selEnd, key(e, u), u);
-              Value mass = unitMassBound(e, target, units.count(e, u),
-                                         e.load(bounds, {b, h, u}), m);
-              return {e.select(after, e.fadd(acc[0], mass), acc[0])};
-            })[0];
-        eps.push_back(epsHat(e, target, low, z));
-      }
-      Value worst = e.f64(0.0);
-      for (Value x : eps)
-        worst = e.fmax(worst, x);
-      Value early = e.fcmp(arith::CmpFPredicate::OGT, worst, e.f64(tau));
-      e.store(e.select(early, one32, zero32), op.getEarly(), {b, g});
+              Value k = key(e, uSafe);
+              SelectionEnd cur{acc[0], acc[1], acc[2]};
+              // A unit ranked after the running end becomes the end.
+              Value later = ranksAfter(
+                  e, SelectionEnd{e.i1(true), acc[1], acc[2]}, k, uSafe);
+              Value first = e.lt(acc[2], e.idx(0));
+              Value take = e.band(have, e.bor(first, later));
+              return {e.band(cur.full, have), e.select(take, k, acc[1]),
+                      e.select(take, uSafe, acc[2])};
+            });
+        SelectionEnd selEnd{end[0], end[1], end[2]};
+        SmallVector<Value> eps;
+        for (int64_t i = 0; i < group; ++i) {
+          Value h = e.add(e.mul(g, e.idx(group)), e.idx(i));
+          Value bounds = op.getBounds();
+          // M: the largest bound of the base set (base units, and the units
+          // of the anchor and window positions).
+          auto maxOver = [&](Emitter &e, Value t0, Value t1, Value m) {
+            return e.forLoop(
+                t0, t1, e.idx(1), {m},
+                [&](Emitter &e, Value t, ValueRange acc) -> SmallVector<Value> {
+                  Value u = e.divs(t, unit);
+                  return {e.fmax(acc[0], e.load(bounds, {b, h, u}))};
+                })[0];
+          };
+          Value m = maxOver(e, e.idx(0), anchorEnd, e.negInf());
+          m = maxOver(e, windowBegin, n, m);
+          m = e.forLoop(
+              e.idx(0), e.idx(base), e.idx(1), {m},
+              [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+                Value u = e.loadIndex(op.getIndices(), {b, g, j});
+                Value have = e.ge(u, e.idx(0));
+                Value bd = e.load(bounds, {b, h, e.select(have, u, e.idx(0))});
+                return {e.select(have, e.fmax(acc[0], bd), acc[0])};
+              })[0];
+          RowOps row{e, d};
+          SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
+          auto forcedMass = [&](Emitter &e, Value t0, Value t1, Value z) {
+            return e.forLoop(
+                t0, t1, e.idx(1), {z},
+                [&](Emitter &e, Value t, ValueRange acc) -> SmallVector<Value> {
+                  RowOps row{e, d};
+                  Value page =
+                      e.loadIndex(op.getPageTable(), {b, e.divs(t, e.idx(p))});
+                  Value off = e.rems(t, e.idx(p));
+                  Value l =
+                      e.fmul(row.dot(q, op.getKCache(), {page, g, off}), scale);
+                  return {
+                      e.fadd(acc[0], unitMassBound(e, target, e.idx(1), l, m))};
+                })[0];
+          };
+          Value z = forcedMass(e, e.idx(0), anchorEnd, e.f64(0.0));
+          z = forcedMass(e, windowBegin, n, z);
+          z = e.forLoop(
+              e.idx(0), e.idx(base), e.idx(1), {z},
+              [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+                Value u = e.loadIndex(op.getIndices(), {b, g, j});
+                Value have = e.ge(u, e.idx(0));
+                Value uSafe = e.select(have, u, e.idx(0));
+                Value mass = unitMassBound(e, target, units.count(e, uSafe),
+                                           e.load(bounds, {b, h, uSafe}), m);
+                return {e.select(have, e.fadd(acc[0], mass), acc[0])};
+              })[0];
+          Value low = e.forLoop(
+              e.idx(0), numUnits, e.idx(1), {e.f64(0.0)},
+              [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
+                Value after = ranksAfter(e, selEnd, key(e, u), u);
+                Value mass = unitMassBound(e, target, units.count(e, u),
+                                           e.load(bounds, {b, h, u}), m);
+                return {e.select(after, e.fadd(acc[0], mass), acc[0])};
+              })[0];
+          eps.push_back(epsHat(e, target, low, z));
+        }
+        Value worst = e.f64(0.0);
+        for (Value x : eps)
+          worst = e.fmax(worst, x);
+        Value early = e.fcmp(arith::CmpFPredicate::OGT, worst, e.f64(tau));
+        e.store(e.select(early, one32, zero32), op.getEarly(), {b, g});
+      });
     });
   });
 }
