@@ -1268,7 +1268,6 @@ TEST(Certificate, DISABLED_PagePruningOnRealKV) {
   ASSERT_TRUE(real);
   decoder::Decoder &d = *real->dec;
   const auto seq = real->seq;
-  const struct { int64_t numLayers; } cfg{real->numLayers};
   const ModelShape &ds = d.shape();
   const int64_t P = ds.pageSize, D = ds.headDim, G = ds.group();
   const int64_t n = d.length(seq), numPages = (n + P - 1) / P;
@@ -1276,7 +1275,7 @@ TEST(Certificate, DISABLED_PagePruningOnRealKV) {
   const std::vector<int32_t> &pages = d.pages(seq);
   double dropped = 0.0, groups = 0.0;
   double recall[3] = {0.0, 0.0, 0.0};
-  for (int64_t l = 0; l < cfg.numLayers; ++l) {
+  for (int64_t l = 0; l < real->numLayers; ++l) {
     const auto *kc = static_cast<const float *>(d.cache(l).k);
     const float *q0 = d.lastQueries().data() + l * ds.qHeads * D;
     for (int64_t g = 0; g < ds.kvHeads; ++g) {
