@@ -81,8 +81,11 @@ double bytesRead(const Policy &p, const ModelShape &s, int64_t n,
         break;
       }
     }
-    // The certificate's early test reads the anchor and window keys.
-    if (p.certified() && p.tau > 0.0)
+    // The certificate's early test reads the anchor and window keys,
+    // unless every unit has a slot (open extras): its last slot is then
+    // empty, and one load of it ends the test.
+    const int64_t units = (n + p.unitTokens() - 1) / p.unitTokens();
+    if (p.certified() && p.tau > 0.0 && p.topUnits() + p.maxExtra < units)
       bytes += double(std::min<int64_t>(p.anchor + p.windowMax, n)) * row;
     const float flag = p.certified() ? stats[abi::StatFallback] : 0.0f;
     if (flag == abi::kFellBackEarly) {

@@ -410,4 +410,13 @@ TEST(Policy, BytesReadFollowsWhatEachStageReads) {
       bytesRead(sketch, s, n, stats),
       (pages * 2 * summaryRow + full * 2 * summaryRow + forced + 2 * n * row) /
           G);
+  // Open extras (a slot for every token): the early test ends at its
+  // empty last slot and reads no keys.
+  sketch.maxExtra = n - sketch.topUnits();
+  stats[condensate::abi::StatFallback] = 0.0f;
+  stats[condensate::abi::StatAttended] = 300.0f;
+  EXPECT_DOUBLE_EQ(bytesRead(sketch, s, n, stats),
+                   (pages * 2 * summaryRow + full * 2 * summaryRow +
+                    2 * 300 * row + pages * 2 * summaryRow) /
+                       G);
 }
