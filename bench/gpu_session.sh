@@ -96,8 +96,9 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         # (condensate-bench): dense against sketch and page top-1024
         sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'
         bm='{"anchor":1,"window":64,"topk":1024,"selector":"block_minmax"}'
-        # E2E_CERTIFIED=1 adds the certified sketch policy of
-        # examples/certified.mlir (pages of 64)
+        # E2E_CERTIFIED=1 adds a certified sketch policy (pages of 64) with
+        # 512 extras: examples/certified.mlir's open extras (32768) take one
+        # select pass per slot past 1024 on the GPU (docs/CERTIFICATE.md)
         cert='{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64}'
         pols=(--policy "$sk" --policy "$bm")
         [ "${E2E_CERTIFIED:-0}" = 1 ] && pols+=(--policy "$cert")
