@@ -1258,6 +1258,19 @@ std::optional<RealKV> prefillGPL(int64_t context) {
   return out;
 }
 
+/// The per-channel min and max of the keys key(t), t in [t0, t1).
+template <class KeyFn>
+void keyBox(const KeyFn &key, int64_t t0, int64_t t1, int64_t d,
+            std::vector<double> &mn, std::vector<double> &mx) {
+  mn.assign(size_t(d), std::numeric_limits<double>::infinity());
+  mx.assign(size_t(d), -std::numeric_limits<double>::infinity());
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t c = 0; c < d; ++c) {
+      mn[size_t(c)] = std::min(mn[size_t(c)], double(key(t)[c]));
+      mx[size_t(c)] = std::max(mx[size_t(c)], double(key(t)[c]));
+    }
+}
+
 TEST(Certificate, DISABLED_PagePruningOnRealKV) {
   if (!fileExists(modelPath()))
     GTEST_SKIP() << "real model not found at " << modelPath();
@@ -1287,12 +1300,8 @@ TEST(Certificate, DISABLED_PagePruningOnRealKV) {
       std::vector<double> rank(n, -kInfinity);
       for (int64_t j = 0; j < numPages; ++j) {
         const int64_t t0 = j * P, t1 = std::min(n, t0 + P);
-        std::vector<double> mn(D, kInfinity), mx(D, -kInfinity);
-        for (int64_t t = t0; t < t1; ++t)
-          for (int64_t c = 0; c < D; ++c) {
-            mn[c] = std::min(mn[c], double(key(t)[c]));
-            mx[c] = std::max(mx[c], double(key(t)[c]));
-          }
+        std::vector<double> mn, mx;
+        keyBox(key, t0, t1, D, mn, mx);
         for (int64_t i = 0; i < G; ++i) {
           const float *q = q0 + (g * G + i) * D;
           double a = 0.0, b = 0.0;
@@ -1404,12 +1413,8 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
       }
       for (int64_t j = 0; j < numPages; ++j) {
         const int64_t t0 = j * P, t1 = std::min(n, t0 + P);
-        std::vector<double> mn(D, INFINITY), mx(D, -INFINITY);
-        for (int64_t t = t0; t < t1; ++t)
-          for (int64_t c = 0; c < D; ++c) {
-            mn[c] = std::min(mn[c], double(key(t)[c]));
-            mx[c] = std::max(mx[c], double(key(t)[c]));
-          }
+        std::vector<double> mn, mx;
+        keyBox(key, t0, t1, D, mn, mx);
         for (int bits : {4, 8}) {
           std::vector<double> step(D);
           for (int64_t c = 0; c < D; ++c)
