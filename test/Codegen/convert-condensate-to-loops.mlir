@@ -465,9 +465,12 @@ func.func @append_sketch(%kn: memref<?x2x16xf32>, %vn: memref<?x2x16xf32>, %k: m
 // the slots, then per query head (two here) the bound reference, Zhat over
 // anchor, window and base units, Ulow over the units ranked after the end;
 // one flag stored per group.
+// With its last slot empty (every candidate in a slot) a group stores 0
+// at once.
 // CHECK-LABEL: func.func @precertify
 // CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
 // CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
+// CHECK: memref.load %arg5[%[[B]], %[[G]], %c5] : memref<?x2x6xi32>
 // CHECK: scf.for %{{.*}} = %c0 to %c6 step %c1 iter_args(%{{.*}} = %true, %{{.*}} = %c-1_i32, %{{.*}} = %c-1) -> (i1, i32, index)
 // CHECK-COUNT-2: scf.for %{{.*}} iter_args(%{{.*}} = %cst{{(_[0-9]+)?}}) -> (f32)
 // CHECK: arith.cmpf ogt, %{{.*}}, %cst{{(_[0-9]+)?}} : f64
@@ -475,5 +478,18 @@ func.func @append_sketch(%kn: memref<?x2x16xf32>, %vn: memref<?x2x16xf32>, %k: m
 // CHECK-NOT: condensate.
 func.func @precertify(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xf16>, %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %e: memref<?x2xi32>) {
   condensate.precertify token q(%q : memref<?x4x64xf32>) k(%k : memref<?x2x16x64xf16>) pages(%pt : memref<?x?xi32>) scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) early(%e : memref<?x2xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-2 : f64, scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// No slots (a certified policy without top-k or extras): nothing is in a
+// slot, so there is no last slot to read and the test always runs.
+// CHECK-LABEL: func.func @precertify_no_slots
+// CHECK-NOT: memref.load %arg5[%{{.*}}, %{{.*}}, %c-1
+// CHECK: arith.cmpf ogt, %{{.*}}, %cst{{(_[0-9]+)?}} : f64
+// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}] : memref<?x2xi32>
+func.func @precertify_no_slots(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xf16>, %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x0xi32>, %e: memref<?x2xi32>) {
+  condensate.precertify token q(%q : memref<?x4x64xf32>) k(%k : memref<?x2x16x64xf16>) pages(%pt : memref<?x?xi32>) scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x0xi32>) early(%e : memref<?x2xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base_units = 0 : i64, tau = 1.0e-2 : f64, scale = 0.125 : f32}
   return
 }

@@ -88,8 +88,11 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         // Empty slots come last: with the last one empty every candidate
         // is in a slot and nothing can be left out (open extras), so the
         // test cannot fire. The branch is the same for the whole block.
+        // Without slots nothing is in one.
         Value lastEmpty =
-            e.lt(e.loadIndex(indices, {bb, g, e.idx(slots - 1)}), e.idx(0));
+            slots == 0 ? e.i1(false)
+                       : e.lt(e.loadIndex(indices, {bb, g, e.idx(slots - 1)}),
+                              e.idx(0));
         e.ifThen(e.band(lastEmpty, e.eq(tid, e.idx(0))), [&](Emitter &e) {
           e.store(e.i32(0), earlyOut, {bb, g});
         });

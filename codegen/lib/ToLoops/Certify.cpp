@@ -108,9 +108,12 @@ void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
     e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
       // Empty slots come last: with the last one empty every candidate is
       // in a slot, nothing can be left out, and the test cannot fire (open
-      // extras); it costs one load.
-      Value lastEmpty = e.lt(
-          e.loadIndex(op.getIndices(), {b, g, e.idx(slots - 1)}), e.idx(0));
+      // extras); it costs one load. Without slots nothing is in one.
+      Value lastEmpty =
+          slots == 0
+              ? e.i1(false)
+              : e.lt(e.loadIndex(op.getIndices(), {b, g, e.idx(slots - 1)}),
+                     e.idx(0));
       e.ifThen(lastEmpty, [&](Emitter &e) {
         e.store(zero32, op.getEarly(), {b, g});
       });
