@@ -318,16 +318,16 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   // looked up in the slots.
   constexpr int64_t kScanExtras = 64, kMarkUnits = 131072;
   constexpr int64_t kMarkWords = kMarkUnits / 32;
-  bool useMarks = tau > 0.0 && extraMax > kScanExtras;
+  bool manyExtras = tau > 0.0 && extraMax > kScanExtras;
   int64_t marksIdx = smem.size();
-  if (useMarks)
+  if (manyExtras)
     smem.push_back(KernelBuilder::workgroupType(ctx, {kMarkWords}, i32));
   // ... and the walk starts from per-chunk mass sums (f64 [chunk][head],
   // 8 KB; with the marks and the value box at most 40 KB of the 48).
   const int64_t numChunks = std::clamp<int64_t>(1024 / G, 1, threads);
   const int64_t chunkLen = (extraMax + numChunks - 1) / numChunks;
   int64_t chunksIdx = smem.size();
-  if (useMarks)
+  if (manyExtras)
     smem.push_back(KernelBuilder::workgroupType(ctx, {numChunks, G}, f64));
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
@@ -368,8 +368,8 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           e.store(e.i32(0), smD, {e.idx(0)});
           e.store(e.i32(0), smD, {e.idx(1)});
         });
-        Value marks = useMarks ? sm[marksIdx] : Value();
-        if (useMarks)
+        Value marks = manyExtras ? sm[marksIdx] : Value();
+        if (manyExtras)
           e.forLoop(tid, e.idx(kMarkWords), e.idx(threads), {},
                     [&](Emitter &e, Value x, ValueRange) -> SmallVector<Value> {
                       e.store(e.i32(0), marks, {x});
@@ -420,7 +420,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         // Membership in the first `count` extras (with marks: the marks
         // hold exactly the extras taken so far, none before the walk).
         auto inExtras = [&](GPUEmitter &e, Value u, Value count) -> Value {
-          if (!useMarks)
+          if (!manyExtras)
             return scanExtras(e, u, count);
           return e.ifElse(
               e.lt(u, e.idx(kMarkUnits)), TypeRange{e.builder().getI1Type()},
@@ -464,7 +464,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         if (tau > 0.0) {
           // With many slots the chunks' sums come first: each of numChunks
           // threads sums the mass of its chunk of slots per head.
-          if (useMarks) {
+          if (manyExtras) {
             Value cs = sm[chunksIdx];
             e.ifThen(e.lt(tid, e.idx(numChunks)), [&](Emitter &e) {
               Value j0 = e.mul(tid, e.idx(chunkLen));
@@ -502,7 +502,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
               zs.push_back(e.load(smZ, {e.idx(i)}));
             }
             ExtrasWalk walk;
-            if (useMarks) {
+            if (manyExtras) {
               Value cs = sm[chunksIdx];
               // State: (found, chunk, sums before it).
               SmallVector<Value> init{e.i1(false), e.idx(numChunks)};
@@ -554,7 +554,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           });
           e.barrier();
           Value extra = e.loadIndex(smD, {e.idx(0)});
-          if (useMarks) {
+          if (manyExtras) {
             e.forLoop(
                 tid, extra, e.idx(threads), {},
                 [&](Emitter &ee, Value j, ValueRange) -> SmallVector<Value> {
@@ -605,7 +605,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
               // Selected tokens inside the page (all are candidates).
               Value t0 = e.mul(j, pageV), t1 = e.add(t0, pageV);
               Value inBaseCount = e.sub(baseBelow(e, t1), baseBelow(e, t0));
-              if (useMarks)
+              if (manyExtras)
                 covered = e.forLoop(
                     t0, t1, e.idx(1), {inBaseCount},
                     [&](Emitter &ee, Value t,
