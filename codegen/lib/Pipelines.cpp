@@ -82,6 +82,7 @@ void mlir::condensate::buildCondensateToPTXPipeline(
   pm.addPass(createCondensateDecompose());
   ConvertCondensateToGPUOptions toGPU;
   toGPU.chip = options.chip;
+  toGPU.tensorCores = options.tensorCores;
   pm.addPass(createConvertCondensateToGPU(toGPU));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -14,6 +14,12 @@
 // RUN: FileCheck %s --check-prefix=SM80 --input-file=%t.sm80.ptx
 // RUN: FileCheck %s --check-prefix=NOLOCAL --input-file=%t.sm80.ptx
 // RUN: %if libdevice %{ FileCheck %s --check-prefix=EXP --input-file=%t.sm80.ptx %}
+// With tensor cores off (the pass option) attention runs on lane groups of
+// CUDA cores.
+// RUN: condensate-opt --condensate-to-ptx="tensor-cores=0" %s > %t.nomma.mlir
+// RUN: sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' %t.nomma.mlir > %t.nomma.ptx
+// RUN: FileCheck %s --check-prefix=NOMMA --input-file=%t.nomma.ptx
+// RUN: FileCheck %s --check-prefix=NOLOCAL --input-file=%t.nomma.ptx
 
 // Layer 0: certified block top-k (score, select, sparse, certify, extra
 // pages, dense fallback, merge); layer 1: dense; layer 2: exact top-k with
@@ -69,11 +75,13 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // PTX-DAG: atom.shared.add.u32
 // PTX-DAG: bar.sync 0;
 // PTX-DAG: shfl.sync.bfly.b32
-// Attention: 16-byte bf16 row loads, 8-lane groups, a combine through
-// shared memory.
+// Attention on bf16 tensor cores: 16-byte row loads, mma.sync m16n8k16
+// (query and weights split into bf16 hi + lo), quad shuffles for the row
+// maxima, a combine through shared memory.
 // PTX-LABEL: .visible .entry tiny_layer0_sparse_attend(
 // PTX-DAG: ld.global.v4.b32
-// PTX-DAG: shfl.sync.bfly.b32 {{.*}}, 4, 31, -1;
+// PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX-DAG: shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
 // PTX-DAG: bar.sync 0;
 // PTX-LABEL: .visible .entry tiny_layer0_certify(
 // PTX-DAG: atom.shared.add.f64
@@ -82,7 +90,7 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // PTX-DAG: ld.global.v4.b32
 // PTX-LABEL: .visible .entry tiny_layer0_dense_attend(
 // PTX-DAG: ld.global.v4.b32
-// PTX-DAG: shfl.sync.bfly.b32
+// PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // PTX-DAG: bar.sync 0;
 // Merge: a warp per row, warp-wide max.
 // PTX-LABEL: .visible .entry tiny_layer0_merge(
@@ -123,9 +131,18 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // NOLOCAL-NOT: .local
 // NOLOCAL-NOT: __local_depot
 
+// Lane groups of 8 lanes, 16-byte bf16 row loads, no mma anywhere.
+// NOMMA-NOT: mma.sync
+// NOMMA-LABEL: .visible .entry tiny_layer0_sparse_attend(
+// NOMMA-DAG: ld.global.v4.b32
+// NOMMA-DAG: shfl.sync.bfly.b32 {{.*}}, 4, 31, -1;
+// NOMMA-DAG: bar.sync 0;
+// NOMMA-NOT: mma.sync
+
 // SM80: gpu.binary @condensate_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80"{{.*}}>
 // SM80: .target sm_80
 // SM80-NOT: .target
 // SM80: .visible .entry tiny_layer0_sparse_attend(
 // SM80: ld.global.v4.b32
+// SM80: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // SM80: .visible .entry tiny_append_append_kv(

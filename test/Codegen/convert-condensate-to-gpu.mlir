@@ -6,6 +6,7 @@
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu -verify-diagnostics | FileCheck %s --check-prefix=NONE
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu=chip=sm_80 -verify-diagnostics | FileCheck %s --check-prefix=SM80
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu=chip=sm_61 -verify-diagnostics | FileCheck %s --check-prefix=OLD
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu=tensor-cores=0 -verify-diagnostics | FileCheck %s --check-prefix=NOMMA
 
 // select_topk's key cache is what the chip lets a block claim beside its
 // 2464 static bytes: 156 KB on sm_80 (39936 keys), the 48 KB every chip
@@ -14,6 +15,10 @@
 // SM80: memref<39936xi32, #gpu.address_space<workgroup>>
 // OLD: gpu.launch_func @condensate_kernels::@select_topk_select_topk {{.*}} dynamic_shared_memory_size %c45056_i32
 // OLD: memref<11264xi32, #gpu.address_space<workgroup>>
+// Tensor cores from sm_80 on, and only when the option leaves them on.
+// SM80: gpu.module @condensate_kernels attributes {{{.*}}condensate.tensor_cores}
+// OLD-NOT: condensate.tensor_cores
+// NOMMA-NOT: condensate.tensor_cores
 
 // NONE-NOT: {{^[[:space:]]*condensate\.}}
 // NONE-NOT: = condensate.
@@ -33,7 +38,7 @@
 // CHECK: %[[NB:.*]] = arith.ceildivsi %[[MP]], %c64 : index
 // CHECK: gpu.launch_func @condensate_kernels::@score_pages_score_pages blocks in (%[[NB]], %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x5x64xf32>, %arg2 : memref<?x?xi32>, %arg3 : memref<?xi32>, %arg4 : memref<?x4x?xf32>)
 // CHECK-NEXT: return
-// CHECK: gpu.module @condensate_kernels attributes {condensate.shared_bytes_optin = 232448 : i64} {
+// CHECK: gpu.module @condensate_kernels attributes {condensate.shared_bytes_optin = 232448 : i64, condensate.tensor_cores} {
 // CHECK: gpu.func @score_pages_score_pages(%{{.*}}: memref<?x4x64xf32>, %{{.*}}: memref<?x2x5x64xf32>, %{{.*}}: memref<?x?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?x4x?xf32>) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 4 : i32} {
 // CHECK: gpu.thread_id x
 // CHECK: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<4xf32>
@@ -140,7 +145,39 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 
 // -----
 
-// Sparse attention: one block per (split, kv head, sequence). A lane group
+// Sparse attention on tensor cores (bf16, head_dim 64, group 2 <= 16):
+// one block of 4 warps per (split, kv head, sequence). The prescaled query
+// is split into bf16 hi + lo fragments in shared memory ([step][hi, lo]
+// [lane][register], 4 k-steps of 16 channels); each warp takes tiles of
+// 16 slots: 16-byte key and value loads, two m16n8k16 products per k-step
+// and n-tile for the scores and two per output n-tile for the values, a
+// quad shuffle (xor 1, 2) for each row's maximum. The warps combine through
+// shared memory as the lane groups do.
+// CHECK-LABEL: func.func @sparse_attend(
+// CHECK: gpu.launch_func @condensate_kernels::@sparse_attend_sparse_attend blocks in (%c3{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}})
+// CHECK: gpu.func @sparse_attend_sparse_attend({{.*}}) workgroup(%[[SM:.*]] : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SACC:.*]] : memref<4x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SQ:.*]] : memref<4x2x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: vector.bitcast %{{.*}} : vector<2xbf16> to vector<1xi32>
+// CHECK: memref.store %{{.*}}, %[[SQ]][{{.*}}] : memref<4x2x32x4xi32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK: scf.for
+// CHECK: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// CHECK: vector.bitcast %{{.*}} : vector<8xbf16> to vector<4xi32>
+// CHECK: vector.load %arg2[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// CHECK: vector.load %[[SQ]][{{.*}}] {alignment = 16 : i64} : memref<4x2x32x4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: math.exp %{{.*}} fastmath<afn> : f32
+// CHECK: nvvm.mma.sync
+// CHECK: scf.yield
+// CHECK: memref.store %{{.*}}, %[[SM]][{{.*}}] : memref<4x2xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %{{.*}}, %[[SACC]][{{.*}}] : memref<4x2x64xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK: memref.store %{{.*}}, %arg5[{{.*}}] : memref<?x4x3x64xf32>
+// CHECK: gpu.return
+// Sparse attention without tensor cores: one block per (split, kv head,
+// sequence). A lane group
 // of 8 lanes reads a bf16 key and value row with one 16-byte load each
 // (8 x bf16), serves both query heads of the GQA group (two xor-shuffle
 // reductions per row) and keeps online-softmax state in registers. The loop
@@ -148,35 +185,35 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 // each round loads the next round's rows before its arithmetic. 16 groups
 // of 8 lanes combine through 16-byte aligned shared memory. 1 + 64 + 4 x 16
 // = 129 slots in 3 splits of 43.
-// CHECK-LABEL: func.func @sparse_attend(
-// CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
-// CHECK: gpu.launch_func @condensate_kernels::@sparse_attend_sparse_attend blocks in (%c3{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x16x64xbf16>, %arg2 : memref<?x2x16x64xbf16>, %arg3 : memref<?x?xi32>, %arg4 : memref<?xi32>, %arg6 : memref<?x4x3x64xf32>, %arg7 : memref<?x4x3x3xf32>, %arg5 : memref<?x2x6xi32>)
-// CHECK: gpu.func @sparse_attend_sparse_attend({{.*}}) workgroup(%[[SM:.*]] : memref<16x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SL:.*]] : memref<16x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SC:.*]] : memref<16xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SACC:.*]] : memref<16x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
-// CHECK: %[[SPLIT:.*]] = gpu.block_id x
-// CHECK: arith.muli %[[SPLIT]], %c43{{(_[0-9]+)?}} : index
-// CHECK: %[[TID:.*]] = gpu.thread_id x
-// CHECK: %[[LANE:.*]] = arith.remsi %[[TID]], %c8{{.*}} : index
-// CHECK: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<8xf32>
-// CHECK: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<8xf32>
-// CHECK: %[[FIRST:.*]]:6 = scf.if %{{.*}} -> (i1, i1, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>) {
-// CHECK: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
-// CHECK: scf.for {{.*}} iter_args({{.*}}%[[FIRST]]#5) -> (f32, f32, f32, f32, f32, vector<8xf32>, vector<8xf32>, i1, i1, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>) {
-// CHECK: memref.load %arg7[{{.*}}] : memref<?x2x6xi32>
-// CHECK: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
-// CHECK-NEXT: vector.load %arg2[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
-// CHECK: arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
-// CHECK: gpu.shuffle xor %{{.*}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
-// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
-// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
-// CHECK: math.exp %{{.*}} fastmath<afn> : f32
-// CHECK: math.fma %{{.*}} : vector<8xf32>
-// CHECK: scf.yield
-// CHECK: memref.store %{{.*}}, %[[SM]][{{.*}}] : memref<16x2xf32, #gpu.address_space<workgroup>>
-// CHECK: memref.store %{{.*}}, %[[SACC]][{{.*}}] : memref<16x2x64xf32, #gpu.address_space<workgroup>>
-// CHECK: gpu.barrier
-// CHECK: memref.store %{{.*}}, %arg5[%{{.*}}, %{{.*}}, %[[SPLIT]], %{{.*}}] : memref<?x4x3x64xf32>
-// CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %[[SPLIT]], %{{.*}}] : memref<?x4x3x3xf32>
-// CHECK: gpu.return
+// NOMMA-LABEL: func.func @sparse_attend(
+// NOMMA: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
+// NOMMA: gpu.launch_func @condensate_kernels::@sparse_attend_sparse_attend blocks in (%c3{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x16x64xbf16>, %arg2 : memref<?x2x16x64xbf16>, %arg3 : memref<?x?xi32>, %arg4 : memref<?xi32>, %arg6 : memref<?x4x3x64xf32>, %arg7 : memref<?x4x3x3xf32>, %arg5 : memref<?x2x6xi32>)
+// NOMMA: gpu.func @sparse_attend_sparse_attend({{.*}}) workgroup(%[[SM:.*]] : memref<16x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SL:.*]] : memref<16x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SC:.*]] : memref<16xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SACC:.*]] : memref<16x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// NOMMA: %[[SPLIT:.*]] = gpu.block_id x
+// NOMMA: arith.muli %[[SPLIT]], %c43{{(_[0-9]+)?}} : index
+// NOMMA: %[[TID:.*]] = gpu.thread_id x
+// NOMMA: %[[LANE:.*]] = arith.remsi %[[TID]], %c8{{.*}} : index
+// NOMMA: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<8xf32>
+// NOMMA: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<8xf32>
+// NOMMA: %[[FIRST:.*]]:6 = scf.if %{{.*}} -> (i1, i1, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>) {
+// NOMMA: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// NOMMA: scf.for {{.*}} iter_args({{.*}}%[[FIRST]]#5) -> (f32, f32, f32, f32, f32, vector<8xf32>, vector<8xf32>, i1, i1, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>) {
+// NOMMA: memref.load %arg7[{{.*}}] : memref<?x2x6xi32>
+// NOMMA: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// NOMMA-NEXT: vector.load %arg2[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// NOMMA: arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
+// NOMMA: gpu.shuffle xor %{{.*}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// NOMMA: gpu.shuffle xor %{{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// NOMMA: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// NOMMA: math.exp %{{.*}} fastmath<afn> : f32
+// NOMMA: math.fma %{{.*}} : vector<8xf32>
+// NOMMA: scf.yield
+// NOMMA: memref.store %{{.*}}, %[[SM]][{{.*}}] : memref<16x2xf32, #gpu.address_space<workgroup>>
+// NOMMA: memref.store %{{.*}}, %[[SACC]][{{.*}}] : memref<16x2x64xf32, #gpu.address_space<workgroup>>
+// NOMMA: gpu.barrier
+// NOMMA: memref.store %{{.*}}, %arg5[%{{.*}}, %{{.*}}, %[[SPLIT]], %{{.*}}] : memref<?x4x3x64xf32>
+// NOMMA: memref.store %{{.*}}, %arg6[%{{.*}}, %{{.*}}, %[[SPLIT]], %{{.*}}] : memref<?x4x3x3xf32>
+// NOMMA: gpu.return
 func.func @sparse_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v: memref<?x2x16x64xbf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x3x64xf32>, %pml: memref<?x4x3x3xf32>) {
   condensate.sparse_attend page q(%q : memref<?x4x64xf32>) kv(%k, %v : memref<?x2x16x64xbf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) partials(%po, %pml : memref<?x4x3x64xf32>, memref<?x4x3x3xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 0 : i64, count = 4 : i64, include_forced = true, scale = 0.125 : f32}
   return
@@ -190,7 +227,7 @@ func.func @sparse_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v:
 // CHECK-LABEL: func.func @dense_attend(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
 // CHECK: gpu.launch_func @condensate_kernels::@dense_attend_dense_attend blocks in (%c128{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args({{.*}}, %arg6 : memref<?x4x128x64xf32>, %arg7 : memref<?x4x128x3xf32>, %arg5 : memref<?x2xi32>)
-// CHECK: gpu.func @dense_attend_dense_attend({{.*}}) workgroup({{.*}} : memref<16x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<16x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: gpu.func @dense_attend_dense_attend({{.*}}) workgroup({{.*}} : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<4x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<4x2x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
 // CHECK: %[[N:.*]] = arith.index_cast %{{.*}} : i32 to index
 // CHECK: %[[C:.*]] = arith.ceildivsi %[[N]], %c256 : index
 // CHECK: %[[C1:.*]] = arith.maxsi %[[C]], %c1{{.*}} : index
@@ -351,7 +388,7 @@ func.func @append_kv(%kn: memref<?x2x64xf32>, %vn: memref<?x2x64xf32>, %k: memre
 // CHECK-LABEL: func.func @two(
 // CHECK: gpu.launch_func @condensate_kernels::@two_merge blocks
 // CHECK: gpu.launch_func @condensate_kernels::@two_merge_0 blocks
-// CHECK: gpu.module @condensate_kernels attributes {condensate.shared_bytes_optin = 232448 : i64} {
+// CHECK: gpu.module @condensate_kernels attributes {condensate.shared_bytes_optin = 232448 : i64, condensate.tensor_cores} {
 // CHECK: gpu.func @two_merge(
 // CHECK: gpu.func @two_merge_0(
 // CHECK-NOT: gpu.module

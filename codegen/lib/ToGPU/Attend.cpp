@@ -17,15 +17,24 @@ using namespace mlir::condensate::kernel;
 
 namespace {
 
+/// Rows of an mma.sync.m16n8k16 tile: the query heads of a GQA group the
+/// tensor-core body serves at once.
+constexpr int64_t kMmaRows = 16;
+/// Keys per tile of the tensor-core body: the k extent of one m16n8k16
+/// product of weights and values (two n-tiles of the score product).
+constexpr int64_t kMmaKeys = 16;
+
 /// Shared state of the attention kernel builder.
 struct AttentionShape {
   int64_t hq, hkv, group, d, p;
   RowSplit split;
-  int64_t groups;  // lane groups per block
+  int64_t groups;  // lane groups per block (warps of the tensor-core body)
   int64_t threads; // groups * lanes
+  bool mma;        // the tensor-core body (emitMmaAttentionBody)
+  int64_t steps;   // k-steps of 16 channels in its score product
 };
 
-AttentionShape attentionShape(Value q, Value k) {
+AttentionShape attentionShape(Value q, Value k, bool tensorCores) {
   AttentionShape s;
   s.hq = staticDim(q, 1);
   s.d = staticDim(q, 2);
@@ -33,12 +42,65 @@ AttentionShape attentionShape(Value q, Value k) {
   s.p = staticDim(k, 2);
   s.group = s.hq / s.hkv;
   s.split = RowSplit::of(s.d, elementType(k));
-  // Up to 128 threads, limited by the shared memory of the final combine.
+  // Up to 128 threads, limited by the shared memory of the final combine
+  // (and of the tensor-core body's query fragments).
   int64_t perGroupBytes = s.group * (s.d + 2) * 4 + 4;
-  int64_t byMemory = std::max<int64_t>(1, (40 * 1024) / perGroupBytes);
-  s.groups = std::max<int64_t>(1, std::min(128 / s.split.lanes, byMemory));
-  s.threads = s.groups * s.split.lanes;
+  s.mma = tensorCores && elementType(k).isBF16() && s.group <= kMmaRows &&
+          (s.d == 64 || s.d == 128);
+  s.steps = s.d / 16;
+  int64_t fragmentBytes = s.mma ? s.steps * 2 * kWarp * 4 * 4 : 0;
+  int64_t byMemory =
+      std::max<int64_t>(1, (40 * 1024 - fragmentBytes) / perGroupBytes);
+  int64_t lanes = s.mma ? kWarp : s.split.lanes;
+  s.groups = std::max<int64_t>(1, std::min(128 / lanes, byMemory));
+  s.threads = s.groups * lanes;
   return s;
+}
+
+/// The block's partial for its split, from the per-group state in shared
+/// memory (sm_m[groups][G], sm_l[groups][G], sm_c[groups],
+/// sm_acc[groups][G][D], written before a barrier): threads over (head,
+/// channel) pairs merge the groups' online-softmax states.
+void emitSplitPartial(GPUEmitter &e, const AttentionShape &s, Value tid,
+                      ValueRange smem, Value po, Value pml, Value b, Value g,
+                      Value split) {
+  int64_t G = s.group;
+  Value smM = smem[0], smL = smem[1], smC = smem[2], smAcc = smem[3];
+  // Threads over (head, channel) pairs produce the split's partial.
+  Value total = e.idx(G * s.d);
+  e.forLoop(
+      tid, total, e.idx(s.threads), {},
+      [&](Emitter &e, Value pair, ValueRange) -> SmallVector<Value> {
+        Value i = e.divs(pair, e.idx(s.d));
+        Value c = e.rems(pair, e.idx(s.d));
+        Value m = e.forLoop(
+            e.idx(0), e.idx(s.groups), e.idx(1), {e.negInf()},
+            [&](Emitter &e, Value r, ValueRange acc) -> SmallVector<Value> {
+              return {e.fmax(acc[0], e.load(smM, {r, i}))};
+            })[0];
+        Value live = e.fcmp(arith::CmpFPredicate::OGT, m, e.negInf());
+        auto sums = e.forLoop(
+            e.idx(0), e.idx(s.groups), e.idx(1),
+            {e.f32(0.0), e.f32(0.0), e.f32(0.0)},
+            [&](Emitter &ee, Value r, ValueRange acc) -> SmallVector<Value> {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              Value mr = e.load(smM, {r, i});
+              Value w = e.select(live, e.fastExp(e.fsub(mr, m)), e.f32(0.0));
+              w = e.select(e.fcmp(arith::CmpFPredicate::OGT, mr, e.negInf()), w,
+                           e.f32(0.0));
+              return {e.fadd(acc[0], e.fmul(w, e.load(smL, {r, i}))),
+                      e.fadd(acc[1], e.fmul(w, e.load(smAcc, {r, i, c}))),
+                      e.fadd(acc[2], e.load(smC, {r}))};
+            });
+        Value h = e.add(e.mul(g, e.idx(G)), i);
+        e.store(sums[1], po, {b, h, split, c});
+        e.ifThen(e.eq(c, e.idx(0)), [&](Emitter &e) {
+          e.store(m, pml, {b, h, split, e.idx(0)});
+          e.store(sums[0], pml, {b, h, split, e.idx(1)});
+          e.store(sums[2], pml, {b, h, split, e.idx(2)});
+        });
+        return {};
+      });
 }
 
 /// Emits the body of an attention kernel: lane groups walk `slots`
@@ -191,57 +253,316 @@ void emitAttentionBody(
   e.ifThen(e.eq(li, e.idx(0)),
            [&](Emitter &e) { e.store(state[2 * G], smC, {gid}); });
   e.barrier();
-  // Threads over (head, channel) pairs produce the split's partial.
-  Value total = e.idx(G * s.d);
-  e.forLoop(
-      tid, total, e.idx(s.threads), {},
-      [&](Emitter &e, Value pair, ValueRange) -> SmallVector<Value> {
-        Value i = e.divs(pair, e.idx(s.d));
-        Value c = e.rems(pair, e.idx(s.d));
-        Value m = e.forLoop(
-            e.idx(0), e.idx(s.groups), e.idx(1), {e.negInf()},
-            [&](Emitter &e, Value r, ValueRange acc) -> SmallVector<Value> {
-              return {e.fmax(acc[0], e.load(smM, {r, i}))};
-            })[0];
-        Value live = e.fcmp(arith::CmpFPredicate::OGT, m, e.negInf());
-        auto sums = e.forLoop(
-            e.idx(0), e.idx(s.groups), e.idx(1),
-            {e.f32(0.0), e.f32(0.0), e.f32(0.0)},
-            [&](Emitter &ee, Value r, ValueRange acc) -> SmallVector<Value> {
+  emitSplitPartial(e, s, tid, smem, po, pml, b, g, split);
+  (void)f32;
+}
+
+/// One mma.sync.m16n8k16.row.col of bf16 operands into f32 accumulators:
+/// `a` holds the 4 and `b` the 2 i32 registers of packed bf16 pairs of this
+/// lane's fragments, `c` its 4 accumulators.
+SmallVector<Value> mmaBF16(GPUEmitter &e, ArrayRef<Value> a, ArrayRef<Value> b,
+                           ArrayRef<Value> c) {
+  OpBuilder &bd = e.builder();
+  Type f32 = bd.getF32Type();
+  auto result = LLVM::LLVMStructType::getLiteral(e.ctx(), {f32, f32, f32, f32});
+  auto op = NVVM::MmaOp::create(
+      bd, e.location(), result, a, b, c, ArrayRef<int64_t>{16, 8, 16},
+      std::nullopt, std::nullopt,
+      std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < 4; ++i)
+    out.push_back(
+        LLVM::ExtractValueOp::create(bd, e.location(), op.getRes(), i));
+  return out;
+}
+
+/// The i32 holding bf16 scalars x (low half) and y (high half).
+Value packBF16(GPUEmitter &e, Value x, Value y) {
+  OpBuilder &bd = e.builder();
+  Value pair = vector::FromElementsOp::create(
+      bd, e.location(), VectorType::get({2}, bd.getBF16Type()),
+      ValueRange{x, y});
+  Value word = vector::BitCastOp::create(
+      bd, e.location(), VectorType::get({1}, bd.getI32Type()), pair);
+  return e.extractElt(word, 0);
+}
+
+/// x (f32) as the bf16 pair hi + lo that represents it to 2^-16 of |x|:
+/// two products on bf16 tensor cores keep the f32 kernels' accuracy.
+std::pair<Value, Value> splitBF16(GPUEmitter &e, Value x) {
+  Type bf16 = e.builder().getBF16Type();
+  Value hi = e.truncf(x, bf16);
+  Value lo = e.truncf(e.fsub(x, e.toF32(hi)), bf16);
+  return {hi, lo};
+}
+
+/// The tensor-core attention body (bf16 cache, head_dim 64 or 128, GQA
+/// group <= 16). Each warp takes tiles of kMmaKeys slots of [v0, v1) in
+/// turn; the G query heads are the 16 rows of mma.sync.m16n8k16 (rows past
+/// G are zero queries whose results are dropped), so one pass over a key
+/// serves the whole group at the cost of its bytes, not of G shuffled dot
+/// products. Lane (r, c) of a warp (r = lane / 4, c = lane % 4):
+///   - scores S = Q K^T, two n-tiles of 8 keys: the lane loads 16 bytes of
+///     keys r and r + 8 per 32 channels, channels [32 j + 8 c, +8) of chunk
+///     j; the product's k order is permuted to match (the query fragments
+///     are built in the same order), so no load is split;
+///   - the query, prescaled, is split into bf16 hi + lo and both are
+///     multiplied: the scores keep f32 accuracy (2^-16 of |q||k|);
+///   - online softmax on the accumulators: a quad shuffle finds each row's
+///     tile maximum; the weights P (also split hi + lo) become the A
+///     fragment of O += P V directly (the score tiles' C layout is the A
+///     layout);
+///   - values: the lane loads 16 bytes of keys 2c, 2c + 1, 2c + 8, 2c + 9
+///     at channels [64 i + 8 r, +8); n-tile (i, j) takes channel
+///     64 i + 8 r + j from each, so output column n of that tile is channel
+///     64 i + 8 n + j.
+/// Invalid slots read the position-0 row and get weight 0; the warps'
+/// states are combined through shared memory as in emitAttentionBody.
+void emitMmaAttentionBody(
+    GPUEmitter &e, const AttentionShape &s, Value q, Value k, Value v,
+    Value pageTable, Value po, Value pml, Value b, Value g, Value split,
+    Value v0, Value v1, Value scale, ValueRange smem,
+    const std::function<std::pair<Value, Value>(GPUEmitter &, Value)>
+        &position) {
+  int64_t G = s.group, D = s.d, W = s.groups;
+  int64_t tilesN = D / 8; // n-tiles of the output
+  OpBuilder &bd = e.builder();
+  Type f32 = bd.getF32Type(), i32 = bd.getI32Type();
+  Value tid = e.tid();
+  Value warp = e.divs(tid, e.idx(kWarp));
+  Value lane = e.rems(tid, e.idx(kWarp));
+  Value r = e.divs(lane, e.idx(4)), c = e.rems(lane, e.idx(4));
+  Value smM = smem[0], smL = smem[1], smC = smem[2], smAcc = smem[3];
+  Value smQ = smem[4];
+
+  // Query fragments, hi and lo, in each lane's register order: register x
+  // of lane (r', c') at step t holds rows r' (x even) or r' + 8 (x odd),
+  // channels 32 (t / 2) + 8 c' + 4 (t % 2) + 2 (x / 2) and the next one.
+  int64_t entries = s.steps * 2 * kWarp * 4;
+  e.forLoop(tid, e.idx(entries), e.idx(s.threads), {},
+            [&](Emitter &ee, Value at, ValueRange) -> SmallVector<Value> {
               GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-              Value mr = e.load(smM, {r, i});
-              Value w = e.select(live, e.fastExp(e.fsub(mr, m)), e.f32(0.0));
-              w = e.select(e.fcmp(arith::CmpFPredicate::OGT, mr, e.negInf()), w,
-                           e.f32(0.0));
-              return {e.fadd(acc[0], e.fmul(w, e.load(smL, {r, i}))),
-                      e.fadd(acc[1], e.fmul(w, e.load(smAcc, {r, i, c}))),
-                      e.fadd(acc[2], e.load(smC, {r}))};
+              Value x = e.rems(at, e.idx(4));
+              Value ln = e.rems(e.divs(at, e.idx(4)), e.idx(kWarp));
+              Value half = e.rems(e.divs(at, e.idx(4 * kWarp)), e.idx(2));
+              Value step = e.divs(at, e.idx(8 * kWarp));
+              Value row = e.add(e.divs(ln, e.idx(4)),
+                                e.mul(e.rems(x, e.idx(2)), e.idx(8)));
+              Value ch = e.add(e.add(e.mul(e.divs(step, e.idx(2)), e.idx(32)),
+                                     e.mul(e.rems(ln, e.idx(4)), e.idx(8))),
+                               e.add(e.mul(e.rems(step, e.idx(2)), e.idx(4)),
+                                     e.mul(e.divs(x, e.idx(2)), e.idx(2))));
+              Value live = e.lt(row, e.idx(G));
+              Value h =
+                  e.add(e.mul(g, e.idx(G)), e.select(live, row, e.idx(0)));
+              auto element = [&](Value channel) {
+                Value y = e.fmul(e.load(q, {b, h, channel}), scale);
+                return splitBF16(e, e.select(live, y, e.f32(0.0)));
+              };
+              auto [h0, l0] = element(ch);
+              auto [h1, l1] = element(e.add(ch, e.idx(1)));
+              Value word = e.select(e.eq(half, e.idx(0)), packBF16(e, h0, h1),
+                                    packBF16(e, l0, l1));
+              e.store(word, smQ, {step, half, ln, x});
+              return {};
             });
-        Value h = e.add(e.mul(g, e.idx(G)), i);
-        e.store(sums[1], po, {b, h, split, c});
-        e.ifThen(e.eq(c, e.idx(0)), [&](Emitter &e) {
-          e.store(m, pml, {b, h, split, e.idx(0)});
-          e.store(sums[0], pml, {b, h, split, e.idx(1)});
-          e.store(sums[2], pml, {b, h, split, e.idx(2)});
-        });
-        return {};
+  e.barrier();
+
+  // State: m and l of rows r and r + 8, the count of keys attended, and
+  // the 4 accumulators of each output n-tile.
+  SmallVector<Value> init{e.negInf(), e.negInf(), e.f32(0.0), e.f32(0.0),
+                          e.f32(0.0)};
+  for (int64_t i = 0; i < 4 * tilesN; ++i)
+    init.push_back(e.f32(0.0));
+  Value count = e.maxs(e.sub(v1, v0), e.idx(0));
+  Value tiles = e.ceilDiv(count, e.idx(kMmaKeys));
+  Value mine = e.ceilDiv(e.maxs(e.sub(tiles, warp), e.idx(0)), e.idx(W));
+  auto state = e.forLoop(
+      e.idx(0), mine, e.idx(1), init,
+      [&](Emitter &ee, Value it, ValueRange st) -> SmallVector<Value> {
+        GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+        Value base =
+            e.add(v0, e.mul(e.add(warp, e.mul(it, e.idx(W))), e.idx(kMmaKeys)));
+        // The row of the tile's key `key`: (valid, page, offset).
+        auto row = [&](Value key) -> std::array<Value, 3> {
+          Value slot = e.add(base, key);
+          Value inRange = e.lt(slot, v1);
+          auto [t, posValid] = position(e, e.select(inRange, slot, v0));
+          Value ok = e.band(inRange, posValid);
+          Value tSafe = e.select(ok, t, e.idx(0));
+          Value page = e.loadIndex(pageTable, {b, e.divs(tSafe, e.idx(s.p))});
+          return {ok, page, e.rems(tSafe, e.idx(s.p))};
+        };
+        // Loads first: keys r and r + 8, values 2c, 2c + 1, 2c + 8, 2c + 9.
+        SmallVector<SmallVector<Value>> kw(2);
+        for (int64_t j = 0; j < 2; ++j) {
+          auto [ok, page, off] = row(e.add(r, e.idx(8 * j)));
+          (void)ok;
+          for (int64_t ch = 0; ch < D / 32; ++ch) {
+            Value raw = e.vecLoad(
+                k, {page, g, off, e.add(e.idx(32 * ch), e.mul(c, e.idx(8)))}, 8,
+                16);
+            kw[j].push_back(vector::BitCastOp::create(
+                bd, e.location(), VectorType::get({4}, i32), raw));
+          }
+        }
+        SmallVector<Value> valid;
+        SmallVector<SmallVector<Value>> vr(4);
+        for (int64_t x = 0; x < 4; ++x) {
+          Value key = e.add(e.mul(c, e.idx(2)), e.idx((x % 2) + 8 * (x / 2)));
+          auto [ok, page, off] = row(key);
+          valid.push_back(ok);
+          for (int64_t i = 0; i < D / 64; ++i)
+            vr[x].push_back(e.vecLoad(
+                v, {page, g, off, e.add(e.idx(64 * i), e.mul(r, e.idx(8)))}, 8,
+                16));
+        }
+        // Scores of the tile's two n-tiles.
+        SmallVector<SmallVector<Value>> sc(2,
+                                           SmallVector<Value>(4, e.f32(0.0)));
+        for (int64_t t = 0; t < s.steps; ++t) {
+          SmallVector<Value> aHi, aLo;
+          Value hiWords =
+              e.vecLoad(smQ, {e.idx(t), e.idx(0), lane, e.idx(0)}, 4, 16);
+          Value loWords =
+              e.vecLoad(smQ, {e.idx(t), e.idx(1), lane, e.idx(0)}, 4, 16);
+          for (int64_t x = 0; x < 4; ++x) {
+            aHi.push_back(e.extractElt(hiWords, x));
+            aLo.push_back(e.extractElt(loWords, x));
+          }
+          for (int64_t j = 0; j < 2; ++j) {
+            Value words = kw[j][t / 2];
+            SmallVector<Value> bw{e.extractElt(words, 2 * (t % 2)),
+                                  e.extractElt(words, 2 * (t % 2) + 1)};
+            sc[j] = mmaBF16(e, aHi, bw, sc[j]);
+            sc[j] = mmaBF16(e, aLo, bw, sc[j]);
+          }
+        }
+        // Accumulator x of n-tile j: row r + 8 (x / 2), key 8 j + 2 c +
+        // x % 2, i.e. value row 2 j + x % 2 of this lane.
+        SmallVector<Value> out(st.begin(), st.end());
+        SmallVector<Value> tileMax(2, e.negInf());
+        for (int64_t j = 0; j < 2; ++j)
+          for (int64_t x = 0; x < 4; ++x) {
+            sc[j][x] = e.select(valid[2 * j + x % 2], sc[j][x], e.negInf());
+            tileMax[x / 2] = e.fmax(tileMax[x / 2], sc[j][x]);
+          }
+        SmallVector<Value> corr(2), mSafe(2);
+        for (int64_t h = 0; h < 2; ++h) {
+          for (int64_t o : {1, 2})
+            tileMax[h] = e.fmax(tileMax[h], e.shuffleXor(tileMax[h], o));
+          Value mNew = e.fmax(out[h], tileMax[h]);
+          // No valid key yet: exponentials against 0 give weights 0.
+          mSafe[h] =
+              e.select(e.fcmp(arith::CmpFPredicate::OEQ, mNew, e.negInf()),
+                       e.f32(0.0), mNew);
+          corr[h] = e.fastExp(e.fsub(out[h], mSafe[h]));
+          out[h] = mNew;
+          out[2 + h] = e.fmul(out[2 + h], corr[h]);
+        }
+        SmallVector<SmallVector<Value>> pw(2, SmallVector<Value>(4));
+        for (int64_t j = 0; j < 2; ++j)
+          for (int64_t x = 0; x < 4; ++x) {
+            pw[j][x] = e.fastExp(e.fsub(sc[j][x], mSafe[x / 2]));
+            out[2 + x / 2] = e.fadd(out[2 + x / 2], pw[j][x]);
+          }
+        for (int64_t x = 0; x < 4; ++x)
+          out[4] = e.select(valid[x], e.fadd(out[4], e.f32(1.0)), out[4]);
+        // P as the A fragment (registers: row r keys 2c.., row r + 8 keys
+        // 2c.., row r keys 2c + 8.., row r + 8 keys 2c + 8..), hi and lo.
+        SmallVector<Value> pHi, pLo;
+        for (int64_t j = 0; j < 2; ++j)
+          for (int64_t h = 0; h < 2; ++h) {
+            auto [h0, l0] = splitBF16(e, pw[j][2 * h]);
+            auto [h1, l1] = splitBF16(e, pw[j][2 * h + 1]);
+            pHi.push_back(packBF16(e, h0, h1));
+            pLo.push_back(packBF16(e, l0, l1));
+          }
+        // O = O * corr + P V.
+        for (int64_t n = 0; n < tilesN; ++n) {
+          int64_t i = n / 8, j = n % 8;
+          SmallVector<Value> acc;
+          for (int64_t x = 0; x < 4; ++x)
+            acc.push_back(e.fmul(out[5 + 4 * n + x], corr[x / 2]));
+          SmallVector<Value> bw{
+              packBF16(e, e.extractElt(vr[0][i], j), e.extractElt(vr[1][i], j)),
+              packBF16(e, e.extractElt(vr[2][i], j),
+                       e.extractElt(vr[3][i], j))};
+          acc = mmaBF16(e, pHi, bw, acc);
+          acc = mmaBF16(e, pLo, bw, acc);
+          for (int64_t x = 0; x < 4; ++x)
+            out[5 + 4 * n + x] = acc[x];
+        }
+        return out;
       });
+
+  // A row's l and the count are spread over the quad's lanes.
+  SmallVector<Value> total(state.begin(), state.begin() + 5);
+  for (int64_t h = 2; h < 5; ++h)
+    for (int64_t o : {1, 2})
+      total[h] = e.fadd(total[h], e.shuffleXor(total[h], o));
+  for (int64_t h = 0; h < 2; ++h) {
+    Value rowIdx = e.add(r, e.idx(8 * h));
+    e.ifThen(e.lt(rowIdx, e.idx(G)), [&](Emitter &ee) {
+      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+      e.ifThen(e.eq(c, e.idx(0)), [&](Emitter &e) {
+        e.store(total[h], smM, {warp, rowIdx});
+        e.store(total[2 + h], smL, {warp, rowIdx});
+      });
+      for (int64_t n = 0; n < tilesN; ++n)
+        for (int64_t x = 2 * h; x < 2 * h + 2; ++x) {
+          // Column 2c + x % 2 of n-tile (i, j) is channel
+          // 64 i + 8 (2c + x % 2) + j.
+          Value ch = e.add(e.idx(64 * (n / 8) + 8 * (x % 2) + n % 8),
+                           e.mul(c, e.idx(16)));
+          e.store(state[5 + 4 * n + x], smAcc, {warp, rowIdx, ch});
+        }
+    });
+  }
+  e.ifThen(e.eq(lane, e.idx(0)),
+           [&](Emitter &e) { e.store(total[4], smC, {warp}); });
+  e.barrier();
+  emitSplitPartial(e, s, tid, smem, po, pml, b, g, split);
   (void)f32;
 }
 
 SmallVector<Type> attentionSharedTypes(MLIRContext *ctx,
                                        const AttentionShape &s) {
   Type f32 = Float32Type::get(ctx);
-  return {KernelBuilder::workgroupType(ctx, {s.groups, s.group}, f32),
-          KernelBuilder::workgroupType(ctx, {s.groups, s.group}, f32),
-          KernelBuilder::workgroupType(ctx, {s.groups}, f32),
-          KernelBuilder::workgroupType(ctx, {s.groups, s.group, s.d}, f32)};
+  SmallVector<Type> types{
+      KernelBuilder::workgroupType(ctx, {s.groups, s.group}, f32),
+      KernelBuilder::workgroupType(ctx, {s.groups, s.group}, f32),
+      KernelBuilder::workgroupType(ctx, {s.groups}, f32),
+      KernelBuilder::workgroupType(ctx, {s.groups, s.group, s.d}, f32)};
+  // The tensor-core body's query fragments: [step][hi, lo][lane][register].
+  if (s.mma)
+    types.push_back(KernelBuilder::workgroupType(ctx, {s.steps, 2, kWarp, 4},
+                                                 IntegerType::get(ctx, 32)));
+  return types;
+}
+
+/// Either attention body, as the shape says.
+void emitAttention(
+    GPUEmitter &e, const AttentionShape &s, Value q, Value k, Value v,
+    Value pageTable, Value po, Value pml, Value b, Value g, Value split,
+    Value v0, Value v1, Value scale, ValueRange smem,
+    const std::function<std::pair<Value, Value>(GPUEmitter &, Value)>
+        &position) {
+  if (s.mma)
+    emitMmaAttentionBody(e, s, q, k, v, pageTable, po, pml, b, g, split, v0, v1,
+                         scale, smem, position);
+  else
+    emitAttentionBody(e, s, q, k, v, pageTable, po, pml, b, g, split, v0, v1,
+                      scale, smem, position);
 }
 
 void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
                        StringRef name) {
   Location loc = op.getLoc();
-  AttentionShape s = attentionShape(op.getQ(), op.getKCache());
+  AttentionShape s =
+      attentionShape(op.getQ(), op.getKCache(), kb.tensorCores());
   SparseList list = SparseList::of(op);
   SmallVector<Value> operands{
       op.getQ(),    op.getKCache(),   op.getVCache(),   op.getPageTable(),
@@ -284,7 +605,7 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
         if (skipIdx >= 0)
           v1 = e.select(e.ne(e.load(a[skipIdx], {bb, g}), e.i32(0)), v0, v1);
         Value scale = e.f32(op.getScale().convertToDouble());
-        emitAttentionBody(
+        emitAttention(
             e, s, q, k, v, pt, po, pml, bb, g, split, v0, v1, scale, smem,
             [&](GPUEmitter &e, Value slot) -> std::pair<Value, Value> {
               return slotsInfo.position(e, slot, list, indices, bb, g, limit);
@@ -299,7 +620,8 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
 void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
                       StringRef name) {
   Location loc = op.getLoc();
-  AttentionShape s = attentionShape(op.getQ(), op.getKCache());
+  AttentionShape s =
+      attentionShape(op.getQ(), op.getKCache(), kb.tensorCores());
   int64_t splitsStatic = staticDim(op.getPartialMl(), 2);
   SmallVector<Value> operands{
       op.getQ(),    op.getKCache(),   op.getVCache(),   op.getPageTable(),
@@ -324,12 +646,11 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
         }
         t1 = e.maxs(t1, t0);
         Value scale = e.f32(op.getScale().convertToDouble());
-        emitAttentionBody(
-            e, s, a[0], a[1], a[2], a[3], a[5], a[6], bb, g, split, t0, t1,
-            scale, smem,
-            [&](GPUEmitter &e, Value t) -> std::pair<Value, Value> {
-              return {t, e.i1(true)};
-            });
+        emitAttention(e, s, a[0], a[1], a[2], a[3], a[5], a[6], bb, g, split,
+                      t0, t1, scale, smem,
+                      [&](GPUEmitter &e, Value t) -> std::pair<Value, Value> {
+                        return {t, e.i1(true)};
+                      });
       });
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   Value splits = arith::ConstantIndexOp::create(b, loc, splitsStatic);

@@ -58,6 +58,10 @@ struct ConvertCondensateToGPUPass
       kernels = gpu::GPUModuleOp::create(b, module.getLoc(), moduleName);
     kernels->setAttr(kernel::kSharedOptinAttr,
                      b.getI64IntegerAttr(kernel::sharedBytesOptin(chip)));
+    if (tensorCores && kernel::computeCapability(chip) >= 80)
+      kernels->setAttr(kernel::kTensorCoresAttr, b.getUnitAttr());
+    else
+      kernels->removeAttr(kernel::kTensorCoresAttr);
     RewritePatternSet patterns(&getContext());
     populateCondensateToGPUPatterns(patterns, kernels);
     FrozenRewritePatternSet frozen(std::move(patterns));

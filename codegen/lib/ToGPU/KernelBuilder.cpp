@@ -27,16 +27,20 @@ const TargetInfo &mlir::condensate::kernel::nvvmTarget() {
   return target;
 }
 
-int64_t mlir::condensate::kernel::sharedBytesOptin(StringRef chip) {
-  constexpr int64_t kDefault = 48 * 1024; // every chip, without opting in
+int64_t mlir::condensate::kernel::computeCapability(StringRef chip) {
   if (!chip.consume_front("sm_"))
-    return kDefault;
+    return 0;
   chip.consume_back("a");
   chip.consume_back("f");
   int64_t cc = 0;
-  if (chip.getAsInteger(10, cc))
-    return kDefault;
-  switch (cc) {
+  if (chip.getAsInteger(10, cc) || cc < 0)
+    return 0;
+  return cc;
+}
+
+int64_t mlir::condensate::kernel::sharedBytesOptin(StringRef chip) {
+  constexpr int64_t kDefault = 48 * 1024; // every chip, without opting in
+  switch (computeCapability(chip)) {
   case 70:
   case 72:
     return 96 * 1024;
@@ -64,6 +68,11 @@ int64_t KernelBuilder::sharedBytesOptin() const {
   if (auto a = module->getAttrOfType<IntegerAttr>(kSharedOptinAttr))
     return a.getInt();
   return kernel::sharedBytesOptin("");
+}
+
+bool KernelBuilder::tensorCores() const {
+  gpu::GPUModuleOp module = kernels;
+  return module->hasAttr(kTensorCoresAttr);
 }
 
 Value mlir::condensate::kernel::dynamicSharedArray(Emitter &e, int64_t count,

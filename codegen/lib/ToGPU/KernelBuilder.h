@@ -49,6 +49,16 @@ const TargetInfo &nvvmTarget();
 /// chip this table does not know.
 int64_t sharedBytesOptin(StringRef chip);
 
+/// The compute capability of `chip` ("sm_90a" -> 90), 0 when it is not
+/// of the form sm_<number>.
+int64_t computeCapability(StringRef chip);
+
+/// The gpu.module attribute (a unit attribute) through which
+/// convert-condensate-to-gpu tells the stage lowerings that they may use
+/// the chip's tensor cores (mma.sync with bf16/f16 operands: sm_80 and
+/// later, and the pass's tensor-cores option on).
+constexpr const char *kTensorCoresAttr = "condensate.tensor_cores";
+
 /// The gpu.module attribute through which convert-condensate-to-gpu tells
 /// the stage lowerings sharedBytesOptin of its chip.
 constexpr const char *kSharedOptinAttr = "condensate.shared_bytes_optin";
@@ -184,6 +194,8 @@ public:
   /// sharedBytesOptin of the chip the kernels are built for (the module's
   /// kSharedOptinAttr; 48 KB without it).
   int64_t sharedBytesOptin() const;
+  /// Whether the kernels may use tensor cores (kTensorCoresAttr).
+  bool tensorCores() const;
 
   /// Creates kernel `name` taking `operands`' types; `body` receives the
   /// kernel arguments and an emitter at the kernel entry.

@@ -65,6 +65,10 @@ struct PTXPipelineOptions : public PassPipelineOptions<PTXPipelineOptions> {
   Option<int64_t> splits{*this, "splits",
                          llvm::cl::desc("Sparse-attention splits (0: auto)"),
                          llvm::cl::init(0)};
+  Option<bool> tensorCores{
+      *this, "tensor-cores",
+      llvm::cl::desc("Attention on tensor cores where the chip has them"),
+      llvm::cl::init(true)};
 };
 
 /// condensate-to-ptx: schedule expansion, specialisation for the chip,

@@ -124,7 +124,12 @@ def ConvertCondensateToGPU
            "Name of the gpu.module that receives the kernels">,
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "GPU architecture: sizes the dynamic shared memory a kernel may "
-           "claim (select_topk's key cache)">
+           "claim (select_topk's key cache); sm_80 and later have the "
+           "tensor cores the attention kernels use">,
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "Attention kernels multiply on tensor cores (mma.sync, bf16/f16 "
+           "caches, head_dim 64 or 128, GQA group <= 16) where the chip has "
+           "them; off: CUDA-core lane groups everywhere">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
