@@ -122,7 +122,8 @@ private:
   }
 
   int64_t numDenseSplits() {
-    return denseSplits > 0 ? denseSplits : chooseDenseSplits(spec.getTarget());
+    return denseSplits > 0 ? denseSplits
+                           : chooseDenseSplits(spec.getTarget(), runKVHeads);
   }
 
   /// Dense partials over the whole context; `mask` limits the heads.

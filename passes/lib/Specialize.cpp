@@ -31,12 +31,18 @@ int64_t mlir::condensate::chooseSparseSplits(Target target,
   return std::clamp<int64_t>(splits, 1, 32);
 }
 
-int64_t mlir::condensate::chooseDenseSplits(Target target) {
+int64_t mlir::condensate::chooseDenseSplits(Target target, int64_t kvHeads) {
   // On the CPU 16 chunks keep float32 online softmax within 1e-5 of exact
-  // at 8K tokens (one 8K-long chunk drifts to 2e-5); on a GPU 64 chunks
-  // give a single sequence's 8 kv heads about 4 blocks per multiprocessor,
-  // one full wave, and keep the merge short.
-  return target == Target::cpu ? 16 : 64;
+  // at 8K tokens (one 8K-long chunk drifts to 2e-5).
+  if (target == Target::cpu)
+    return 16;
+  // On a GPU a single sequence's kv heads get up to about 512 blocks (4 a
+  // multiprocessor on 132) however few they are: 64 splits for 8 kv
+  // heads, 256 for 2, 512 for 1. A context uses fewer (denseSplitRange:
+  // past 64 splits only chunks of 2048 tokens or more); the unused splits'
+  // blocks exit at once and the merge stops at the last live split.
+  int64_t heads = std::max<int64_t>(kvHeads, 1);
+  return std::clamp<int64_t>((512 + heads - 1) / heads, 64, 512);
 }
 
 namespace {

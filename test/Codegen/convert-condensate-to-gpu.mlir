@@ -222,15 +222,18 @@ func.func @sparse_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v:
 // -----
 
 // Dense attention: the grid's x extent is the static split count (128);
-// each sequence uses min(128, ceil(n / 256)) equal chunks; a masked group
-// attends nothing.
+// each sequence uses min(128, max(min(ceil(n / 256), 64), ceil(n / 2048)))
+// equal chunks; a masked group attends nothing.
 // CHECK-LABEL: func.func @dense_attend(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
 // CHECK: gpu.launch_func @condensate_kernels::@dense_attend_dense_attend blocks in (%c128{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args({{.*}}, %arg6 : memref<?x4x128x64xf32>, %arg7 : memref<?x4x128x3xf32>, %arg5 : memref<?x2xi32>)
 // CHECK: gpu.func @dense_attend_dense_attend({{.*}}) workgroup({{.*}} : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<4x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<4x2x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
 // CHECK: %[[N:.*]] = arith.index_cast %{{.*}} : i32 to index
 // CHECK: %[[C:.*]] = arith.ceildivsi %[[N]], %c256 : index
-// CHECK: %[[C1:.*]] = arith.maxsi %[[C]], %c1{{.*}} : index
+// CHECK: %[[SHORT:.*]] = arith.minsi %[[C]], %c64{{.*}} : index
+// CHECK: %[[LONG:.*]] = arith.ceildivsi %[[N]], %c2048 : index
+// CHECK: %[[WANT:.*]] = arith.maxsi %[[SHORT]], %[[LONG]] : index
+// CHECK: %[[C1:.*]] = arith.maxsi %[[WANT]], %c1{{.*}} : index
 // CHECK: %[[USED:.*]] = arith.minsi %c128{{.*}}, %[[C1]] : index
 // CHECK: arith.ceildivsi %[[N]], %[[USED]] : index
 // CHECK: %[[M:.*]] = memref.load %arg7[{{.*}}] : memref<?x2xi32>

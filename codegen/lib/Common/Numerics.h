@@ -26,6 +26,12 @@ constexpr double kOutputBoundRoundUp = 1.0 + 1.0 / 4096.0;
 /// Dense attention gives each split at least this many tokens: short
 /// contexts use fewer splits and leave the others empty.
 constexpr int64_t kMinDenseChunk = 256;
+/// ... and uses more than kShortDenseSplits splits only with chunks of at
+/// least kLongDenseChunk tokens: the merge walks the live splits of a row
+/// in sequence (one L2 round trip per kMergeUnroll of them), which pays
+/// off only when every split reads that much.
+constexpr int64_t kShortDenseSplits = 64;
+constexpr int64_t kLongDenseChunk = 2048;
 
 //===----------------------------------------------------------------------===//
 // Windows and units
@@ -121,8 +127,9 @@ struct CondensateSlots {
                                    Value limit) const;
 };
 
-/// Tokens [t0, t1) of dense split s for a context of n tokens over
-/// `splits` splits of at least kMinDenseChunk tokens.
+/// Tokens [t0, t1) of dense split s for a context of n tokens over at most
+/// `splits` equal chunks: max(min(ceil(n / kMinDenseChunk),
+/// kShortDenseSplits), ceil(n / kLongDenseChunk)) of them, at least 1.
 std::pair<Value, Value> denseSplitRange(Emitter &e, Value n,
                                         OpFoldResult splits, Value s);
 

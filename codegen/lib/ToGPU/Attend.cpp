@@ -379,46 +379,90 @@ void emitMmaAttentionBody(
   Value count = e.maxs(e.sub(v1, v0), e.idx(0));
   Value tiles = e.ceilDiv(count, e.idx(kMmaKeys));
   Value mine = e.ceilDiv(e.maxs(e.sub(tiles, warp), e.idx(0)), e.idx(W));
+  int64_t kWords = 2 * (D / 32), vRows = 4 * (D / 64);
+  // The rows of tile `it` of this warp, flat: valid[4] (keys 2c, 2c + 1,
+  // 2c + 8, 2c + 9), key words [key r, r + 8][D / 32] (vector<4xi32>),
+  // value rows [those 4 keys][D / 64] (vector<8xbf16>). Slots past v1 read
+  // the row of slot v0 (only called when this warp has a tile, so v0 is in
+  // range) and are invalid.
+  auto loadTile = [&](GPUEmitter &e, Value it) {
+    Value base =
+        e.add(v0, e.mul(e.add(warp, e.mul(it, e.idx(W))), e.idx(kMmaKeys)));
+    auto row = [&](Value key) -> std::array<Value, 3> {
+      Value slot = e.add(base, key);
+      Value inRange = e.lt(slot, v1);
+      auto [t, posValid] = position(e, e.select(inRange, slot, v0));
+      Value ok = e.band(inRange, posValid);
+      Value tSafe = e.select(ok, t, e.idx(0));
+      Value page = e.loadIndex(pageTable, {b, e.divs(tSafe, e.idx(s.p))});
+      return {ok, page, e.rems(tSafe, e.idx(s.p))};
+    };
+    SmallVector<Value> valid, kws, vrs;
+    for (int64_t j = 0; j < 2; ++j) {
+      auto [ok, page, off] = row(e.add(r, e.idx(8 * j)));
+      (void)ok;
+      for (int64_t ch = 0; ch < D / 32; ++ch) {
+        Value raw = e.vecLoad(
+            k, {page, g, off, e.add(e.idx(32 * ch), e.mul(c, e.idx(8)))}, 8,
+            16);
+        kws.push_back(vector::BitCastOp::create(
+            bd, e.location(), VectorType::get({4}, i32), raw));
+      }
+    }
+    for (int64_t x = 0; x < 4; ++x) {
+      Value key = e.add(e.mul(c, e.idx(2)), e.idx((x % 2) + 8 * (x / 2)));
+      auto [ok, page, off] = row(key);
+      valid.push_back(ok);
+      for (int64_t i = 0; i < D / 64; ++i)
+        vrs.push_back(e.vecLoad(
+            v, {page, g, off, e.add(e.idx(64 * i), e.mul(r, e.idx(8)))}, 8,
+            16));
+    }
+    SmallVector<Value> out(valid);
+    out.append(kws.begin(), kws.end());
+    out.append(vrs.begin(), vrs.end());
+    return out;
+  };
+  // Software pipelining: the first tile's rows are loaded before the loop
+  // and each iteration loads the next tile's before its arithmetic, so a
+  // warp keeps its loads in flight across the products and exponentials.
+  SmallVector<Type> rowTypes(4, bd.getI1Type());
+  for (int64_t i = 0; i < kWords; ++i)
+    rowTypes.push_back(VectorType::get({4}, i32));
+  for (int64_t i = 0; i < vRows; ++i)
+    rowTypes.push_back(VectorType::get({8}, bd.getBF16Type()));
+  SmallVector<Value> first = e.ifElse(
+      e.gt(mine, e.idx(0)), rowTypes,
+      [&](Emitter &ee) -> SmallVector<Value> {
+        return loadTile(static_cast<GPUEmitter &>(ee), ee.idx(0));
+      },
+      [&](Emitter &ee) -> SmallVector<Value> {
+        SmallVector<Value> none(4, ee.i1(false));
+        for (size_t i = 4; i < rowTypes.size(); ++i) {
+          auto type = cast<VectorType>(rowTypes[i]);
+          none.push_back(arith::ConstantOp::create(
+              ee.builder(), ee.location(),
+              DenseElementsAttr::get(
+                  type, ee.builder().getZeroAttr(type.getElementType()))));
+        }
+        return none;
+      });
+  int64_t stateSize = init.size();
+  init.append(first.begin(), first.end());
   auto state = e.forLoop(
       e.idx(0), mine, e.idx(1), init,
       [&](Emitter &ee, Value it, ValueRange st) -> SmallVector<Value> {
         GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-        Value base =
-            e.add(v0, e.mul(e.add(warp, e.mul(it, e.idx(W))), e.idx(kMmaKeys)));
-        // The row of the tile's key `key`: (valid, page, offset).
-        auto row = [&](Value key) -> std::array<Value, 3> {
-          Value slot = e.add(base, key);
-          Value inRange = e.lt(slot, v1);
-          auto [t, posValid] = position(e, e.select(inRange, slot, v0));
-          Value ok = e.band(inRange, posValid);
-          Value tSafe = e.select(ok, t, e.idx(0));
-          Value page = e.loadIndex(pageTable, {b, e.divs(tSafe, e.idx(s.p))});
-          return {ok, page, e.rems(tSafe, e.idx(s.p))};
-        };
-        // Loads first: keys r and r + 8, values 2c, 2c + 1, 2c + 8, 2c + 9.
-        SmallVector<SmallVector<Value>> kw(2);
-        for (int64_t j = 0; j < 2; ++j) {
-          auto [ok, page, off] = row(e.add(r, e.idx(8 * j)));
-          (void)ok;
-          for (int64_t ch = 0; ch < D / 32; ++ch) {
-            Value raw = e.vecLoad(
-                k, {page, g, off, e.add(e.idx(32 * ch), e.mul(c, e.idx(8)))}, 8,
-                16);
-            kw[j].push_back(vector::BitCastOp::create(
-                bd, e.location(), VectorType::get({4}, i32), raw));
-          }
-        }
-        SmallVector<Value> valid;
-        SmallVector<SmallVector<Value>> vr(4);
-        for (int64_t x = 0; x < 4; ++x) {
-          Value key = e.add(e.mul(c, e.idx(2)), e.idx((x % 2) + 8 * (x / 2)));
-          auto [ok, page, off] = row(key);
-          valid.push_back(ok);
+        SmallVector<Value> next = loadTile(e, e.add(it, e.idx(1)));
+        ValueRange rows = st.drop_front(stateSize);
+        SmallVector<Value> valid(rows.begin(), rows.begin() + 4);
+        SmallVector<SmallVector<Value>> kw(2), vr(4);
+        for (int64_t j = 0; j < 2; ++j)
+          for (int64_t ch = 0; ch < D / 32; ++ch)
+            kw[j].push_back(rows[4 + j * (D / 32) + ch]);
+        for (int64_t x = 0; x < 4; ++x)
           for (int64_t i = 0; i < D / 64; ++i)
-            vr[x].push_back(e.vecLoad(
-                v, {page, g, off, e.add(e.idx(64 * i), e.mul(r, e.idx(8)))}, 8,
-                16));
-        }
+            vr[x].push_back(rows[4 + kWords + x * (D / 64) + i]);
         // Scores of the tile's two n-tiles.
         SmallVector<SmallVector<Value>> sc(2,
                                            SmallVector<Value>(4, e.f32(0.0)));
@@ -442,7 +486,7 @@ void emitMmaAttentionBody(
         }
         // Accumulator x of n-tile j: row r + 8 (x / 2), key 8 j + 2 c +
         // x % 2, i.e. value row 2 j + x % 2 of this lane.
-        SmallVector<Value> out(st.begin(), st.end());
+        SmallVector<Value> out(st.begin(), st.begin() + stateSize);
         SmallVector<Value> tileMax(2, e.negInf());
         for (int64_t j = 0; j < 2; ++j)
           for (int64_t x = 0; x < 4; ++x) {
@@ -495,6 +539,7 @@ void emitMmaAttentionBody(
           for (int64_t x = 0; x < 4; ++x)
             out[5 + 4 * n + x] = acc[x];
         }
+        out.append(next.begin(), next.end());
         return out;
       });
 
@@ -646,11 +691,31 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
         }
         t1 = e.maxs(t1, t0);
         Value scale = e.f32(op.getScale().convertToDouble());
-        emitAttention(e, s, a[0], a[1], a[2], a[3], a[5], a[6], bb, g, split,
-                      t0, t1, scale, smem,
-                      [&](GPUEmitter &e, Value t) -> std::pair<Value, Value> {
-                        return {t, e.i1(true)};
-                      });
+        // An empty split (past a short context's chunks, or a masked
+        // group) writes only its (m, l, count) as empty: the merge skips
+        // the values of splits whose l is 0 and stops at the last live one.
+        e.ifElse(
+            e.gt(t1, t0), {},
+            [&](Emitter &ee) -> SmallVector<Value> {
+              emitAttention(
+                  static_cast<GPUEmitter &>(ee), s, a[0], a[1], a[2], a[3],
+                  a[5], a[6], bb, g, split, t0, t1, scale, smem,
+                  [&](GPUEmitter &e, Value t) -> std::pair<Value, Value> {
+                    return {t, e.i1(true)};
+                  });
+              return {};
+            },
+            [&](Emitter &ee) -> SmallVector<Value> {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              Value tid = e.tid();
+              e.ifThen(e.lt(tid, e.idx(s.group)), [&](Emitter &e) {
+                Value h = e.add(e.mul(g, e.idx(s.group)), tid);
+                e.store(e.negInf(), a[6], {bb, h, split, e.idx(0)});
+                e.store(e.f32(0.0), a[6], {bb, h, split, e.idx(1)});
+                e.store(e.f32(0.0), a[6], {bb, h, split, e.idx(2)});
+              });
+              return {};
+            });
       });
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   Value splits = arith::ConstantIndexOp::create(b, loc, splitsStatic);

@@ -71,12 +71,32 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
             sets.push_back({a[i], a[i + 1], e.bnot(useDense)});
           if (denseIdx >= 0)
             sets.push_back({a[denseIdx], a[denseIdx + 1], useDense});
-          // Pass 1: overall max over live splits (lanes stride the splits).
+          // Pass 1: overall max over live splits (lanes stride the splits),
+          // and for each set the end of its live splits: the splits past
+          // the last live one (a short context's unused dense splits) are
+          // not read again.
           Value m = e.negInf();
+          SmallVector<Value> liveEnds;
           for (auto &[po, pml, on] : sets) {
             Value pmlV = pml;
-            Value mm = liveSplitMax(e, nvvmTarget(), pmlV, bb, h, lane);
-            m = e.select(on, e.fmax(m, mm), m);
+            auto r = e.forLoop(
+                lane, e.dim(pmlV, 2), e.idx(kWarp), {e.negInf(), e.i32(0)},
+                [&](Emitter &e, Value sIdx,
+                    ValueRange acc) -> SmallVector<Value> {
+                  Value ls = e.load(pmlV, {bb, h, sIdx, e.idx(1)});
+                  Value ms = e.load(pmlV, {bb, h, sIdx, e.idx(0)});
+                  Value live =
+                      e.fcmp(arith::CmpFPredicate::OGT, ls, e.f32(0.0));
+                  return {
+                      e.select(live, e.fmax(acc[0], ms), acc[0]),
+                      e.select(live, e.toI32(e.add(sIdx, e.idx(1))), acc[1])};
+                });
+            m = e.select(on, e.fmax(m, r[0]), m);
+            Value end = r[1];
+            for (int64_t o = kWarp / 2; o >= 1; o /= 2)
+              end = arith::MaxSIOp::create(e.builder(), e.location(), end,
+                                           e.shuffleXor(end, o));
+            liveEnds.push_back(e.toIndex(end));
           }
           m = laneMax(e, nvvmTarget(), m, kWarp);
           // Pass 2: weighted sums; every lane walks all splits for its
@@ -90,8 +110,8 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
           // first: a split's row is a dependent-latency L2 read otherwise.
           constexpr int64_t kMergeUnroll = 8;
           auto fold = [&](Emitter &ee, ValueRange acc, Value poV, Value pmlV,
-                          Value onV,
-                          ArrayRef<Value> splitIdx) -> SmallVector<Value> {
+                          Value onV, ArrayRef<Value> splitIdx,
+                          ArrayRef<Value> inEnd) -> SmallVector<Value> {
             GPUEmitter &e = static_cast<GPUEmitter &>(ee);
             SmallVector<Value> ms, ls, cs, os;
             for (Value sIdx : splitIdx) {
@@ -103,35 +123,38 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
             }
             SmallVector<Value> out(acc.begin(), acc.end());
             for (size_t k = 0; k < splitIdx.size(); ++k) {
+              Value on = e.band(onV, inEnd[k]);
               Value live = e.band(
-                  onV, e.fcmp(arith::CmpFPredicate::OGT, ls[k], e.f32(0.0)));
+                  on, e.fcmp(arith::CmpFPredicate::OGT, ls[k], e.f32(0.0)));
               Value wgt =
                   e.select(live, e.fastExp(e.fsub(ms[k], m)), e.f32(0.0));
               out[2] = e.select(
                   live, e.fma(os[k], e.splat(wgt, perLane), out[2]), out[2]);
               out[0] = e.fadd(out[0], e.fmul(ls[k], wgt));
-              out[1] = e.fadd(out[1], e.select(onV, cs[k], e.f32(0.0)));
+              out[1] = e.fadd(out[1], e.select(on, cs[k], e.f32(0.0)));
             }
             return out;
           };
-          for (auto &[po, pml, on] : sets) {
-            Value poV = po, pmlV = pml, onV = on;
+          // Groups of kMergeUnroll splits up to the set's live end; a
+          // group's indices past it are clamped to a split that exists and
+          // masked.
+          for (auto [set, end] : llvm::zip(sets, liveEnds)) {
+            auto &[po, pml, on] = set;
+            Value poV = po, pmlV = pml, onV = on, endV = end;
             int64_t numSplits = staticDim(pmlV, 2);
-            int64_t main = numSplits / kMergeUnroll * kMergeUnroll;
-            if (main > 0)
-              st = e.forLoop(e.idx(0), e.idx(main), e.idx(kMergeUnroll), st,
-                             [&](Emitter &e, Value s0,
-                                 ValueRange acc) -> SmallVector<Value> {
-                               SmallVector<Value> idxs;
-                               for (int64_t k = 0; k < kMergeUnroll; ++k)
-                                 idxs.push_back(e.add(s0, e.idx(k)));
-                               return fold(e, acc, poV, pmlV, onV, idxs);
-                             });
-            SmallVector<Value> rest;
-            for (int64_t k = main; k < numSplits; ++k)
-              rest.push_back(e.idx(k));
-            if (!rest.empty())
-              st = fold(e, st, poV, pmlV, onV, rest);
+            int64_t unroll = std::min(kMergeUnroll, numSplits);
+            st = e.forLoop(e.idx(0), endV, e.idx(unroll), st,
+                           [&](Emitter &e, Value s0,
+                               ValueRange acc) -> SmallVector<Value> {
+                             SmallVector<Value> idxs, inEnd;
+                             for (int64_t k = 0; k < unroll; ++k) {
+                               Value sIdx = e.add(s0, e.idx(k));
+                               inEnd.push_back(e.lt(sIdx, endV));
+                               idxs.push_back(
+                                   e.mins(sIdx, e.idx(numSplits - 1)));
+                             }
+                             return fold(e, acc, poV, pmlV, onV, idxs, inEnd);
+                           });
           }
           Value total = st[0];
           Value inv =

@@ -21,9 +21,10 @@ namespace mlir::condensate {
 /// condensate set of `virtualLength` slots on `target`.
 int64_t chooseSparseSplits(Target target, int64_t virtualLength);
 
-/// The number of splits of dense attention picked for `target` (each
-/// sequence's context is cut into that many equal chunks).
-int64_t chooseDenseSplits(Target target);
+/// The number of splits of dense attention picked for `target` when one
+/// launch covers `kvHeads` kv heads (each sequence's context is cut into
+/// at most that many equal chunks).
+int64_t chooseDenseSplits(Target target, int64_t kvHeads);
 
 } // namespace mlir::condensate
 
