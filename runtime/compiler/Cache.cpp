@@ -67,8 +67,9 @@ getGPULibrary(const ModelShape &shape, const Schedule &schedule,
   // The model op text spells out the shape, types and schedule; the
   // compiler's identity keeps kernels of an older build out.
   std::string text = modelToMLIR("model", shape, schedule);
-  std::string key = std::string(CONDENSATE_COMPILER_ID) + "\n" +
-                    options.chip + "\n" + text;
+  std::string key = std::string(CONDENSATE_COMPILER_ID) + "\n" + options.chip +
+                    (options.tensorCores ? "" : " tensor-cores=0") + "\n" +
+                    text;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx",
                 static_cast<unsigned long long>(stableHash(key)));
@@ -97,7 +98,8 @@ getGPULibrary(const ModelShape &shape, const Schedule &schedule,
     }
   }
   if (!lib) {
-    auto compiled = compileGPULibrary(shape, schedule, options.chip);
+    auto compiled =
+        compileGPULibrary(shape, schedule, options.chip, options.tensorCores);
     if (!compiled.ok())
       return compiled.status();
     lib = std::make_shared<const GPULibrary>(compiled.take());

@@ -63,7 +63,7 @@ Result<GPULibrary> compileModule(mlir::MLIRContext *ctx,
                                  mlir::OwningOpRef<mlir::ModuleOp> module,
                                  const std::string &modelText,
                                  const std::string &bufferName,
-                                 const std::string &chip,
+                                 const std::string &chip, bool tensorCores,
                                  std::chrono::steady_clock::time_point start) {
   auto model = detail::firstModel(*module, bufferName);
   if (!model.ok())
@@ -103,6 +103,7 @@ Result<GPULibrary> compileModule(mlir::MLIRContext *ctx,
   mlir::PassManager back(ctx);
   mc::PTXPipelineOptions options;
   options.chip = chip;
+  options.tensorCores = tensorCores;
   mc::buildCondensateToPTXPipeline(back, options);
   if (mlir::failed(back.run(*module)))
     return diags.error(bufferName + ": lowering to PTX for " + chip +
@@ -126,19 +127,21 @@ Result<GPULibrary> compileModule(mlir::MLIRContext *ctx,
 
 Result<GPULibrary> compileGPULibrary(const std::string &text,
                                      const std::string &bufferName,
-                                     const std::string &chip) {
+                                     const std::string &chip,
+                                     bool tensorCores) {
   auto start = std::chrono::steady_clock::now();
   auto ctx = detail::makeContext();
   auto module = detail::parseModule(ctx.get(), text, bufferName);
   if (!module.ok())
     return module.status();
   return compileModule(ctx.get(), module.take(), text, bufferName, chip,
-                       start);
+                       tensorCores, start);
 }
 
 Result<GPULibrary> compileGPULibrary(const ModelShape &shape,
                                      const Schedule &schedule,
-                                     const std::string &chip) {
+                                     const std::string &chip,
+                                     bool tensorCores) {
   auto start = std::chrono::steady_clock::now();
   CONDENSATE_RETURN_IF_ERROR(shape.validate());
   CONDENSATE_RETURN_IF_ERROR(schedule.validate());
@@ -148,7 +151,7 @@ Result<GPULibrary> compileGPULibrary(const ModelShape &shape,
     return module.status();
   return compileModule(ctx.get(), module.take(),
                        modelToMLIR("model", shape, schedule), "<model>", chip,
-                       start);
+                       tensorCores, start);
 }
 
 std::string libdevicePath() { return mlir::condensate::findLibdevice(); }

@@ -28,14 +28,20 @@ namespace {
 
 const char *kUsage =
     "usage: condensate-translate INPUT [--emit=ptx|cubin|manifest|header|all]\n"
-    "                            [--chip=sm_90|sm_80|sm_80,sm_90] [-o PREFIX]\n"
+    "                            [--chip=sm_90|sm_80|sm_80,sm_90]\n"
+    "                            [--tensor-cores=1|0] [-o PREFIX]\n"
     "  INPUT  a .mlir file holding a condensate.model op, or a .json spec\n"
-    "         {\"model\": {\"layers\", \"q_heads\", \"kv_heads\", \"head_dim\",\n"
-    "         \"page_size\", \"kv_type\"}, \"schedule\": <policy or schedule>}\n"
+    "         {\"model\": {\"layers\", \"q_heads\", \"kv_heads\", "
+    "\"head_dim\",\n"
+    "         \"page_size\", \"kv_type\"}, \"schedule\": <policy or "
+    "schedule>}\n"
     "  -o     output prefix (default: the input name without extension);\n"
     "         with --emit=ptx|manifest, '-o -' writes to stdout\n"
     "  --chip with several chips writes a fat library: PREFIX.<chip>.ptx,\n"
-    "         .json, .h and .cubin per chip, and PREFIX.json indexing them\n";
+    "         .json, .h and .cubin per chip, and PREFIX.json indexing them\n"
+    "  --tensor-cores=0 keeps attention on CUDA-core lane groups (default 1:\n"
+    "         bf16 caches with head_dim 64 or 128 and GQA groups <= 16 run\n"
+    "         on mma.sync)\n";
 
 int error(const std::string &message) {
   std::cerr << "condensate-translate: error: " << message << "\n";
@@ -169,6 +175,7 @@ std::string baseName(const std::string &path) {
 
 int main(int argc, char **argv) {
   std::string input, emit = "all", chipList = "sm_90", prefix;
+  bool tensorCores = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -179,6 +186,10 @@ int main(int argc, char **argv) {
       emit = a.substr(7);
     else if (a.rfind("--chip=", 0) == 0)
       chipList = a.substr(7);
+    else if (a == "--tensor-cores=1" || a == "--tensor-cores=0")
+      tensorCores = a.back() == '1';
+    else if (a.rfind("--tensor-cores", 0) == 0)
+      return error("--tensor-cores takes 1 or 0, got '" + a + "'");
     else if (a == "-o" && i + 1 < argc)
       prefix = argv[++i];
     else if (!a.empty() && a[0] == '-' && a != "-")
@@ -240,8 +251,8 @@ int main(int argc, char **argv) {
   nlohmann::json images = nlohmann::json::array();
   for (const std::string &chip : chips) {
     Result<GPULibrary> lib =
-        spec ? compileGPULibrary(spec->shape, spec->schedule, chip)
-             : compileGPULibrary(*text, input, chip);
+        spec ? compileGPULibrary(spec->shape, spec->schedule, chip, tensorCores)
+             : compileGPULibrary(*text, input, chip, tensorCores);
     if (!lib.ok())
       return error(lib.message());
     std::string imagePrefix = fat ? prefix + "." + chip : prefix;

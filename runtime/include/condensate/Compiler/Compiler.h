@@ -33,15 +33,19 @@ Result<Schedule> parseSchedule(const std::string &text, int64_t numLayers,
 Result<std::pair<ModelShape, Schedule>>
 parseModel(const std::string &text, const std::string &bufferName);
 
-/// Compiles the first condensate.model op of MLIR `text` for `chip`.
+/// Compiles the first condensate.model op of MLIR `text` for `chip`;
+/// `tensorCores` false keeps attention on CUDA-core lane groups where the
+/// chip has tensor cores (the tensor-cores option of condensate-to-ptx).
 Result<GPULibrary> compileGPULibrary(const std::string &text,
                                      const std::string &bufferName,
-                                     const std::string &chip = "sm_90");
+                                     const std::string &chip = "sm_90",
+                                     bool tensorCores = true);
 /// Compiles `shape` under `schedule` for `chip`, building the model op from
 /// the structures (no text on the way).
 Result<GPULibrary> compileGPULibrary(const ModelShape &shape,
                                      const Schedule &schedule,
-                                     const std::string &chip = "sm_90");
+                                     const std::string &chip = "sm_90",
+                                     bool tensorCores = true);
 
 /// The CUDA libdevice the GPU compiler links into every kernel library
 /// ($CUDA_ROOT, $CUDA_HOME, $CUDA_PATH, else /usr/local/cuda), or "" when
@@ -61,6 +65,8 @@ std::string defaultCacheDirectory();
 
 struct GPUCompileOptions {
   std::string chip = "sm_90";
+  bool tensorCores =
+      true; ///< attention on tensor cores where the chip has them
   std::string cacheDir = defaultCacheDirectory(); ///< "" disables the disk cache
 };
 
