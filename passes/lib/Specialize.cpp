@@ -39,8 +39,8 @@ int64_t mlir::condensate::chooseDenseSplits(Target target, int64_t kvHeads) {
   // On a GPU a single sequence's kv heads get up to about 512 blocks (4 a
   // multiprocessor on 132) however few they are: 64 splits for 8 kv
   // heads, 256 for 2, 512 for 1. A context uses fewer (denseSplitRange:
-  // past 64 splits only chunks of 2048 tokens or more); the unused splits'
-  // blocks exit at once and the merge stops at the last live split.
+  // past 128 splits only chunks of 1024 tokens or more); the unused
+  // splits' blocks exit at once and the merge stops at the last live split.
   int64_t heads = std::max<int64_t>(kvHeads, 1);
   return std::clamp<int64_t>((512 + heads - 1) / heads, 64, 512);
 }

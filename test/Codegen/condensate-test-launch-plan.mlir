@@ -38,7 +38,7 @@ condensate.model @lp layers = 2, q_heads = 4, kv_heads = 2, head_dim = 64,
 // CHECK:        launch lp_layer0_select_topk grid (2, arg0.dim0, 1) block (1024, 1, 1) shared 225280
 // CHECK:          scratch 1 i32 offset 0 sizes [arg0.dim0, 2, 2] strides [4, 2, 1]
 // CHECK:        launch lp_layer0_sparse_attend
-// CHECK:        launch lp_layer0_merge grid (ceildiv(mul(arg7.dim0, 4), 4), 1, 1)
+// CHECK:        launch lp_layer0_merge grid (mul(arg7.dim0, 4), 1, 1)
 // CHECK:          arg 8 f32 offset 0 sizes [arg8.dim0, 4, 5] strides [20, 5, 1]
 
 // Dense: split-KV partials in scratch, merged into out.

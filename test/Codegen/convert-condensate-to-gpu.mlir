@@ -222,7 +222,7 @@ func.func @sparse_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v:
 // -----
 
 // Dense attention: the grid's x extent is the static split count (128);
-// each sequence uses min(128, max(min(ceil(n / 256), 64), ceil(n / 2048)))
+// each sequence uses min(128, max(min(ceil(n / 256), 128), ceil(n / 1024)))
 // equal chunks; a masked group attends nothing.
 // CHECK-LABEL: func.func @dense_attend(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
@@ -230,8 +230,8 @@ func.func @sparse_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v:
 // CHECK: gpu.func @dense_attend_dense_attend({{.*}}) workgroup({{.*}} : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<4x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<4x2x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
 // CHECK: %[[N:.*]] = arith.index_cast %{{.*}} : i32 to index
 // CHECK: %[[C:.*]] = arith.ceildivsi %[[N]], %c256 : index
-// CHECK: %[[SHORT:.*]] = arith.minsi %[[C]], %c64{{.*}} : index
-// CHECK: %[[LONG:.*]] = arith.ceildivsi %[[N]], %c2048 : index
+// CHECK: %[[SHORT:.*]] = arith.minsi %[[C]], %c128{{.*}} : index
+// CHECK: %[[LONG:.*]] = arith.ceildivsi %[[N]], %c1024 : index
 // CHECK: %[[WANT:.*]] = arith.maxsi %[[SHORT]], %[[LONG]] : index
 // CHECK: %[[C1:.*]] = arith.maxsi %[[WANT]], %c1{{.*}} : index
 // CHECK: %[[USED:.*]] = arith.minsi %c128{{.*}}, %[[C1]] : index
@@ -279,14 +279,15 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2
 
 // -----
 
-// Merge: one warp per (sequence, query head), 4 warps per block; the max over
-// splits is a warp-wide xor reduction; each lane owns 2 of the 64 channels.
+// Merge: one block of 4 warps per (sequence, query head); the max over
+// splits is a warp-wide xor reduction; the warps walk the live splits in
+// turn, each lane owning 2 of the 64 channels, and combine through shared
+// memory ((l, count) and the weighted values of each warp).
 // CHECK-LABEL: func.func @merge(
 // CHECK: %[[B:.*]] = memref.dim %arg2, %c0 : memref<?x4x64xf32>
 // CHECK: %[[ROWS:.*]] = arith.muli %[[B]], %c4 : index
-// CHECK: %[[NB:.*]] = arith.ceildivsi %[[ROWS]], %c4{{.*}} : index
-// CHECK: gpu.launch_func @condensate_kernels::@merge_merge blocks in (%[[NB]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x2x64xf32>, %arg1 : memref<?x4x2x3xf32>, %arg2 : memref<?x4x64xf32>, %arg3 : memref<?x4x5xf32>)
-// CHECK: gpu.func @merge_merge(%{{.*}}: memref<?x4x2x64xf32>, %{{.*}}: memref<?x4x2x3xf32>, %{{.*}}: memref<?x4x64xf32>, %{{.*}}: memref<?x4x5xf32>) kernel {
+// CHECK: gpu.launch_func @condensate_kernels::@merge_merge blocks in (%[[ROWS]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x2x64xf32>, %arg1 : memref<?x4x2x3xf32>, %arg2 : memref<?x4x64xf32>, %arg3 : memref<?x4x5xf32>)
+// CHECK: gpu.func @merge_merge(%{{.*}}: memref<?x4x2x64xf32>, %{{.*}}: memref<?x4x2x3xf32>, %{{.*}}: memref<?x4x64xf32>, %{{.*}}: memref<?x4x5xf32>) workgroup(%[[SLC:.*]] : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SACC:.*]] : memref<4x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
 // CHECK: gpu.shuffle xor %{{.*}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c8_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
@@ -294,6 +295,8 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2
 // CHECK: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // CHECK: vector.load %arg0[{{.*}}] {alignment = 8 : i64} : memref<?x4x2x64xf32>, vector<2xf32>
 // CHECK: math.exp %{{.*}} fastmath<afn> : f32
+// CHECK: vector.store %{{.*}}, %[[SACC]][{{.*}}] : memref<4x64xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK: gpu.barrier
 // CHECK: vector.store %{{.*}}, %arg2[{{.*}}] : memref<?x4x64xf32>, vector<2xf32>
 // CHECK: memref.store %{{.*}}, %arg3[%{{.*}}, %{{.*}}, %c1{{.*}}] : memref<?x4x5xf32>
 // stats_eps = 0 goes to both bounds (columns 0 and 4).
@@ -345,7 +348,7 @@ func.func @certify_box(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref
 // its group, summed over the warp by xor shuffles (all lanes), then lane 0
 // writes eps_hat * sqrt(sum) to stats column 4.
 // CHECK-LABEL: func.func @merge_box(
-// CHECK: gpu.func @merge_box_merge({{.*}}, %[[ST:.*]]: memref<?x4x5xf32>, %[[VB:.*]]: memref<?x2x2x64xf32>) kernel {
+// CHECK: gpu.func @merge_box_merge({{.*}}, %[[ST:.*]]: memref<?x4x5xf32>, %[[VB:.*]]: memref<?x2x2x64xf32>) workgroup({{.*}}) kernel {
 // CHECK: vector.store %[[O:.*]], %{{.*}}[{{.*}}] : memref<?x4x64xf32>, vector<2xf32>
 // CHECK: %[[LO:.*]] = vector.load %[[VB]][%{{.*}}, %{{.*}}, %c0{{(_[0-9]+)?}}, %{{.*}}] {alignment = 8 : i64} : memref<?x2x2x64xf32>, vector<2xf32>
 // CHECK: %[[HI:.*]] = vector.load %[[VB]][%{{.*}}, %{{.*}}, %c1{{(_[0-9]+)?}}, %{{.*}}] {alignment = 8 : i64} : memref<?x2x2x64xf32>, vector<2xf32>

@@ -184,7 +184,7 @@ func.func @sparse_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xbf16>, %v:
 // -----
 
 // Flash decoding over the S = 16 static splits: each sequence's n tokens are
-// cut into used = min(S, max(min(ceil(n / 256), 64), ceil(n / 2048))) equal
+// cut into used = min(S, max(min(ceil(n / 256), 128), ceil(n / 1024))) equal
 // chunks of ceil(n / used) tokens (the remaining splits stay empty); a
 // masked-off group attends nothing.
 // CHECK-LABEL: func.func @dense_attend
@@ -197,9 +197,9 @@ func.func @sparse_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xbf16>, %v:
 // CHECK: %[[ACTIVE:.*]] = arith.cmpi ne, %[[M]], %c0_i32 : i32
 // CHECK: scf.for %[[S:.*]] = %c0 to %[[NS]] step %c1 {
 // CHECK-NEXT: %[[C256:.*]] = arith.ceildivsi %[[N]], %c256 : index
-// CHECK-NEXT: %[[SHORT:.*]] = arith.minsi %[[C256]], %c64 : index
-// CHECK-NEXT: %[[C2048:.*]] = arith.ceildivsi %[[N]], %c2048 : index
-// CHECK-NEXT: %[[WANT:.*]] = arith.maxsi %[[SHORT]], %[[C2048]] : index
+// CHECK-NEXT: %[[SHORT:.*]] = arith.minsi %[[C256]], %c128 : index
+// CHECK-NEXT: %[[C1024:.*]] = arith.ceildivsi %[[N]], %c1024 : index
+// CHECK-NEXT: %[[WANT:.*]] = arith.maxsi %[[SHORT]], %[[C1024]] : index
 // CHECK-NEXT: %[[C1:.*]] = arith.maxsi %[[WANT]], %c1 : index
 // CHECK-NEXT: %[[USED:.*]] = arith.minsi %[[NS]], %[[C1]] : index
 // CHECK-NEXT: %[[CHUNK:.*]] = arith.ceildivsi %[[N]], %[[USED]] : index

@@ -27,11 +27,11 @@ constexpr double kOutputBoundRoundUp = 1.0 + 1.0 / 4096.0;
 /// contexts use fewer splits and leave the others empty.
 constexpr int64_t kMinDenseChunk = 256;
 /// ... and uses more than kShortDenseSplits splits only with chunks of at
-/// least kLongDenseChunk tokens: the merge walks the live splits of a row
-/// in sequence (one L2 round trip per kMergeUnroll of them), which pays
-/// off only when every split reads that much.
-constexpr int64_t kShortDenseSplits = 64;
-constexpr int64_t kLongDenseChunk = 2048;
+/// least kLongDenseChunk tokens: the merge's warps walk the live splits of
+/// a row in turn (one L2 round trip per 8 of them), which pays off only
+/// when every split reads that much.
+constexpr int64_t kShortDenseSplits = 128;
+constexpr int64_t kLongDenseChunk = 1024;
 
 //===----------------------------------------------------------------------===//
 // Windows and units

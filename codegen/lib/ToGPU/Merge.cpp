@@ -1,7 +1,10 @@
 //===- Merge.cpp - the merge kernel ---------------------------------------===//
 //
-// Lowers merge to one warp per (sequence, query head), lanes over head_dim;
-// the output-error bound's squared distance summed by warp shuffles.
+// Lowers merge to one block per (sequence, query head): each warp finds the
+// live splits' maximum, the warps walk the live splits in turn (lanes over
+// head_dim) and combine through shared memory; the first warp writes the
+// row and the output-error bound, its squared distance summed by warp
+// shuffles.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -27,6 +30,8 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
   while (d % perLane != 0 || d / perLane > kWarp)
     ++perLane;
   int64_t lanesUsed = d / perLane;
+  // Warps of a row's block: a row's live splits are walked kMergeUnroll at
+  // a time, each group one L2 round trip, so the warps shorten that chain.
   const int64_t warpsPerBlock = 4;
   SmallVector<Value> operands(op.getPartials().begin(), op.getPartials().end());
   int64_t numSparse = operands.size();
@@ -49,13 +54,19 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
     operands.push_back(op.getVbox());
   }
   auto epsAttr = op.getStatsEpsAttr();
+  MLIRContext *ctx = op.getContext();
+  Type f32 = Float32Type::get(ctx);
+  // Each warp's (l, count) and weighted values.
+  SmallVector<Type> shared{
+      KernelBuilder::workgroupType(ctx, {warpsPerBlock, 2}, f32),
+      KernelBuilder::workgroupType(ctx, {warpsPerBlock, d}, f32)};
   auto fn = kb.createKernel(
-      name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
+      name, operands, shared,
+      [&](GPUEmitter &e, ValueRange a, ValueRange smem) {
         Value tid = e.tid();
         Value lane = e.rems(tid, e.idx(kWarp)),
               warp = e.divs(tid, e.idx(kWarp));
-        Value row =
-            e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(warpsPerBlock)), warp);
+        Value row = e.bid(gpu::Dimension::x);
         Value out = a[outIdx];
         Value batch = e.dim(out, 0);
         e.ifThen(e.lt(row, e.mul(batch, e.idx(hq))), [&](Emitter &ee) {
@@ -143,7 +154,8 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
             Value poV = po, pmlV = pml, onV = on, endV = end;
             int64_t numSplits = staticDim(pmlV, 2);
             int64_t unroll = std::min(kMergeUnroll, numSplits);
-            st = e.forLoop(e.idx(0), endV, e.idx(unroll), st,
+            st = e.forLoop(e.mul(warp, e.idx(unroll)), endV,
+                           e.idx(unroll * warpsPerBlock), st,
                            [&](Emitter &e, Value s0,
                                ValueRange acc) -> SmallVector<Value> {
                              SmallVector<Value> idxs, inEnd;
@@ -156,61 +168,81 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
                              return fold(e, acc, poV, pmlV, onV, idxs, inEnd);
                            });
           }
-          Value total = st[0];
-          Value inv =
-              e.select(e.fcmp(arith::CmpFPredicate::OGT, total, e.f32(0.0)),
-                       e.fdiv(e.f32(1.0), total), e.f32(0.0));
-          Value res = e.fmul(st[2], e.splat(inv, perLane));
-          e.ifThen(inRow, [&](Emitter &e) {
-            vector::StoreOp::create(e.builder(), e.location(), res, out,
-                                    ValueRange{bb, h, col});
+          // The warps' sums through shared memory; warp 0 finishes the row.
+          Value smLC = smem[0], smAcc = smem[1];
+          e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+            e.store(st[0], smLC, {warp, e.idx(0)});
+            e.store(st[1], smLC, {warp, e.idx(1)});
           });
-          // The output-error bound: each lane's share of the squared
-          // distance to the far corner of the omitted-value box, summed
-          // over the warp (every lane takes part in the shuffles).
-          Value bound;
-          if (vboxIdx >= 0 && !epsAttr) {
-            Value vbox = a[vboxIdx];
-            Value g = e.divs(h, e.idx(group));
-            int64_t align = vectorAlign(perLane * 4);
-            Value lo =
-                e.vecLoad(vbox, {bb, g, e.idx(0), colSafe}, perLane, align);
-            Value hi =
-                e.vecLoad(vbox, {bb, g, e.idx(1), colSafe}, perLane, align);
-            Value zero = e.splat(e.f32(0.0), perLane);
-            Value far = e.fmax(e.fmax(e.fsub(hi, res), e.fsub(res, lo)), zero);
-            Value part = e.reduceAdd(e.fmul(far, far));
-            part = e.select(inRow, part, e.f32(0.0));
-            Value dist =
-                math::SqrtOp::create(e.builder(), e.location(),
-                                     laneSum(e, nvvmTarget(), part, kWarp));
-            bound = e.fmul(
-                e.fmul(e.load(a[statsIdx], {bb, h, e.idx(StatEpsHat)}), dist),
-                e.f32(kOutputBoundRoundUp));
-            bound = e.select(useDense, e.f32(0.0), bound);
-          }
-          if (statsIdx >= 0) {
-            Value stats = a[statsIdx];
-            e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
-              e.store(st[1], stats, {bb, h, e.idx(StatAttended)});
-              if (epsAttr) {
-                storeFixedCertificate(e, stats, bb, h,
-                                      epsAttr.getValueAsDouble());
-              } else {
-                e.store(bound ? bound : e.nan(), stats,
-                        {bb, h, e.idx(StatOutputBound)});
-              }
+          e.ifThen(inRow, [&](Emitter &e) {
+            vector::StoreOp::create(e.builder(), e.location(), st[2], smAcc,
+                                    ValueRange{warp, col});
+          });
+          e.barrier();
+          e.ifThen(e.eq(warp, e.idx(0)), [&](Emitter &ee) {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            for (int64_t w = 1; w < warpsPerBlock; ++w) {
+              st[0] = e.fadd(st[0], e.load(smLC, {e.idx(w), e.idx(0)}));
+              st[1] = e.fadd(st[1], e.load(smLC, {e.idx(w), e.idx(1)}));
+              st[2] =
+                  e.fadd(st[2], e.vecLoad(smAcc, {e.idx(w), colSafe}, perLane,
+                                          vectorAlign(perLane * 4)));
+            }
+            Value total = st[0];
+            Value inv =
+                e.select(e.fcmp(arith::CmpFPredicate::OGT, total, e.f32(0.0)),
+                         e.fdiv(e.f32(1.0), total), e.f32(0.0));
+            Value res = e.fmul(st[2], e.splat(inv, perLane));
+            e.ifThen(inRow, [&](Emitter &e) {
+              vector::StoreOp::create(e.builder(), e.location(), res, out,
+                                      ValueRange{bb, h, col});
             });
-          }
+            // The output-error bound: each lane's share of the squared
+            // distance to the far corner of the omitted-value box, summed
+            // over the warp (every lane takes part in the shuffles).
+            Value bound;
+            if (vboxIdx >= 0 && !epsAttr) {
+              Value vbox = a[vboxIdx];
+              Value g = e.divs(h, e.idx(group));
+              int64_t align = vectorAlign(perLane * 4);
+              Value lo =
+                  e.vecLoad(vbox, {bb, g, e.idx(0), colSafe}, perLane, align);
+              Value hi =
+                  e.vecLoad(vbox, {bb, g, e.idx(1), colSafe}, perLane, align);
+              Value zero = e.splat(e.f32(0.0), perLane);
+              Value far =
+                  e.fmax(e.fmax(e.fsub(hi, res), e.fsub(res, lo)), zero);
+              Value part = e.reduceAdd(e.fmul(far, far));
+              part = e.select(inRow, part, e.f32(0.0));
+              Value dist =
+                  math::SqrtOp::create(e.builder(), e.location(),
+                                       laneSum(e, nvvmTarget(), part, kWarp));
+              bound = e.fmul(
+                  e.fmul(e.load(a[statsIdx], {bb, h, e.idx(StatEpsHat)}), dist),
+                  e.f32(kOutputBoundRoundUp));
+              bound = e.select(useDense, e.f32(0.0), bound);
+            }
+            if (statsIdx >= 0) {
+              Value stats = a[statsIdx];
+              e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+                e.store(st[1], stats, {bb, h, e.idx(StatAttended)});
+                if (epsAttr) {
+                  storeFixedCertificate(e, stats, bb, h,
+                                        epsAttr.getValueAsDouble());
+                } else {
+                  e.store(bound ? bound : e.nan(), stats,
+                          {bb, h, e.idx(StatOutputBound)});
+                }
+              });
+            }
+          });
         });
       });
   Value batch = memref::DimOp::create(b, loc, op.getOut(), 0);
   Value rows = arith::MulIOp::create(
       b, loc, batch, arith::ConstantIndexOp::create(b, loc, hq));
-  Value blocks = arith::CeilDivSIOp::create(
-      b, loc, rows, arith::ConstantIndexOp::create(b, loc, warpsPerBlock));
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
-  launch(b, loc, fn, blocks, one, one, warpsPerBlock * kWarp, operands);
+  launch(b, loc, fn, rows, one, one, warpsPerBlock * kWarp, operands);
 }
 
 } // namespace
