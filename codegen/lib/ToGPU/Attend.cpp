@@ -57,6 +57,18 @@ AttentionShape attentionShape(Value q, Value k, bool tensorCores) {
   return s;
 }
 
+/// The slot of a body's list as (position, valid).
+using PositionFn = std::function<std::pair<Value, Value>(GPUEmitter &, Value)>;
+
+/// What an attention body reads and writes for its block: the operands, the
+/// block's (sequence b, kv head g, split) and its slots [v0, v1).
+struct AttendArgs {
+  Value q, k, v, pageTable, po, pml;
+  Value b, g, split, v0, v1, scale;
+  ValueRange smem;
+  PositionFn position;
+};
+
 /// The block's partial for its split, from the per-group state in shared
 /// memory (sm_m[groups][G], sm_l[groups][G], sm_c[groups],
 /// sm_acc[groups][G][D], written before a barrier): threads over (head,
@@ -105,12 +117,13 @@ void emitSplitPartial(GPUEmitter &e, const AttentionShape &s, Value tid,
 
 /// Emits the body of an attention kernel: lane groups walk `slots`
 /// [v0, v1) with stride `groups`; `position(v)` yields (t, valid).
-void emitAttentionBody(
-    GPUEmitter &e, const AttentionShape &s, Value q, Value k, Value v,
-    Value pageTable, Value po, Value pml, Value b, Value g, Value split,
-    Value v0, Value v1, Value scale, ValueRange smem,
-    const std::function<std::pair<Value, Value>(GPUEmitter &, Value)>
-        &position) {
+void emitAttentionBody(GPUEmitter &e, const AttentionShape &s,
+                       const AttendArgs &args) {
+  Value q = args.q, k = args.k, v = args.v, pageTable = args.pageTable;
+  Value po = args.po, pml = args.pml, b = args.b, g = args.g;
+  Value split = args.split, v0 = args.v0, v1 = args.v1, scale = args.scale;
+  ValueRange smem = args.smem;
+  const PositionFn &position = args.position;
   int64_t L = s.split.lanes, E = s.split.elems, G = s.group;
   LanePlace at = e.lanePlace(s.split);
   Value tid = at.tid, gid = at.group, li = at.lane, col = at.col;
@@ -320,12 +333,13 @@ std::pair<Value, Value> splitBF16(GPUEmitter &e, Value x) {
 ///     64 i + 8 n + j.
 /// Invalid slots read the position-0 row and get weight 0; the warps'
 /// states are combined through shared memory as in emitAttentionBody.
-void emitMmaAttentionBody(
-    GPUEmitter &e, const AttentionShape &s, Value q, Value k, Value v,
-    Value pageTable, Value po, Value pml, Value b, Value g, Value split,
-    Value v0, Value v1, Value scale, ValueRange smem,
-    const std::function<std::pair<Value, Value>(GPUEmitter &, Value)>
-        &position) {
+void emitMmaAttentionBody(GPUEmitter &e, const AttentionShape &s,
+                          const AttendArgs &args) {
+  Value q = args.q, k = args.k, v = args.v, pageTable = args.pageTable;
+  Value po = args.po, pml = args.pml, b = args.b, g = args.g;
+  Value split = args.split, v0 = args.v0, v1 = args.v1, scale = args.scale;
+  ValueRange smem = args.smem;
+  const PositionFn &position = args.position;
   int64_t G = s.group, D = s.d, W = s.groups;
   int64_t tilesN = D / 8; // n-tiles of the output
   OpBuilder &bd = e.builder();
@@ -589,18 +603,12 @@ SmallVector<Type> attentionSharedTypes(MLIRContext *ctx,
 }
 
 /// Either attention body, as the shape says.
-void emitAttention(
-    GPUEmitter &e, const AttentionShape &s, Value q, Value k, Value v,
-    Value pageTable, Value po, Value pml, Value b, Value g, Value split,
-    Value v0, Value v1, Value scale, ValueRange smem,
-    const std::function<std::pair<Value, Value>(GPUEmitter &, Value)>
-        &position) {
+void emitAttention(GPUEmitter &e, const AttentionShape &s,
+                   const AttendArgs &args) {
   if (s.mma)
-    emitMmaAttentionBody(e, s, q, k, v, pageTable, po, pml, b, g, split, v0, v1,
-                         scale, smem, position);
+    emitMmaAttentionBody(e, s, args);
   else
-    emitAttentionBody(e, s, q, k, v, pageTable, po, pml, b, g, split, v0, v1,
-                      scale, smem, position);
+    emitAttentionBody(e, s, args);
 }
 
 void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
@@ -651,10 +659,11 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
           v1 = e.select(e.ne(e.load(a[skipIdx], {bb, g}), e.i32(0)), v0, v1);
         Value scale = e.f32(op.getScale().convertToDouble());
         emitAttention(
-            e, s, q, k, v, pt, po, pml, bb, g, split, v0, v1, scale, smem,
-            [&](GPUEmitter &e, Value slot) -> std::pair<Value, Value> {
-              return slotsInfo.position(e, slot, list, indices, bb, g, limit);
-            });
+            e, s,
+            {q, k, v, pt, po, pml, bb, g, split, v0, v1, scale, smem,
+             [&](GPUEmitter &e, Value slot) -> std::pair<Value, Value> {
+               return slotsInfo.position(e, slot, list, indices, bb, g, limit);
+             }});
       });
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   launch(b, loc, fn, arith::ConstantIndexOp::create(b, loc, list.splits),
@@ -698,11 +707,12 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
             e.gt(t1, t0), {},
             [&](Emitter &ee) -> SmallVector<Value> {
               emitAttention(
-                  static_cast<GPUEmitter &>(ee), s, a[0], a[1], a[2], a[3],
-                  a[5], a[6], bb, g, split, t0, t1, scale, smem,
-                  [&](GPUEmitter &e, Value t) -> std::pair<Value, Value> {
-                    return {t, e.i1(true)};
-                  });
+                  static_cast<GPUEmitter &>(ee), s,
+                  {a[0], a[1], a[2], a[3], a[5], a[6], bb, g, split, t0, t1,
+                   scale, smem,
+                   [&](GPUEmitter &e, Value t) -> std::pair<Value, Value> {
+                     return {t, e.i1(true)};
+                   }});
               return {};
             },
             [&](Emitter &ee) -> SmallVector<Value> {
