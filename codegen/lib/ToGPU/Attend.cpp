@@ -30,7 +30,7 @@ struct AttentionShape {
   RowSplit split;
   int64_t groups;  // lane groups per block (warps of the tensor-core body)
   int64_t threads; // groups * lanes
-  bool mma;        // the tensor-core body (emitMmaAttentionBody)
+  bool mma;        // the tensor-core body (AttendArgs::emitMma)
   int64_t steps;   // k-steps of 16 channels in its score product
 };
 
@@ -67,6 +67,11 @@ struct AttendArgs {
   Value b, g, split, v0, v1, scale;
   ValueRange smem;
   PositionFn position;
+
+  /// The lane-group body (CUDA cores).
+  void emitLanes(GPUEmitter &e, const AttentionShape &s) const;
+  /// The tensor-core body.
+  void emitMma(GPUEmitter &e, const AttentionShape &s) const;
 };
 
 /// The block's partial for its split, from the per-group state in shared
@@ -117,13 +122,7 @@ void emitSplitPartial(GPUEmitter &e, const AttentionShape &s, Value tid,
 
 /// Emits the body of an attention kernel: lane groups walk `slots`
 /// [v0, v1) with stride `groups`; `position(v)` yields (t, valid).
-void emitAttentionBody(GPUEmitter &e, const AttentionShape &s,
-                       const AttendArgs &args) {
-  Value q = args.q, k = args.k, v = args.v, pageTable = args.pageTable;
-  Value po = args.po, pml = args.pml, b = args.b, g = args.g;
-  Value split = args.split, v0 = args.v0, v1 = args.v1, scale = args.scale;
-  ValueRange smem = args.smem;
-  const PositionFn &position = args.position;
+void AttendArgs::emitLanes(GPUEmitter &e, const AttentionShape &s) const {
   int64_t L = s.split.lanes, E = s.split.elems, G = s.group;
   LanePlace at = e.lanePlace(s.split);
   Value tid = at.tid, gid = at.group, li = at.lane, col = at.col;
@@ -332,14 +331,8 @@ std::pair<Value, Value> splitBF16(GPUEmitter &e, Value x) {
 ///     64 i + 8 r + j from each, so output column n of that tile is channel
 ///     64 i + 8 n + j.
 /// Invalid slots read the position-0 row and get weight 0; the warps'
-/// states are combined through shared memory as in emitAttentionBody.
-void emitMmaAttentionBody(GPUEmitter &e, const AttentionShape &s,
-                          const AttendArgs &args) {
-  Value q = args.q, k = args.k, v = args.v, pageTable = args.pageTable;
-  Value po = args.po, pml = args.pml, b = args.b, g = args.g;
-  Value split = args.split, v0 = args.v0, v1 = args.v1, scale = args.scale;
-  ValueRange smem = args.smem;
-  const PositionFn &position = args.position;
+/// states are combined through shared memory as in emitLanes.
+void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
   int64_t G = s.group, D = s.d, W = s.groups;
   int64_t tilesN = D / 8; // n-tiles of the output
   OpBuilder &bd = e.builder();
@@ -606,9 +599,9 @@ SmallVector<Type> attentionSharedTypes(MLIRContext *ctx,
 void emitAttention(GPUEmitter &e, const AttentionShape &s,
                    const AttendArgs &args) {
   if (s.mma)
-    emitMmaAttentionBody(e, s, args);
+    args.emitMma(e, s);
   else
-    emitAttentionBody(e, s, args);
+    args.emitLanes(e, s);
 }
 
 void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
