@@ -110,8 +110,8 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
             liveEnds.push_back(e.toIndex(end));
           }
           m = laneMax(e, nvvmTarget(), m, kWarp);
-          // Pass 2: weighted sums; every lane walks all splits for its
-          // channels.
+          // Pass 2: weighted sums; the warps take groups of splits in
+          // turn, each lane its channels.
           Value col = e.mul(lane, e.idx(perLane));
           Value inRow = e.lt(lane, e.idx(lanesUsed));
           Value colSafe = e.select(inRow, col, e.idx(0));

@@ -183,13 +183,12 @@ INSTANTIATE_TEST_SUITE_P(
         Config{64, 3, 3, 16, KVType::F32}, Config{64, 2, 1, 64, KVType::BF16},
         Config{128, 1, 8, 16, KVType::BF16},
         Config{256, 2, 2, 16, KVType::BF16}, Config{64, 4, 2, 64, KVType::F16},
-        // The tensor-core body's widest group (16 query
-        // heads, every mma row live) and Qwen2.5's 7.
+        // The tensor-core body's widest group (16 query heads, every mma
+        // row live) and Qwen2.5's 7.
         Config{64, 1, 16, 16, KVType::BF16},
         Config{128, 2, 7, 64, KVType::BF16},
-        // head_dim that is not a power of two (Phi-3's 96,
-        // Phi-2's 80): lane groups of 8 lanes and 12 or 10
-        // elements.
+        // head_dim that is not a power of two (Phi-3's 96, Phi-2's 80):
+        // lane groups of 8 lanes and 12 or 10 elements.
         Config{96, 4, 3, 16, KVType::BF16}, Config{80, 2, 4, 64, KVType::F32}),
     [](const auto &info) { return name(info.param); });
 
