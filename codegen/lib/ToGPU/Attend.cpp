@@ -336,7 +336,7 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
   int64_t G = s.group, D = s.d, W = s.groups;
   int64_t tilesN = D / 8; // n-tiles of the output
   OpBuilder &bd = e.builder();
-  Type f32 = bd.getF32Type(), i32 = bd.getI32Type();
+  Type i32 = bd.getI32Type();
   Value tid = e.tid();
   Value warp = e.divs(tid, e.idx(kWarp));
   Value lane = e.rems(tid, e.idx(kWarp));
@@ -577,7 +577,6 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
            [&](Emitter &e) { e.store(total[4], smC, {warp}); });
   e.barrier();
   emitSplitPartial(e, s, tid, smem, po, pml, b, g, split);
-  (void)f32;
 }
 
 SmallVector<Type> attentionSharedTypes(MLIRContext *ctx,
