@@ -262,8 +262,8 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2
 // CHECK: scf.for %[[H:.*]] = %c0 to %c4 step %c1 {
 // CHECK: %[[FB:.*]] = memref.load %arg2[%[[B]], %{{.*}}] : memref<?x2xi32>
 // CHECK: arith.cmpi ne, %[[FB]], %c0_i32 : i32
-// CHECK: scf.for {{.*}} -> (f32) {
-// CHECK: scf.for {{.*}} -> (f32) {
+// CHECK: scf.for {{.*}} -> (f32, i32) {
+// CHECK: scf.for {{.*}} -> (f32, i32) {
 // CHECK: scf.for {{.*}} -> (f32, f32, vector<8xf32>, vector<8xf32>) {
 // CHECK: math.exp
 // CHECK: scf.for {{.*}} -> (f32, f32, vector<8xf32>, vector<8xf32>) {

@@ -222,17 +222,21 @@ std::pair<Value, Value> mlir::condensate::partialMaxAndTotal(Emitter &e,
   return {m, z};
 }
 
-Value mlir::condensate::liveSplitMax(Emitter &e, const TargetInfo &target,
-                                     Value pml, Value b, Value h,
-                                     OpFoldResult lane) {
-  return e.forLoop(
-      e.index(lane), e.dim(pml, 2), e.idx(target.warpSize()), {e.negInf()},
-      [&](Emitter &e, Value s, ValueRange acc) -> SmallVector<Value> {
-        Value ls = e.load(pml, {b, h, s, e.idx(1)});
-        Value ms = e.load(pml, {b, h, s, e.idx(0)});
-        Value live = e.fcmp(arith::CmpFPredicate::OGT, ls, e.f32(0.0));
-        return {e.select(live, e.fmax(acc[0], ms), acc[0])};
-      })[0];
+std::pair<Value, Value>
+mlir::condensate::liveSplitMax(Emitter &e, const TargetInfo &target, Value pml,
+                               Value b, Value h, OpFoldResult lane) {
+  auto r =
+      e.forLoop(e.index(lane), e.dim(pml, 2), e.idx(target.warpSize()),
+                {e.negInf(), e.i32(0)},
+                [&](Emitter &e, Value s, ValueRange acc) -> SmallVector<Value> {
+                  Value ls = e.load(pml, {b, h, s, e.idx(1)});
+                  Value ms = e.load(pml, {b, h, s, e.idx(0)});
+                  Value live =
+                      e.fcmp(arith::CmpFPredicate::OGT, ls, e.f32(0.0));
+                  return {e.select(live, e.fmax(acc[0], ms), acc[0]),
+                          e.select(live, e.toI32(e.add(s, e.idx(1))), acc[1])};
+                });
+  return {r[0], r[1]};
 }
 
 void mlir::condensate::storeFixedCertificate(Emitter &e, Value stats, Value b,

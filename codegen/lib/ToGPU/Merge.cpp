@@ -90,20 +90,9 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
           SmallVector<Value> liveEnds;
           for (auto &[po, pml, on] : sets) {
             Value pmlV = pml;
-            auto r = e.forLoop(
-                lane, e.dim(pmlV, 2), e.idx(kWarp), {e.negInf(), e.i32(0)},
-                [&](Emitter &e, Value sIdx,
-                    ValueRange acc) -> SmallVector<Value> {
-                  Value ls = e.load(pmlV, {bb, h, sIdx, e.idx(1)});
-                  Value ms = e.load(pmlV, {bb, h, sIdx, e.idx(0)});
-                  Value live =
-                      e.fcmp(arith::CmpFPredicate::OGT, ls, e.f32(0.0));
-                  return {
-                      e.select(live, e.fmax(acc[0], ms), acc[0]),
-                      e.select(live, e.toI32(e.add(sIdx, e.idx(1))), acc[1])};
-                });
-            m = e.select(on, e.fmax(m, r[0]), m);
-            Value end = r[1];
+            auto r = liveSplitMax(e, nvvmTarget(), pmlV, bb, h, lane);
+            m = e.select(on, e.fmax(m, r.first), m);
+            Value end = r.second;
             for (int64_t o = kWarp / 2; o >= 1; o /= 2)
               end = arith::MaxSIOp::create(e.builder(), e.location(), end,
                                            e.shuffleXor(end, o));

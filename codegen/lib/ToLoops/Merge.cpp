@@ -57,22 +57,25 @@ void lowerMerge(MergeOp op, Emitter &e, PatternRewriter &rewriter) {
       auto active = [&](Emitter &e, bool dense) {
         return dense ? useDense : e.bnot(useDense);
       };
-      // Pass 1: the overall max.
+      // Pass 1: the overall max, and where each set's live splits end.
       Value m = e.negInf();
+      SmallVector<Value> liveEnds;
       for (auto &[po, pml, dense] : sets) {
         Value pmlV = pml;
-        Value mSet = liveSplitMax(e, row.target(), pmlV, b, h,
-                                  e.builder().getIndexAttr(0));
+        auto [mSet, end] = liveSplitMax(e, row.target(), pmlV, b, h,
+                                        e.builder().getIndexAttr(0));
         m = e.select(active(e, dense), e.fmax(m, mSet), m);
+        liveEnds.push_back(e.toIndex(end));
       }
       // Pass 2: weighted sums.
       SmallVector<Value> state{e.f32(0.0), e.f32(0.0)};
       state.append(row.zeros());
-      for (auto &[po, pml, dense] : sets) {
+      for (auto [set, end] : llvm::zip(sets, liveEnds)) {
+        auto &[po, pml, dense] = set;
         Value poV = po, pmlV = pml;
         Value on = active(e, dense);
         state = e.forLoop(
-            e.idx(0), e.dim(pmlV, 2), e.idx(1), state,
+            e.idx(0), end, e.idx(1), state,
             [&](Emitter &e, Value s, ValueRange st) -> SmallVector<Value> {
               RowOps row{e, d};
               Value ms = e.load(pmlV, {b, h, s, e.idx(0)});
