@@ -28,7 +28,7 @@ constexpr double kOutputBoundRoundUp = 1.0 + 1.0 / 4096.0;
 constexpr int64_t kMinDenseChunk = 256;
 /// ... and uses more than kShortDenseSplits splits only with chunks of at
 /// least kLongDenseChunk tokens: the merge's warps walk the live splits of
-/// a row in turn (one L2 round trip per 8 of them), which pays off only
+/// a row in turn (one L2 round trip per group of them), which pays off only
 /// when every split reads that much.
 constexpr int64_t kShortDenseSplits = 128;
 constexpr int64_t kLongDenseChunk = 1024;

@@ -347,35 +347,41 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
   // Query fragments, hi and lo, in each lane's register order: register x
   // of lane (r', c') at step t holds rows r' (x even) or r' + 8 (x odd),
   // channels 32 (t / 2) + 8 c' + 4 (t % 2) + 2 (x / 2) and the next one.
-  int64_t entries = s.steps * 2 * kWarp * 4;
-  e.forLoop(tid, e.idx(entries), e.idx(s.threads), {},
-            [&](Emitter &ee, Value at, ValueRange) -> SmallVector<Value> {
-              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-              Value x = e.rems(at, e.idx(4));
-              Value ln = e.rems(e.divs(at, e.idx(4)), e.idx(kWarp));
-              Value half = e.rems(e.divs(at, e.idx(4 * kWarp)), e.idx(2));
-              Value step = e.divs(at, e.idx(8 * kWarp));
-              Value row = e.add(e.divs(ln, e.idx(4)),
-                                e.mul(e.rems(x, e.idx(2)), e.idx(8)));
-              Value ch = e.add(e.add(e.mul(e.divs(step, e.idx(2)), e.idx(32)),
-                                     e.mul(e.rems(ln, e.idx(4)), e.idx(8))),
-                               e.add(e.mul(e.rems(step, e.idx(2)), e.idx(4)),
-                                     e.mul(e.divs(x, e.idx(2)), e.idx(2))));
-              Value live = e.lt(row, e.idx(G));
-              Value h =
-                  e.add(e.mul(g, e.idx(G)), e.select(live, row, e.idx(0)));
-              auto element = [&](Value channel) {
-                Value y = e.fmul(e.load(q, {b, h, channel}), scale);
-                return splitBF16(e, e.select(live, y, e.f32(0.0)));
-              };
-              auto [h0, l0] = element(ch);
-              auto [h1, l1] = element(e.add(ch, e.idx(1)));
-              Value word = e.select(e.eq(half, e.idx(0)), packBF16(e, h0, h1),
-                                    packBF16(e, l0, l1));
-              e.store(word, smQ, {step, half, ln, x});
-              return {};
-            });
-  e.barrier();
+  // A thread loads its two channels once and writes both words. A block
+  // with no slots (an empty split or a sparse group with nothing selected)
+  // skips the fill: no warp has a tile to multiply.
+  Value count = e.maxs(e.sub(v1, v0), e.idx(0));
+  int64_t entries = s.steps * kWarp * 4;
+  e.ifThen(e.gt(count, e.idx(0)), [&](Emitter &ee) {
+    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+    e.forLoop(tid, e.idx(entries), e.idx(s.threads), {},
+              [&](Emitter &ee, Value at, ValueRange) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                Value x = e.rems(at, e.idx(4));
+                Value ln = e.rems(e.divs(at, e.idx(4)), e.idx(kWarp));
+                Value step = e.divs(at, e.idx(4 * kWarp));
+                Value row = e.add(e.divs(ln, e.idx(4)),
+                                  e.mul(e.rems(x, e.idx(2)), e.idx(8)));
+                Value ch = e.add(
+                    e.add(e.mul(e.divs(step, e.idx(2)), e.idx(32)),
+                          e.mul(e.rems(ln, e.idx(4)), e.idx(8))),
+                    e.add(e.mul(e.rems(step, e.idx(2)), e.idx(4)),
+                          e.mul(e.divs(x, e.idx(2)), e.idx(2))));
+                Value live = e.lt(row, e.idx(G));
+                Value h =
+                    e.add(e.mul(g, e.idx(G)), e.select(live, row, e.idx(0)));
+                auto element = [&](Value channel) {
+                  Value y = e.fmul(e.load(q, {b, h, channel}), scale);
+                  return splitBF16(e, e.select(live, y, e.f32(0.0)));
+                };
+                auto [h0, l0] = element(ch);
+                auto [h1, l1] = element(e.add(ch, e.idx(1)));
+                e.store(packBF16(e, h0, h1), smQ, {step, e.idx(0), ln, x});
+                e.store(packBF16(e, l0, l1), smQ, {step, e.idx(1), ln, x});
+                return {};
+              });
+    e.barrier();
+  });
 
   // State: m and l of rows r and r + 8, the count of keys attended, and
   // the 4 accumulators of each output n-tile.
@@ -383,7 +389,6 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
                           e.f32(0.0)};
   for (int64_t i = 0; i < 4 * tilesN; ++i)
     init.push_back(e.f32(0.0));
-  Value count = e.maxs(e.sub(v1, v0), e.idx(0));
   Value tiles = e.ceilDiv(count, e.idx(kMmaKeys));
   Value mine = e.ceilDiv(e.maxs(e.sub(tiles, warp), e.idx(0)), e.idx(W));
   int64_t kWords = 2 * (D / 32), vRows = 4 * (D / 64);
