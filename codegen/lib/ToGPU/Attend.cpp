@@ -362,11 +362,10 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
                 Value step = e.divs(at, e.idx(4 * kWarp));
                 Value row = e.add(e.divs(ln, e.idx(4)),
                                   e.mul(e.rems(x, e.idx(2)), e.idx(8)));
-                Value ch = e.add(
-                    e.add(e.mul(e.divs(step, e.idx(2)), e.idx(32)),
-                          e.mul(e.rems(ln, e.idx(4)), e.idx(8))),
-                    e.add(e.mul(e.rems(step, e.idx(2)), e.idx(4)),
-                          e.mul(e.divs(x, e.idx(2)), e.idx(2))));
+                Value ch = e.add(e.add(e.mul(e.divs(step, e.idx(2)), e.idx(32)),
+                                       e.mul(e.rems(ln, e.idx(4)), e.idx(8))),
+                                 e.add(e.mul(e.rems(step, e.idx(2)), e.idx(4)),
+                                       e.mul(e.divs(x, e.idx(2)), e.idx(2))));
                 Value live = e.lt(row, e.idx(G));
                 Value h =
                     e.add(e.mul(g, e.idx(G)), e.select(live, row, e.idx(0)));
