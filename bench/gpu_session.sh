@@ -39,6 +39,28 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         step cold ${COLD_SECONDS:-560} python3 bench/bench_cold.py \
           --lib .carry/run/lib/libCondensateCompiler.so --json "$OUT/cold.json" \
           ${COLD_ARGS:-} ;;
+    tune) # condensate-tune per real-model shape, dense and block top-k
+        # (~1K), tuned for batch 1 and 8 at 16K and 128K: default against
+        # tuned in $OUT/tune.log, the records in $OUT/tune-records.tar.gz
+        mkdir -p /tmp/tune
+        for shape in ${TUNE_SHAPES:-32/8/128 64/8/128 28/4/128 16/2/128 32/8/64 14/2/64 8/1/256}; do
+          IFS=/ read -r hq hkv d <<< "$shape"
+          for pol in ${TUNE_POLICIES:-dense block}; do
+            case $pol in
+              dense) sched='"dense"' ;;
+              block) sched='{"anchor": 1, "window": 64, "topk": 960, "selector": "block_minmax", "page_size": 64}' ;;
+            esac
+            spec=/tmp/tune/$hq-$hkv-$d-$pol.json
+            echo "{\"model\": {\"layers\": 1, \"q_heads\": $hq, \"kv_heads\": $hkv, \"head_dim\": $d, \"page_size\": 64, \"kv_type\": \"bf16\"}, \"schedule\": $sched}" > $spec
+            echo "### $shape $pol" >> "$OUT/tune.log"
+            timeout ${TUNE_SECONDS:-120} $BIN/condensate-tune $spec --quiet \
+              --batch=${TUNE_BATCHES:-1,8} --context=${TUNE_CONTEXTS:-16384,131072} \
+              --record=/tmp/tune/$hq-$hkv-$d-$pol.record.json >> "$OUT/tune.log" 2>&1
+            echo "rc=$?" >> "$OUT/tune.log"
+          done
+        done
+        tar czf "$OUT/tune-records.tar.gz" -C /tmp/tune .
+        grep -E "^###|^best|rejected|error|rc=" "$OUT/tune.log" ;;
     quick) step quick 150 python3 bench/bench_attention.py --quick \
         --lib .carry/run/lib/libCondensateCompiler.so --json "$OUT/quick.json" ;;
     ncu) # hardware counters of the scoring, attention and certificate

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
 cmake --build "$B" --target GPUAttentionTest GPUCompilerTest \
   CondensateCudaDriverTest condensate-translate CondensateRuntime \
-  CondensateCompiler condensate-decode condensate-bench GPUDecoderTest \
+  CondensateCompiler condensate-decode condensate-bench condensate-tune \
+  GPUDecoderTest \
   AOTLibraryTest condensate-c-example PrefillTest
 rm -rf .carry/stage && mkdir -p .carry/stage/bin .carry/stage/lib .carry/stage/aot
 cp "$B"/runtime/libCondensateRuntime.so "$B"/runtime/libCondensateCompiler.so \
@@ -27,6 +28,7 @@ cp "$B"/test/unit/runtime/GPUAttentionTest "$B"/test/unit/runtime/GPUCompilerTes
    "$B"/tools/condensate-translate/condensate-translate .carry/stage/bin/
 cp "$B"/tools/condensate-decode/condensate-decode \
    "$B"/tools/condensate-bench/condensate-bench \
+   "$B"/tools/condensate-tune/condensate-tune \
    "$B"/test/unit/decoder/GPUDecoderTest .carry/stage/bin/
 # The CPU decoder links OpenBLAS, which the GPU machine lacks.
 for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do

@@ -44,7 +44,7 @@ def find_tool_dir(name):
 tools = []
 tool_dirs = []
 for name in ["condensate-opt", "condensate-translate", "condensate-decode",
-             "condensate-bench", "condensate-study"]:
+             "condensate-bench", "condensate-study", "condensate-tune"]:
     d = find_tool_dir(name)
     if d is None:
         continue

@@ -79,10 +79,13 @@ void mlir::condensate::buildCondensateToPTXPipeline(
   specialize.target = options.chip;
   specialize.splits = options.splits;
   pm.addPass(createCondensateSpecialize(specialize));
-  pm.addPass(createCondensateDecompose());
+  CondensateDecomposeOptions decompose;
+  decompose.denseSplits = options.denseSplits;
+  pm.addPass(createCondensateDecompose(decompose));
   ConvertCondensateToGPUOptions toGPU;
   toGPU.chip = options.chip;
   toGPU.tensorCores = options.tensorCores;
+  toGPU.attendWarps = options.attendWarps;
   pm.addPass(createConvertCondensateToGPU(toGPU));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

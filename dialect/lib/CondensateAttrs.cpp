@@ -572,8 +572,9 @@ LogicalResult SpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << kvType;
   if (topUnits < 0 || extraUnits < 0)
     return emitError() << "spec top_units and extra_units must be >= 0";
-  if (splits <= 0)
-    return emitError() << "spec splits must be > 0, got " << splits;
+  if (splits <= 0 || splits > limits::kMaxSplits)
+    return emitError() << "spec splits must be in [1, " << limits::kMaxSplits
+                       << "], got " << splits;
   (void)target;
   return success();
 }

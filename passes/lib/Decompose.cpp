@@ -5,6 +5,7 @@
 // stages over scratch buffers.
 //
 //===----------------------------------------------------------------------===//
+#include "condensate/ABI/Limits.h"
 #include "condensate/Passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -308,6 +309,12 @@ struct DecomposePass : public mlir::condensate::impl::CondensateDecomposeBase<De
   using Base::Base;
 
   void runOnOperation() override {
+    if (denseSplits < 0 || denseSplits > ::condensate::limits::kMaxSplits) {
+      getOperation().emitError()
+          << "dense-splits must be in [0, " << ::condensate::limits::kMaxSplits
+          << "], got " << static_cast<int64_t>(denseSplits);
+      return signalPassFailure();
+    }
     SmallVector<DecodeAttentionOp> ops;
     getOperation().walk([&](DecodeAttentionOp op) { ops.push_back(op); });
     for (DecodeAttentionOp op : ops) {

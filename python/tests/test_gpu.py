@@ -184,7 +184,11 @@ def test_torch_compile_on_gpu(backend):
     q = torch.randn(2, 16, 128, generator=gen).cuda()
     got, _ = torch.compile(f, fullgraph=True, backend=backend)(q)
     want, _ = f(q)
-    assert torch.allclose(got, want, rtol=1e-5, atol=1e-6)
+    # Inductor fuses normalize(q) * 8 and rounds it differently from eager
+    # (an ulp of the query); the tensor-core attention carries the query as
+    # a bf16 pair good to 2^-16 of it, so the outputs agree to the kernels'
+    # stated accuracy (1e-4 against float64), not to f32 rounding.
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_aot_library_loads_without_the_compiler(tmp_path):

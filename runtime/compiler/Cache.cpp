@@ -1,12 +1,15 @@
 //===- Cache.cpp - GPU kernel libraries: memory, disk, compiler -----------===//
 //
 // getGPULibrary: the in-memory cache of compiled libraries, then the disk
-// cache (PTX + manifest, keyed by the compiler's identity, the chip and the
-// model op text), then an in-process compile whose result is stored.
+// cache (PTX + manifest, keyed by the compiler's identity, the chip, the
+// tuning knobs and the model op text), then an in-process compile whose
+// result is stored. Unless the caller names knobs, those of the tuning
+// record condensate-tune stored for the compiler, chip and model are used.
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Compiler/Compiler.h"
 #include "condensate/Runtime/Files.h"
+#include "condensate/Support/CheckedJSON.h"
 
 #include "CompilerId.inc"
 
@@ -41,6 +44,14 @@ uint64_t stableHash(const std::string &s) {
   return h;
 }
 
+/// The hex name of `key` in the disk cache.
+std::string hexKey(const std::string &key) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(stableHash(key)));
+  return hex;
+}
+
 /// The process-wide in-memory cache of compiled libraries.
 struct LibraryCache {
   std::mutex mutex;
@@ -52,6 +63,52 @@ struct LibraryCache {
 };
 
 } // namespace
+
+std::string compilerIdentity() { return CONDENSATE_COMPILER_ID; }
+
+std::string tuningModelText(const ModelShape &shape, const Schedule &schedule) {
+  auto full = cacheShapeFor(shape, schedule);
+  return modelToMLIR("model", full.ok() ? *full : shape, schedule);
+}
+
+std::string tuningRecordKey(const ModelShape &shape, const Schedule &schedule,
+                            const std::string &chip) {
+  return hexKey(std::string(CONDENSATE_COMPILER_ID) + "\ntuning " + chip +
+                "\n" + tuningModelText(shape, schedule));
+}
+
+Result<GPUTuning> tuningOfRecord(const std::string &recordJSON) {
+  auto parsed = parseCheckedJSON(recordJSON, "tuning record");
+  if (!parsed.ok())
+    return parsed.status();
+  if (!parsed->is_object() || !parsed->contains("best"))
+    return Status::error("tuning record: needs 'best'");
+  return GPUTuning::fromJSON((*parsed)["best"].dump(), "tuning record best");
+}
+
+std::string findTuningRecord(const ModelShape &shape, const Schedule &schedule,
+                             const std::string &chip,
+                             const std::string &cacheDir) {
+  if (cacheDir.empty())
+    return "";
+  auto text = readFile(cacheDir + "/" + tuningRecordKey(shape, schedule, chip) +
+                       ".tune.json");
+  if (!text.ok())
+    return "";
+  auto parsed = parseCheckedJSON(*text, "tuning record");
+  if (!parsed.ok() || !parsed->is_object())
+    return "";
+  const nlohmann::json &j = *parsed;
+  auto is = [&](const char *key, const std::string &want) {
+    return j.contains(key) && j[key].is_string() &&
+           j[key].get<std::string>() == want;
+  };
+  if (!is("compiler", CONDENSATE_COMPILER_ID) || !is("chip", chip) ||
+      !is("model_mlir", tuningModelText(shape, schedule)) ||
+      !tuningOfRecord(*text).ok())
+    return "";
+  return *text;
+}
 
 Result<std::shared_ptr<const GPULibrary>>
 getGPULibrary(const ModelShape &shape, const Schedule &schedule,
@@ -67,14 +124,24 @@ getGPULibrary(const ModelShape &shape, const Schedule &schedule,
   // The model op text spells out the shape, types and schedule; the
   // compiler's identity keeps kernels of an older build out.
   std::string text = modelToMLIR("model", shape, schedule);
-  std::string key = std::string(CONDENSATE_COMPILER_ID) + "\n" + options.chip +
-                    (options.tensorCores ? "" : " tensor-cores=0") + "\n" +
-                    text;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(stableHash(key)));
   GPUCompileReport local;
   GPUCompileReport &r = report ? *report : local;
+  GPUTuning tuning;
+  std::string record;
+  if (options.tuning) {
+    tuning = *options.tuning;
+    CONDENSATE_RETURN_IF_ERROR(tuning.validate());
+  } else {
+    record = findTuningRecord(shape, schedule, options.chip, options.cacheDir);
+    if (!record.empty())
+      tuning = *tuningOfRecord(record);
+  }
+  r.tuning = tuning;
+  r.tuned = !record.empty();
+  std::string key = std::string(CONDENSATE_COMPILER_ID) + "\n" + options.chip +
+                    " " + tuning.options() + (record.empty() ? "" : " tuned") +
+                    "\n" + text;
+  std::string hex = hexKey(key);
   r.cacheKey = hex;
   LibraryCache &cache = LibraryCache::get();
   {
@@ -92,16 +159,17 @@ getGPULibrary(const ModelShape &shape, const Schedule &schedule,
   if (!base.empty()) {
     auto loaded = GPULibrary::load(base + ".ptx", base + ".json");
     // A missing, stale or damaged entry is ignored and rebuilt.
-    if (loaded.ok() && loaded->modelText == text) {
+    if (loaded.ok() && loaded->modelText == text && loaded->tuning == tuning &&
+        loaded->tuningRecord.empty() == record.empty()) {
       lib = std::make_shared<const GPULibrary>(loaded.take());
       r.source = GPUCompileReport::Source::DiskCache;
     }
   }
   if (!lib) {
-    auto compiled =
-        compileGPULibrary(shape, schedule, options.chip, options.tensorCores);
+    auto compiled = compileGPULibrary(shape, schedule, options.chip, tuning);
     if (!compiled.ok())
       return compiled.status();
+    compiled->tuningRecord = record;
     lib = std::make_shared<const GPULibrary>(compiled.take());
     r.source = GPUCompileReport::Source::Compiled;
     if (!base.empty() && makeDirectories(options.cacheDir).ok()) {

@@ -59,18 +59,19 @@ Result<std::string> ptxOf(mlir::ModuleOp module, const std::string &what) {
 
 /// Runs condensate-to-ptx on the first model of `module` and reads back the
 /// PTX and the launch plan.
-Result<GPULibrary> compileModule(mlir::MLIRContext *ctx,
-                                 mlir::OwningOpRef<mlir::ModuleOp> module,
-                                 const std::string &modelText,
-                                 const std::string &bufferName,
-                                 const std::string &chip, bool tensorCores,
-                                 std::chrono::steady_clock::time_point start) {
+Result<GPULibrary>
+compileModule(mlir::MLIRContext *ctx, mlir::OwningOpRef<mlir::ModuleOp> module,
+              const std::string &modelText, const std::string &bufferName,
+              const std::string &chip, const GPUTuning &tuning,
+              std::chrono::steady_clock::time_point start) {
   auto model = detail::firstModel(*module, bufferName);
   if (!model.ok())
     return model.status();
   std::string name = model->getSymName().str();
+  CONDENSATE_RETURN_IF_ERROR(tuning.validate().withContext(bufferName));
   GPULibrary lib;
   lib.chip = chip;
+  lib.tuning = tuning;
   lib.modelText = modelText;
   auto shape = detail::shapeFromModel(*model);
   if (!shape.ok())
@@ -87,6 +88,7 @@ Result<GPULibrary> compileModule(mlir::MLIRContext *ctx,
   front.addPass(mc::createCondensateExpandSchedule());
   mc::CondensateSpecializeOptions specialize;
   specialize.target = chip;
+  specialize.splits = tuning.sparseSplits;
   front.addPass(mc::createCondensateSpecialize(specialize));
   if (mlir::failed(front.run(*module)))
     return diags.error(bufferName + ": specialisation for " + chip +
@@ -103,7 +105,10 @@ Result<GPULibrary> compileModule(mlir::MLIRContext *ctx,
   mlir::PassManager back(ctx);
   mc::PTXPipelineOptions options;
   options.chip = chip;
-  options.tensorCores = tensorCores;
+  options.tensorCores = tuning.tensorCores;
+  options.splits = tuning.sparseSplits;
+  options.denseSplits = tuning.denseSplits;
+  options.attendWarps = tuning.attendWarps;
   mc::buildCondensateToPTXPipeline(back, options);
   if (mlir::failed(back.run(*module)))
     return diags.error(bufferName + ": lowering to PTX for " + chip +
@@ -128,20 +133,20 @@ Result<GPULibrary> compileModule(mlir::MLIRContext *ctx,
 Result<GPULibrary> compileGPULibrary(const std::string &text,
                                      const std::string &bufferName,
                                      const std::string &chip,
-                                     bool tensorCores) {
+                                     const GPUTuning &tuning) {
   auto start = std::chrono::steady_clock::now();
   auto ctx = detail::makeContext();
   auto module = detail::parseModule(ctx.get(), text, bufferName);
   if (!module.ok())
     return module.status();
-  return compileModule(ctx.get(), module.take(), text, bufferName, chip,
-                       tensorCores, start);
+  return compileModule(ctx.get(), module.take(), text, bufferName, chip, tuning,
+                       start);
 }
 
 Result<GPULibrary> compileGPULibrary(const ModelShape &shape,
                                      const Schedule &schedule,
                                      const std::string &chip,
-                                     bool tensorCores) {
+                                     const GPUTuning &tuning) {
   auto start = std::chrono::steady_clock::now();
   CONDENSATE_RETURN_IF_ERROR(shape.validate());
   CONDENSATE_RETURN_IF_ERROR(schedule.validate());
@@ -151,7 +156,7 @@ Result<GPULibrary> compileGPULibrary(const ModelShape &shape,
     return module.status();
   return compileModule(ctx.get(), module.take(),
                        modelToMLIR("model", shape, schedule), "<model>", chip,
-                       tensorCores, start);
+                       tuning, start);
 }
 
 std::string libdevicePath() { return mlir::condensate::findLibdevice(); }

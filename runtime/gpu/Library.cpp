@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/Runtime/GPUProgram.h"
 
+#include "condensate/ABI/Limits.h"
 #include "condensate/Runtime/Files.h"
 
 #include "condensate/Support/CheckedJSON.h"
@@ -17,6 +18,66 @@ namespace condensate {
 
 using nlohmann::json;
 
+Status GPUTuning::validate() const {
+  auto inRange = [](const char *name, int64_t v, int64_t max) {
+    if (v < 0 || v > max)
+      return Status::error(std::string("tuning ") + name + " must be in [0, " +
+                           std::to_string(max) + "], got " + std::to_string(v));
+    return Status::success();
+  };
+  CONDENSATE_RETURN_IF_ERROR(
+      inRange("dense_splits", denseSplits, limits::kMaxSplits));
+  CONDENSATE_RETURN_IF_ERROR(
+      inRange("splits", sparseSplits, limits::kMaxSplits));
+  return inRange("attend_warps", attendWarps, limits::kMaxAttendWarps);
+}
+
+std::string GPUTuning::options() const {
+  return std::string("tensor-cores=") + (tensorCores ? "1" : "0") +
+         " dense-splits=" + std::to_string(denseSplits) +
+         " splits=" + std::to_string(sparseSplits) +
+         " attend-warps=" + std::to_string(attendWarps);
+}
+
+std::string GPUTuning::toJSON() const {
+  json j = {{"tensor_cores", tensorCores},
+            {"dense_splits", denseSplits},
+            {"splits", sparseSplits},
+            {"attend_warps", attendWarps}};
+  return j.dump();
+}
+
+Result<GPUTuning> GPUTuning::fromJSON(const std::string &text,
+                                      const std::string &what) {
+  auto parsed = parseCheckedJSON(text, what);
+  if (!parsed.ok())
+    return parsed.status();
+  const json &j = *parsed;
+  if (!j.is_object())
+    return Status::error(what + ": must be a JSON object");
+  GPUTuning t;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string &key = it.key();
+    if (key == "tensor_cores") {
+      if (!it->is_boolean())
+        return Status::error(what + ": tensor_cores must be true or false");
+      t.tensorCores = it->get<bool>();
+      continue;
+    }
+    int64_t *field = key == "dense_splits"   ? &t.denseSplits
+                     : key == "splits"       ? &t.sparseSplits
+                     : key == "attend_warps" ? &t.attendWarps
+                                             : nullptr;
+    if (!field)
+      return Status::error(what + ": unknown key '" + key + "'");
+    if (!it->is_number_integer())
+      return Status::error(what + ": " + key + " must be an integer");
+    *field = it->get<int64_t>();
+  }
+  CONDENSATE_RETURN_IF_ERROR(t.validate().withContext(what));
+  return t;
+}
+
 std::string GPULibrary::manifestJSON() const {
   json j = json::parse(plan.toJSON());
   j["model"] = json::parse(modelShapeToJSON(shape));
@@ -24,6 +85,9 @@ std::string GPULibrary::manifestJSON() const {
   j["schedule_mlir"] = schedule.toMLIR();
   j["model_mlir"] = modelText;
   j["specs"] = specs;
+  j["tuning"] = json::parse(tuning.toJSON());
+  if (!tuningRecord.empty())
+    j["tuning_record"] = json::parse(tuningRecord);
   // Per kernel: the parameter list an engine must pass, in order.
   json kernels = json::array();
   for (const auto &[fname, fn] : plan.functions)
@@ -133,6 +197,18 @@ Result<GPULibrary> GPULibrary::fromManifest(const std::string &manifest,
     for (auto it = j["specs"].begin(); it != j["specs"].end(); ++it)
       if (it->is_string())
         lib.specs[it.key()] = it->get<std::string>();
+  // Libraries written before the tuner carry no knobs: the defaults.
+  if (j.contains("tuning")) {
+    auto tuning = GPUTuning::fromJSON(j["tuning"].dump(), "manifest tuning");
+    if (!tuning.ok())
+      return tuning.status();
+    lib.tuning = *tuning;
+  }
+  if (j.contains("tuning_record")) {
+    if (!j["tuning_record"].is_object())
+      return Status::error("manifest: 'tuning_record' must be an object");
+    lib.tuningRecord = j["tuning_record"].dump();
+  }
   CONDENSATE_RETURN_IF_ERROR(checkPlan(lib.plan, lib.shape).withContext(
       "manifest"));
   if (lib.ptx.find(".entry") == std::string::npos)

@@ -9,6 +9,13 @@
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.sm90.ptx
 // RUN: FileCheck %s --check-prefix=NOLOCAL --input-file=%t.sm90.ptx
 // RUN: %if libdevice %{ FileCheck %s --check-prefix=EXP --input-file=%t.sm90.ptx %}
+// The tuning knobs (docs/TUNING.md) reach the kernels: dense splits size
+// the dense partials and grid, splits the sparse grid, attend-warps the
+// attention blocks; out-of-range values are refused.
+// RUN: condensate-opt --condensate-to-ptx="dense-splits=24 splits=3 attend-warps=2" %s | FileCheck %s --check-prefix=KNOBS
+// RUN: not condensate-opt --condensate-to-ptx="dense-splits=4097" %s 2>&1 | FileCheck %s --check-prefix=BADSPLITS
+// RUN: not condensate-opt --condensate-to-ptx="attend-warps=33" %s 2>&1 | FileCheck %s --check-prefix=BADWARPS
+// RUN: not condensate-opt --condensate-to-ptx="splits=5000" %s 2>&1 | FileCheck %s --check-prefix=BADSPARSE
 // RUN: condensate-opt --condensate-to-ptx="chip=sm_80" %s > %t.sm80.mlir
 // RUN: sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' %t.sm80.mlir > %t.sm80.ptx
 // RUN: FileCheck %s --check-prefix=SM80 --input-file=%t.sm80.ptx
@@ -46,6 +53,13 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // HOST: %[[PO:.*]] = memref.alloc(%[[B]]) : memref<?x8x[[DS:[0-9]+]]x64xf32>
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_dense_attend blocks in (%c[[DS]], %c2, %[[B]]) threads in (%c128, %c1, %c1)
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_merge blocks in (%{{.*}}, %c1, %c1) threads in (%c128, %c1, %c1)
+// KNOBS-LABEL: func.func @tiny_layer0(
+// KNOBS: gpu.launch_func @condensate_kernels::@tiny_layer0_sparse_attend blocks in (%c3, %c2, %{{.*}}) threads in (%c64, %c1, %c1)
+// KNOBS: memref.alloc(%{{.*}}) : memref<?x8x24x64xf32>
+// KNOBS: gpu.launch_func @condensate_kernels::@tiny_layer0_dense_attend blocks in (%c24, %c2, %{{.*}}) threads in (%c64, %c1, %c1)
+// BADSPLITS: error: dense-splits must be in [0, 4096], got 4097
+// BADWARPS: error: attend-warps must be in [0, 32], got 33
+// BADSPARSE: error: 'condensate.decode_attention' op spec splits must be in [1, 4096], got 5000
 // HOST-LABEL: func.func @tiny_layer1(
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer1_dense_attend blocks in (%c[[DS]], %c2, %{{.*}}) threads in (%c128, %c1, %c1)
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer1_merge

@@ -333,8 +333,13 @@ func.func @f() attributes {s = #condensate.spec<head_dim = 64, q_heads = 4, kv_h
 
 // -----
 
-// expected-error@+1 {{spec splits must be > 0, got 0}}
+// expected-error@+1 {{spec splits must be in [1, 4096], got 0}}
 func.func @f() attributes {s = #condensate.spec<head_dim = 64, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 0, target = cpu>} { return }
+
+// -----
+
+// expected-error@+1 {{spec splits must be in [1, 4096], got 4097}}
+func.func @f() attributes {s = #condensate.spec<head_dim = 64, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 2, extra_units = 0, splits = 4097, target = cpu>} { return }
 
 // -----
 

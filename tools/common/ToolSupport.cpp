@@ -1,6 +1,7 @@
 //===- ToolSupport.cpp - What the command-line tools share ----------------===//
 #include "ToolSupport.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -64,6 +65,26 @@ int runMain(const char *tool, const std::function<int()> &body) {
     std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
   }
   return 1;
+}
+
+void ProgressBar::update(int64_t done, int64_t total, const std::string &note) {
+  if (!enabled_ || total <= 0)
+    return;
+  const int width = 40;
+  const int filled = int(width * std::clamp<int64_t>(done, 0, total) / total);
+  std::fprintf(stderr, "\r%s [%s%s] %3d%% %-40.40s", label_.c_str(),
+               std::string(size_t(filled), '#').c_str(),
+               std::string(size_t(width - filled), '.').c_str(),
+               int(100 * std::clamp<int64_t>(done, 0, total) / total),
+               note.c_str());
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void ProgressBar::finish() {
+  if (drawn_)
+    std::fprintf(stderr, "\r%120s\r", "");
+  drawn_ = false;
 }
 
 } // namespace condensate::tools

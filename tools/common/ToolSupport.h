@@ -48,6 +48,22 @@ void check(const Status &s);
 int64_t parseInt(const std::string &flag, const std::string &text,
                  int64_t min, int64_t max);
 
+/// A one-line progress bar on a terminal's stderr: "LABEL [###...] 42%",
+/// followed by a short note of what is running.
+class ProgressBar {
+public:
+  ProgressBar(bool enabled, std::string label)
+      : enabled_(enabled), label_(std::move(label)) {}
+  ~ProgressBar() { finish(); }
+  void update(int64_t done, int64_t total, const std::string &note = "");
+  void finish();
+
+private:
+  bool enabled_;
+  std::string label_;
+  bool drawn_ = false;
+};
+
 /// Runs `body` and returns its exit code; a Failure, std::bad_alloc or other
 /// exception is printed as one `<tool>: error: ...` line and returns 1.
 int runMain(const char *tool, const std::function<int()> &body);

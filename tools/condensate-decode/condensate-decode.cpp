@@ -231,33 +231,6 @@ std::string longDocument(const model::Tokenizer &tokenizer, int64_t tokens) {
   return tokenizer.decode(ids, /*renderSpecial=*/false);
 }
 
-/// A one-line progress bar on a terminal's stderr.
-class ProgressBar {
-public:
-  explicit ProgressBar(bool enabled) : enabled_(enabled) {}
-  ~ProgressBar() { finish(); }
-  void update(int64_t done, int64_t total) {
-    if (!enabled_ || total <= 0)
-      return;
-    const int width = 40, filled = int(width * done / total);
-    std::fprintf(stderr, "\rprefill [%s%s] %3d%%",
-                 std::string(size_t(filled), '#').c_str(),
-                 std::string(size_t(width - filled), '.').c_str(),
-                 int(100 * done / total));
-    std::fflush(stderr);
-    drawn_ = true;
-  }
-  void finish() {
-    if (drawn_)
-      std::fprintf(stderr, "\r%60s\r", "");
-    drawn_ = false;
-  }
-
-private:
-  bool enabled_;
-  bool drawn_ = false;
-};
-
 double seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                        since)
@@ -386,7 +359,7 @@ int runTool(const Options &o) {
   std::unique_ptr<Session> session =
       take(Session::create(weights, tokenizer, schedule, so));
 
-  ProgressBar bar(chatty && prompt.size() > 256 && ::isatty(2));
+  ProgressBar bar(chatty && prompt.size() > 256 && ::isatty(2), "prefill");
   SessionHooks hooks;
   hooks.progress = [&](int64_t d, int64_t t) { bar.update(d, t); };
   if (!json)

@@ -10,6 +10,7 @@
 #include "condensate/Runtime/Files.h"
 #include "condensate/Runtime/GPUProgram.h"
 #include "condensate/Runtime/Policy.h"
+#include "condensate/Support/CheckedJSON.h"
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +30,7 @@ namespace {
 const char *kUsage =
     "usage: condensate-translate INPUT [--emit=ptx|cubin|manifest|header|all]\n"
     "                            [--chip=sm_90|sm_80|sm_80,sm_90]\n"
+    "                            [--tuning=auto|none|RECORD.json]\n"
     "                            [--tensor-cores=1|0] [-o PREFIX]\n"
     "  INPUT  a .mlir file holding a condensate.model op, or a .json spec\n"
     "         {\"model\": {\"layers\", \"q_heads\", \"kv_heads\", "
@@ -41,7 +43,14 @@ const char *kUsage =
     "         .json, .h and .cubin per chip, and PREFIX.json indexing them\n"
     "  --tensor-cores=0 keeps attention on CUDA-core lane groups (default 1:\n"
     "         bf16 caches with head_dim 64 or 128 and GQA groups <= 16 run\n"
-    "         on mma.sync)\n";
+    "         on mma.sync); it overrides the tuning's choice\n"
+    "  --tuning auto (default): the knobs of the tuning record "
+    "condensate-tune\n"
+    "         stored in the cache ($CONDENSATE_CACHE_DIR, else\n"
+    "         ~/.cache/condensate) for this compiler, chip and model, else\n"
+    "         the compiler's defaults; none: the defaults; a file: that\n"
+    "         record (condensate-tune --record), which must be for this chip\n"
+    "         and model. The manifest carries the knobs and the record.\n";
 
 int error(const std::string &message) {
   std::cerr << "condensate-translate: error: " << message << "\n";
@@ -175,7 +184,8 @@ std::string baseName(const std::string &path) {
 
 int main(int argc, char **argv) {
   std::string input, emit = "all", chipList = "sm_90", prefix;
-  bool tensorCores = true;
+  std::optional<bool> tensorCores;
+  std::string tuningMode = "auto";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -188,6 +198,8 @@ int main(int argc, char **argv) {
       chipList = a.substr(7);
     else if (a == "--tensor-cores=1" || a == "--tensor-cores=0")
       tensorCores = a.back() == '1';
+    else if (a.rfind("--tuning=", 0) == 0 && a.size() > 9)
+      tuningMode = a.substr(9);
     else if (a.rfind("--tensor-cores", 0) == 0)
       return error("--tensor-cores takes 1 or 0, got '" + a + "'");
     else if (a == "-o" && i + 1 < argc)
@@ -249,12 +261,58 @@ int main(int argc, char **argv) {
   // A fat library: one image per chip under PREFIX.<chip>.*, and PREFIX.json
   // indexing them (what GPULibrary::loadForDevice reads).
   nlohmann::json images = nlohmann::json::array();
+  // The shape and schedule the tuning records are keyed by.
+  std::pair<ModelShape, Schedule> model;
+  if (spec) {
+    model = {spec->shape, spec->schedule};
+  } else {
+    auto parsed = parseModel(*text, input);
+    if (!parsed.ok())
+      return error(parsed.message());
+    model = parsed.take();
+  }
   for (const std::string &chip : chips) {
+    GPUTuning tuning;
+    std::string record;
+    if (tuningMode == "auto") {
+      record = findTuningRecord(model.first, model.second, chip,
+                                defaultCacheDirectory());
+    } else if (tuningMode != "none") {
+      auto file = readFile(tuningMode);
+      if (!file.ok())
+        return error("--tuning: " + file.message());
+      auto parsed = parseCheckedJSON(*file, tuningMode);
+      if (!parsed.ok())
+        return error(parsed.message());
+      const nlohmann::json &j = *parsed;
+      auto field = [&](const char *key) {
+        return j.is_object() && j.contains(key) && j[key].is_string()
+                   ? j[key].get<std::string>()
+                   : std::string();
+      };
+      if (field("chip") != chip)
+        return error(tuningMode + ": the record is for chip '" + field("chip") +
+                     "', not " + chip);
+      if (field("model_mlir") != tuningModelText(model.first, model.second))
+        return error(tuningMode + ": the record is for another model or "
+                                  "schedule (its model_mlir differs)");
+      record = *file;
+    }
+    if (!record.empty()) {
+      auto best = tuningOfRecord(record);
+      if (!best.ok())
+        return error(tuningMode + ": " + best.message());
+      tuning = *best;
+      std::cerr << "tuned: " << tuning.options() << "\n";
+    }
+    if (tensorCores)
+      tuning.tensorCores = *tensorCores;
     Result<GPULibrary> lib =
-        spec ? compileGPULibrary(spec->shape, spec->schedule, chip, tensorCores)
-             : compileGPULibrary(*text, input, chip, tensorCores);
+        spec ? compileGPULibrary(spec->shape, spec->schedule, chip, tuning)
+             : compileGPULibrary(*text, input, chip, tuning);
     if (!lib.ok())
       return error(lib.message());
+    lib->tuningRecord = record;
     std::string imagePrefix = fat ? prefix + "." + chip : prefix;
     bool cubin = false;
     if (emitLibrary(*lib, input, imagePrefix, emit, chip, &cubin))

@@ -34,7 +34,8 @@ struct AttentionShape {
   int64_t steps;   // k-steps of 16 channels in its score product
 };
 
-AttentionShape attentionShape(Value q, Value k, bool tensorCores) {
+AttentionShape attentionShape(Value q, Value k, const KernelBuilder &kb) {
+  bool tensorCores = kb.tensorCores();
   AttentionShape s;
   s.hq = staticDim(q, 1);
   s.d = staticDim(q, 2);
@@ -42,8 +43,9 @@ AttentionShape attentionShape(Value q, Value k, bool tensorCores) {
   s.p = staticDim(k, 2);
   s.group = s.hq / s.hkv;
   s.split = RowSplit::of(s.d, elementType(k));
-  // Up to 128 threads, limited by the shared memory of the final combine
-  // (and of the tensor-core body's query fragments).
+  // Up to 128 threads (or the attend-warps option's count of warps or lane
+  // groups), limited by the shared memory of the final combine (and of the
+  // tensor-core body's query fragments).
   int64_t perGroupBytes = s.group * (s.d + 2) * 4 + 4;
   s.mma = tensorCores && elementType(k).isBF16() && s.group <= kMmaRows &&
           (s.d == 64 || s.d == 128);
@@ -52,7 +54,8 @@ AttentionShape attentionShape(Value q, Value k, bool tensorCores) {
   int64_t byMemory =
       std::max<int64_t>(1, (40 * 1024 - fragmentBytes) / perGroupBytes);
   int64_t lanes = s.mma ? kWarp : s.split.lanes;
-  s.groups = std::max<int64_t>(1, std::min(128 / lanes, byMemory));
+  int64_t wanted = kb.attendWarps() > 0 ? kb.attendWarps() : 128 / lanes;
+  s.groups = std::max<int64_t>(1, std::min(wanted, byMemory));
   s.threads = s.groups * lanes;
   return s;
 }
@@ -610,8 +613,7 @@ void emitAttention(GPUEmitter &e, const AttentionShape &s,
 void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
                        StringRef name) {
   Location loc = op.getLoc();
-  AttentionShape s =
-      attentionShape(op.getQ(), op.getKCache(), kb.tensorCores());
+  AttentionShape s = attentionShape(op.getQ(), op.getKCache(), kb);
   SparseList list = SparseList::of(op);
   SmallVector<Value> operands{
       op.getQ(),    op.getKCache(),   op.getVCache(),   op.getPageTable(),
@@ -670,8 +672,7 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
 void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
                       StringRef name) {
   Location loc = op.getLoc();
-  AttentionShape s =
-      attentionShape(op.getQ(), op.getKCache(), kb.tensorCores());
+  AttentionShape s = attentionShape(op.getQ(), op.getKCache(), kb);
   int64_t splitsStatic = staticDim(op.getPartialMl(), 2);
   SmallVector<Value> operands{
       op.getQ(),    op.getKCache(),   op.getVCache(),   op.getPageTable(),

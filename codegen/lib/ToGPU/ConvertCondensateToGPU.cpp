@@ -7,6 +7,7 @@
 // kernels share with the loop lowering live in ../Common.
 //
 //===----------------------------------------------------------------------===//
+#include "condensate/ABI/Limits.h"
 #include "condensate/Codegen/Passes.h"
 
 #include "KernelBuilder.h"
@@ -62,6 +63,18 @@ struct ConvertCondensateToGPUPass
       kernels->setAttr(kernel::kTensorCoresAttr, b.getUnitAttr());
     else
       kernels->removeAttr(kernel::kTensorCoresAttr);
+    if (attendWarps < 0 ||
+        attendWarps > ::condensate::limits::kMaxAttendWarps) {
+      module.emitError() << "attend-warps must be in [0, "
+                         << ::condensate::limits::kMaxAttendWarps << "], got "
+                         << static_cast<int64_t>(attendWarps);
+      return signalPassFailure();
+    }
+    if (attendWarps > 0)
+      kernels->setAttr(kernel::kAttendWarpsAttr,
+                       b.getI64IntegerAttr(attendWarps));
+    else
+      kernels->removeAttr(kernel::kAttendWarpsAttr);
     RewritePatternSet patterns(&getContext());
     populateCondensateToGPUPatterns(patterns, kernels);
     FrozenRewritePatternSet frozen(std::move(patterns));

@@ -75,6 +75,13 @@ bool KernelBuilder::tensorCores() const {
   return module->hasAttr(kTensorCoresAttr);
 }
 
+int64_t KernelBuilder::attendWarps() const {
+  gpu::GPUModuleOp module = kernels;
+  if (auto a = module->getAttrOfType<IntegerAttr>(kAttendWarpsAttr))
+    return a.getInt();
+  return 0;
+}
+
 Value mlir::condensate::kernel::dynamicSharedArray(Emitter &e, int64_t count,
                                                    Type elt) {
   MLIRContext *ctx = e.builder().getContext();

@@ -59,6 +59,11 @@ int64_t computeCapability(StringRef chip);
 /// later, and the pass's tensor-cores option on).
 constexpr const char *kTensorCoresAttr = "condensate.tensor_cores";
 
+/// The gpu.module attribute (i64) through which convert-condensate-to-gpu
+/// passes its attend-warps option (warps or lane groups per attention
+/// block) to the attention lowerings; absent: their own choice.
+constexpr const char *kAttendWarpsAttr = "condensate.attend_warps";
+
 /// The gpu.module attribute through which convert-condensate-to-gpu tells
 /// the stage lowerings sharedBytesOptin of its chip.
 constexpr const char *kSharedOptinAttr = "condensate.shared_bytes_optin";
@@ -196,6 +201,9 @@ public:
   int64_t sharedBytesOptin() const;
   /// Whether the kernels may use tensor cores (kTensorCoresAttr).
   bool tensorCores() const;
+  /// Warps or lane groups per attention block requested through
+  /// kAttendWarpsAttr; 0 when the lowering chooses.
+  int64_t attendWarps() const;
 
   /// Creates kernel `name` taking `operands`' types; `body` receives the
   /// kernel arguments and an emitter at the kernel entry.

@@ -13,6 +13,7 @@
 #include "../GPUTestSupport.h"
 
 #include "condensate/Compiler/Compiler.h"
+#include "condensate/Compiler/Tuner.h"
 #include "condensate/Runtime/GPUProgram.h"
 
 #include <cstdlib>
@@ -404,6 +405,63 @@ TEST(GPUCertificate, MatchesCPUCertificate) {
 
 /// Long contexts and large batches: dense, block min/max with a 1K budget,
 /// and a certified policy.
+// The autotuner on a small two-layer model (block selection, then dense):
+// every candidate it times passed its float64 check, the winner is no
+// slower than the defaults, and the record it stores is what the JIT then
+// builds with.
+TEST(GPUTuner, TunesAndTheJITUsesTheRecord) {
+  REQUIRE_GPU();
+  char dir[] = "/tmp/condensate-tuner-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  ModelShape shape{2, 8, 2, 64, 16, KVType::BF16, 0.0f};
+  Policy p;
+  p.anchor = 1;
+  p.window = p.windowMax = 32;
+  p.topk = 128;
+  p.pageSize = 16;
+  Schedule schedule = Schedule::uniform(2, p);
+  schedule.rules.push_back({{1}, {}, Policy::makeDense()});
+  TuneOptions options;
+  options.workloads = {{1, 4096}, {4, 1024}};
+  options.replays = 3;
+  options.cacheDir = dir;
+  size_t calls = 0;
+  options.progress = [&](size_t, size_t, const std::string &) { ++calls; };
+  auto r = tuneGPULibrary(shape, schedule, options);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_GE(r->candidates.size(), 4u);
+  EXPECT_GE(calls, r->candidates.size());
+  EXPECT_TRUE(r->candidates[0].error.empty()) << r->candidates[0].error;
+  EXPECT_EQ(r->candidates[0].tuning, GPUTuning{});
+  const TuneCandidate &best = r->candidates[r->best];
+  EXPECT_TRUE(best.error.empty());
+  EXPECT_LE(best.score, r->candidates[0].score);
+  int timed = 0;
+  for (const TuneCandidate &c : r->candidates) {
+    std::printf("%-56s %s", c.tuning.options().c_str(),
+                c.error.empty() ? "" : c.error.c_str());
+    for (double us : c.microseconds)
+      std::printf(" %8.2f us", us);
+    std::printf("%s\n", c.sameAs >= 0 ? " (same PTX)" : "");
+    if (c.error.empty() && c.sameAs < 0) {
+      ++timed;
+      EXPECT_EQ(c.microseconds.size(), 2u);
+      EXPECT_LE(c.worstRelError, 1e-3);
+    }
+  }
+  EXPECT_GE(timed, 3);
+  ASSERT_FALSE(r->recordPath.empty());
+  GPUCompileOptions jit;
+  jit.chip = r->chip;
+  jit.cacheDir = dir;
+  GPUCompileReport report;
+  auto lib = getGPULibrary(shape, schedule, jit, &report);
+  ASSERT_TRUE(lib.ok()) << lib.message();
+  EXPECT_TRUE(report.tuned);
+  EXPECT_EQ((*lib)->tuning, best.tuning);
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
 TEST(GPUAttentionLarge, LongContextsAndLargeBatches) {
   REQUIRE_GPU();
   const char *full = std::getenv("CONDENSATE_GPU_FULL");

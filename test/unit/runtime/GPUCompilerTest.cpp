@@ -6,7 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "condensate/Compiler/Compiler.h"
+#include "condensate/Runtime/Files.h"
 #include "condensate/Runtime/GPUProgram.h"
+
+#include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
@@ -121,6 +124,119 @@ TEST(GPUCompiler, CachesInMemoryAndOnDisk) {
   EXPECT_EQ(::access((std::string(dir) + "/" + first.cacheKey + ".json").c_str(),
                      R_OK),
             0);
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+TEST(GPUTuning, JSONRoundTripAndLimits) {
+  GPUTuning t;
+  t.tensorCores = false;
+  t.denseSplits = 96;
+  t.sparseSplits = 3;
+  t.attendWarps = 2;
+  auto back = GPUTuning::fromJSON(t.toJSON());
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(*back, t);
+  EXPECT_EQ(t.options(),
+            "tensor-cores=0 dense-splits=96 splits=3 attend-warps=2");
+  auto partial = GPUTuning::fromJSON(R"({"attend_warps": 8})");
+  ASSERT_TRUE(partial.ok());
+  EXPECT_TRUE(partial->tensorCores);
+  EXPECT_EQ(partial->attendWarps, 8);
+  for (const char *bad :
+       {R"({"dense_splits": 4097})", R"({"splits": -1})",
+        R"({"attend_warps": 33})", R"({"warps": 2})", R"({"tensor_cores": 1})",
+        R"({"splits": 1.5})", "[]", "{", R"({"splits": 1, "splits": 2})"}) {
+    auto r = GPUTuning::fromJSON(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.message().find('\n'), std::string::npos) << r.message();
+    }
+  }
+}
+
+/// A tuning record as condensate-tune writes it (only the fields readers
+/// check), for `best`.
+std::string recordFor(const ModelShape &shape, const Schedule &schedule,
+                      const std::string &chip, const GPUTuning &best) {
+  return std::string("{\"condensate_tuning\": 1, \"compiler\": \"") +
+         compilerIdentity() + "\", \"chip\": \"" + chip +
+         "\", \"model_mlir\": " +
+         nlohmann::json(tuningModelText(shape, schedule)).dump() +
+         ", \"best\": " + best.toJSON() + "}";
+}
+
+TEST(GPUCompiler, TuningRecordsChooseTheKnobs) {
+  SKIP_WITHOUT_LIBDEVICE();
+  char dir[] = "/tmp/condensate-tune-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  GPUCompileOptions options;
+  options.cacheDir = dir;
+  ModelShape shape = benchShape();
+  Schedule schedule = benchSchedule();
+  // No record: the defaults, not tuned.
+  GPUCompileReport plain;
+  auto a = getGPULibrary(shape, schedule, options, &plain);
+  ASSERT_TRUE(a.ok()) << a.message();
+  EXPECT_FALSE(plain.tuned);
+  EXPECT_EQ((*a)->tuning, GPUTuning{});
+  EXPECT_TRUE((*a)->tuningRecord.empty());
+
+  GPUTuning best;
+  best.attendWarps = 2;
+  best.denseSplits = 24;
+  std::string record = recordFor(shape, schedule, "sm_90", best);
+  std::string path = std::string(dir) + "/" +
+                     tuningRecordKey(shape, schedule, "sm_90") + ".tune.json";
+  ASSERT_TRUE(writeFileAtomic(path, record).ok());
+  EXPECT_EQ(findTuningRecord(shape, schedule, "sm_90", dir), record);
+  // Another chip, model or compiler has no record.
+  EXPECT_EQ(findTuningRecord(shape, schedule, "sm_80", dir), "");
+  ModelShape other = shape;
+  other.pageSize = 32;
+  EXPECT_EQ(findTuningRecord(other, schedule, "sm_90", dir), "");
+
+  GPUCompileReport tuned;
+  auto b = getGPULibrary(shape, schedule, options, &tuned);
+  ASSERT_TRUE(b.ok()) << b.message();
+  EXPECT_TRUE(tuned.tuned);
+  EXPECT_EQ(tuned.tuning, best);
+  EXPECT_NE(tuned.cacheKey, plain.cacheKey);
+  EXPECT_EQ((*b)->tuning, best);
+  EXPECT_EQ((*b)->tuningRecord, record);
+  // The knobs reached the kernels: 2 warps an attention block, and the
+  // dense layer's partials hold 24 splits.
+  const LaunchPlan &plan = (*b)->plan;
+  int attends = 0;
+  for (const auto &[name, fn] : plan.functions)
+    for (const KernelLaunch &l : fn.launches)
+      if (l.kernel.find("attend") != std::string::npos &&
+          l.kernel.find("prefill") == std::string::npos) {
+        EXPECT_EQ(l.block[0], 64) << l.kernel;
+        ++attends;
+      }
+  EXPECT_GE(attends, 2);
+  EXPECT_NE((*b)->manifestJSON().find("\"dense_splits\": 24"),
+            std::string::npos);
+  // The manifest carries knobs and record through a round trip.
+  auto loaded = GPULibrary::fromManifest((*b)->manifestJSON(), (*b)->ptx);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(loaded->tuning, best);
+  EXPECT_EQ(nlohmann::json::parse(loaded->tuningRecord),
+            nlohmann::json::parse(record));
+
+  // Knobs named by the caller win over the record.
+  options.tuning = GPUTuning{};
+  GPUCompileReport named;
+  auto c = getGPULibrary(shape, schedule, options, &named);
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_FALSE(named.tuned);
+  EXPECT_EQ(named.cacheKey, plain.cacheKey);
+  // A damaged record is ignored.
+  ASSERT_TRUE(writeFileAtomic(path, "{\"best\": ").ok());
+  options.tuning.reset();
+  GPUCompileReport damaged;
+  ASSERT_TRUE(getGPULibrary(shape, schedule, options, &damaged).ok());
+  EXPECT_FALSE(damaged.tuned);
   std::system((std::string("rm -rf ") + dir).c_str());
 }
 

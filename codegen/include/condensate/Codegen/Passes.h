@@ -69,6 +69,14 @@ struct PTXPipelineOptions : public PassPipelineOptions<PTXPipelineOptions> {
       *this, "tensor-cores",
       llvm::cl::desc("Attention on tensor cores where the chip has them"),
       llvm::cl::init(true)};
+  Option<int64_t> denseSplits{
+      *this, "dense-splits",
+      llvm::cl::desc("Dense-attention splits per sequence (0: auto)"),
+      llvm::cl::init(0)};
+  Option<int64_t> attendWarps{
+      *this, "attend-warps",
+      llvm::cl::desc("Warps or lane groups per attention block (0: auto)"),
+      llvm::cl::init(0)};
 };
 
 /// condensate-to-ptx: schedule expansion, specialisation for the chip,

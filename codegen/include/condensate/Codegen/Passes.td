@@ -129,7 +129,12 @@ def ConvertCondensateToGPU
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
            "Attention kernels multiply on tensor cores (mma.sync, bf16/f16 "
            "caches, head_dim 64 or 128, GQA group <= 16) where the chip has "
-           "them; off: CUDA-core lane groups everywhere">
+           "them; off: CUDA-core lane groups everywhere">,
+    Option<"attendWarps", "attend-warps", "int64_t", /*default=*/"0",
+           "Warps (tensor-core body) or lane groups (CUDA-core body) per "
+           "attention block; 0: as many as 128 threads and the combine's "
+           "shared memory allow. A request the shared memory cannot hold "
+           "is cut to what it can">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

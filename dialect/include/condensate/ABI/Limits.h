@@ -35,6 +35,11 @@ constexpr int64_t kMaxModelWidth = int64_t(1) << 18; // 262,144
 constexpr int64_t kMaxVocab = int64_t(1) << 22; // 4,194,304
 /// Head dimension (the kernels' limit).
 constexpr int64_t kMaxHeadDim = 512;
+/// Splits of a sequence's keys (sparse or dense attention) a kernel may be
+/// specialised for: each split holds a partial row per query head.
+constexpr int64_t kMaxSplits = 4096;
+/// Warps (or lane groups) per attention block a kernel may be built with.
+constexpr int64_t kMaxAttendWarps = 32;
 
 /// Nesting of brackets in a JSON document or an MLIR policy, schedule or
 /// model text (arrays, objects, attributes, regions).

@@ -15,6 +15,7 @@
 #include "condensate/Support/Status.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -33,19 +34,19 @@ Result<Schedule> parseSchedule(const std::string &text, int64_t numLayers,
 Result<std::pair<ModelShape, Schedule>>
 parseModel(const std::string &text, const std::string &bufferName);
 
-/// Compiles the first condensate.model op of MLIR `text` for `chip`;
-/// `tensorCores` false keeps attention on CUDA-core lane groups where the
-/// chip has tensor cores (the tensor-cores option of condensate-to-ptx).
+/// Compiles the first condensate.model op of MLIR `text` for `chip` with
+/// the tuning knobs `tuning` (condensate-to-ptx's options; the defaults
+/// leave every choice to the compiler).
 Result<GPULibrary> compileGPULibrary(const std::string &text,
                                      const std::string &bufferName,
                                      const std::string &chip = "sm_90",
-                                     bool tensorCores = true);
+                                     const GPUTuning &tuning = {});
 /// Compiles `shape` under `schedule` for `chip`, building the model op from
 /// the structures (no text on the way).
 Result<GPULibrary> compileGPULibrary(const ModelShape &shape,
                                      const Schedule &schedule,
                                      const std::string &chip = "sm_90",
-                                     bool tensorCores = true);
+                                     const GPUTuning &tuning = {});
 
 /// The CUDA libdevice the GPU compiler links into every kernel library
 /// ($CUDA_ROOT, $CUDA_HOME, $CUDA_PATH, else /usr/local/cuda), or "" when
@@ -65,8 +66,10 @@ std::string defaultCacheDirectory();
 
 struct GPUCompileOptions {
   std::string chip = "sm_90";
-  bool tensorCores =
-      true; ///< attention on tensor cores where the chip has them
+  /// The knobs to build with; unset: the tuning record condensate-tune
+  /// stored in `cacheDir` for this compiler, chip and model when there is
+  /// one (its winner), else the compiler's defaults.
+  std::optional<GPUTuning> tuning;
   std::string cacheDir = defaultCacheDirectory(); ///< "" disables the disk cache
 };
 
@@ -76,7 +79,30 @@ struct GPUCompileReport {
       Source::Compiled;
   double seconds = 0.0; ///< time spent (compile or load)
   std::string cacheKey;
+  GPUTuning tuning;   ///< the knobs it was built with
+  bool tuned = false; ///< they came from a tuning record
 };
+
+/// The compiler's identity (a hash of its sources): disk-cache entries and
+/// tuning records of another build are not used.
+std::string compilerIdentity();
+
+/// The model text tuning records are keyed by and name (`model_mlir`): the
+/// condensate.model op of the cache shape (cacheShapeFor) under `schedule`.
+std::string tuningModelText(const ModelShape &shape, const Schedule &schedule);
+/// The key of the tuning record of `shape` under `schedule` on `chip`:
+/// the record is `cacheDir`/KEY.tune.json.
+std::string tuningRecordKey(const ModelShape &shape, const Schedule &schedule,
+                            const std::string &chip);
+/// The tuning record stored for `shape` under `schedule` on `chip` in
+/// `cacheDir` (its JSON), or "" when there is none for this compiler; a
+/// record that cannot be read or names another compiler, chip or model is
+/// ignored (the caller builds with the defaults).
+std::string findTuningRecord(const ModelShape &shape, const Schedule &schedule,
+                             const std::string &chip,
+                             const std::string &cacheDir);
+/// The winning knobs of a tuning record (its "best" entry), checked.
+Result<GPUTuning> tuningOfRecord(const std::string &recordJSON);
 
 /// Returns the library of `shape` under `schedule`: from the in-memory
 /// cache, else the disk cache, else compiled in-process (and stored).

@@ -24,6 +24,35 @@
 
 namespace condensate {
 
+/// The GPU lowering's tuning knobs: specialisation options of
+/// condensate-to-ptx (docs/TUNING.md). A count of 0 leaves it to the
+/// compiler's rule for the target; every value is a request the kernels
+/// compute the same results under (up to float rounding), only faster or
+/// slower.
+struct GPUTuning {
+  bool tensorCores = true;  ///< tensor-cores: attention on mma.sync
+  int64_t denseSplits = 0;  ///< dense-splits: dense splits per sequence
+  int64_t sparseSplits = 0; ///< splits: sparse-attention splits
+  int64_t attendWarps = 0;  ///< attend-warps: warps per attention block
+
+  /// Checks each knob against docs/LIMITS.md.
+  Status validate() const;
+  /// The knobs as condensate-to-ptx options:
+  /// "tensor-cores=1 dense-splits=0 splits=0 attend-warps=0".
+  std::string options() const;
+  /// {"tensor_cores": true, "dense_splits": 0, "splits": 0,
+  ///  "attend_warps": 0}
+  std::string toJSON() const;
+  /// Reads toJSON()'s form (every key optional, no others), validated.
+  static Result<GPUTuning> fromJSON(const std::string &json,
+                                    const std::string &what = "tuning");
+  bool operator==(const GPUTuning &o) const {
+    return tensorCores == o.tensorCores && denseSplits == o.denseSplits &&
+           sparseSplits == o.sparseSplits && attendWarps == o.attendWarps;
+  }
+  bool operator!=(const GPUTuning &o) const { return !(*this == o); }
+};
+
 /// PTX plus the launch plan and what it was specialised for.
 struct GPULibrary {
   ModelShape shape;
@@ -38,6 +67,10 @@ struct GPULibrary {
   std::string modelText;  ///< the condensate.model op it was built from
   /// Per layer function: the #condensate.spec it was specialised with.
   std::map<std::string, std::string> specs;
+  /// The knobs it was built with, and the autotuner's record (JSON,
+  /// condensate-tune) that chose them; "" when they were not tuned.
+  GPUTuning tuning;
+  std::string tuningRecord;
   double compileSeconds = 0.0;
 
   /// The JSON manifest: the launch plan plus model, schedule, target and
