@@ -16,6 +16,7 @@
 #include "Backend.h"
 
 #include "condensate/Compiler/Compiler.h"
+#include "condensate/Compiler/Tuner.h"
 #include "condensate/Cuda/Blas.h"
 #include "condensate/Cuda/Driver.h"
 #include "condensate/Runtime/GPUProgram.h"
@@ -90,8 +91,10 @@ class GPUAttention final : public AttentionProgram {
 public:
   const Schedule &schedule() const override { return schedule_; }
   double compileSeconds() const override { return seconds; }
+  std::string tuning() const override { return tuning_; }
   Schedule schedule_;
   double seconds = 0.0;
+  std::string tuning_;
   std::unique_ptr<GPUProgram> program;
   const void *owner = nullptr;
 };
@@ -246,7 +249,22 @@ GPUBackend::load(const Schedule &schedule) const {
   auto start = std::chrono::steady_clock::now();
   GPUCompileOptions copts;
   copts.chip = options_.chip;
-  auto library = getGPULibrary(shape_, schedule, copts);
+  if (!options_.tuneFor.empty() &&
+      findTuningRecord(shape_, schedule, copts.chip, copts.cacheDir).empty()) {
+    TuneOptions tune;
+    tune.device = options_.device;
+    tune.cacheDir = copts.cacheDir;
+    tune.workloads.clear();
+    for (auto [batch, context] : options_.tuneFor)
+      tune.workloads.push_back({batch, context});
+    auto tuned = tuneGPULibrary(shape_, schedule, tune);
+    if (!tuned.ok())
+      return tuned.status().withContext("tuning the attention kernels");
+    if (tune.cacheDir.empty() || tuned->chip != copts.chip)
+      copts.tuning = tuned->candidates[tuned->best].tuning;
+  }
+  GPUCompileReport report;
+  auto library = getGPULibrary(shape_, schedule, copts, &report);
   if (!library.ok())
     return library.status();
   auto program = GPUProgram::load(*library, options_.device);
@@ -254,6 +272,8 @@ GPUBackend::load(const Schedule &schedule) const {
     return program.status();
   auto p = std::make_shared<GPUAttention>();
   p->schedule_ = schedule;
+  if (report.tuned || copts.tuning)
+    p->tuning_ = report.tuning.options();
   p->program = program.take();
   // Sized for the largest decode call, so no launch allocates (graph
   // capture); prefill calls need no workspace.

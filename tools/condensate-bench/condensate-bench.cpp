@@ -62,6 +62,9 @@ const char *kUsage =
     "                        measured device copy, DESIGN.md section 5)\n"
     "  --threads N           CPU threads\n"
     "  --json FILE           also write the results as JSON\n"
+    "  --tune                tune each policy's GPU kernels for this batch\n"
+    "                        and context first when the kernel cache has\n"
+    "                        no tuning record for them (docs/TUNING.md)\n"
     "  --profile             one more step of each policy after the timed\n"
     "                        ones, inside cuProfilerStart/Stop (for ncu\n"
     "                        --profile-from-start off)\n";
@@ -71,7 +74,7 @@ struct Options {
   int64_t context = 4096, batch = 1, steps = 32, warmup = 4, pageSize = 0,
           threads = 0, prefillWindow = -1;
   double bandwidthGBps = kH200CopyGBps;
-  bool profile = false;
+  bool profile = false, tune = false;
   std::optional<KVType> kvType;
   std::optional<WeightType> gpuWeights;
   std::vector<std::string> policies;
@@ -126,6 +129,8 @@ Options parseArgs(int argc, char **argv) {
       o.json = next();
     else if (arg == "--profile")
       o.profile = true;
+    else if (arg == "--tune")
+      o.tune = true;
     else if (arg == "--help" || arg == "-h") {
       std::printf(kUsage, ModelWeights::dummyArchitectures().c_str(),
                   kH200CopyGBps);
@@ -145,6 +150,7 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
 
 struct Row {
   std::string name;
+  std::string tuning; ///< the kernels' tuned knobs, "" for the defaults
   double secondsPerStep = 0.0, bytesRead = 0.0, positions = 0.0,
          floorSeconds = 0.0;
 };
@@ -159,6 +165,8 @@ int main(int argc, char **argv) {
       fail("--profile needs --device gpu");
     if (o.gpuWeights && !gpu)
       fail("--gpu-weights needs --device gpu");
+    if (o.tune && !gpu)
+      fail("--tune needs --device gpu");
     const auto loadStart = std::chrono::steady_clock::now();
     std::shared_ptr<const ModelWeights> weights =
         o.dummy.empty() ? take(ModelWeights::load(o.model))
@@ -197,6 +205,8 @@ int main(int argc, char **argv) {
     opts.sketchBits = sketchBits;
     opts.threads = int(o.threads);
     opts.maxBatch = o.batch;
+    if (o.tune)
+      opts.tuneFor = {{o.batch, o.context}};
     opts.prefillWindow =
         o.prefillWindow >= 0 ? o.prefillWindow : (o.dummy.empty() ? 0 : 1024);
     // The prefilled sequence and one batch of copies at a time.
@@ -251,6 +261,7 @@ int main(int argc, char **argv) {
       }
       Row r;
       r.name = name;
+      r.tuning = program->tuning();
       r.secondsPerStep = secondsSince(start) / double(o.steps);
       if (o.profile && gpu) {
         cuda::Context ctx = take(cuda::Context::primary(0));
@@ -329,7 +340,10 @@ int main(int argc, char **argv) {
                   tps, r.secondsPerStep * 1e3, speedup, 100.0 * r.bytesRead,
                   100.0 * r.positions, r.floorSeconds * 1e3,
                   i == 0 ? "" : r.name.c_str());
+      if (!r.tuning.empty())
+        std::printf("%-10s kernels tuned: %s\n", "", r.tuning.c_str());
       j["runs"].push_back({{"policy", r.name},
+                           {"kernel_tuning", r.tuning},
                            {"tokens_per_second", tps},
                            {"seconds_per_step", r.secondsPerStep},
                            {"speedup_over_dense", speedup},

@@ -92,6 +92,11 @@ struct DecoderOptions {
   /// Most sequences one step() may carry: the GPU sizes its activations
   /// and attention workspace for max(maxBatch, prefillChunk) rows.
   int64_t maxBatch = 64;
+  /// (batch, context) pairs to tune a schedule's GPU kernels for before
+  /// compiling it, when the kernel cache has no tuning record for it yet
+  /// (docs/TUNING.md; the record is stored for later runs). Empty: build
+  /// what the cache holds (a record's knobs, else the defaults).
+  std::vector<std::pair<int64_t, int64_t>> tuneFor;
 };
 
 /// Wall time spent in the parts of decode steps (or prefills), summed since
@@ -175,6 +180,9 @@ public:
   virtual const Schedule &schedule() const = 0;
   /// Wall time the compile (or cache look-up and load) took.
   virtual double compileSeconds() const = 0;
+  /// The GPU kernels' knobs when a tuning record chose them (as
+  /// condensate-to-ptx options), else "".
+  virtual std::string tuning() const { return ""; }
 };
 
 class Decoder {
