@@ -239,24 +239,13 @@ Result<double> checkAgainstReference(GPUProgram &program,
       policies.push_back(schedule.policyFor(layer, g));
     in.windows = adaptive ? windows.data() : nullptr;
     // The reference evaluated on the kernel's certificate decisions.
-    std::vector<reference::Decision> decisions(c.batch * s.kvHeads);
-    for (int64_t b = 0; b < c.batch; ++b)
-      for (int64_t g = 0; g < s.kvHeads; ++g) {
-        const float *st = stats.data() + (b * Hq + g * group) * W;
-        decisions[b * s.kvHeads + g].extra =
-            static_cast<int64_t>(st[kStatExtra]);
-        decisions[b * s.kvHeads + g].fallback = st[kStatFallback] != 0.0f;
-      }
+    std::vector<reference::Decision> decisions =
+        reference::decisionsFromStats(stats.data(), c.batch, Hq, s.kvHeads);
     reference::Output ref = reference::attend(in, policies, &decisions);
     for (int64_t b = 0; b < c.batch; ++b)
       for (int64_t h = 0; h < Hq; ++h) {
         int64_t g = h / group;
-        // Near-ties at the selection boundary may legally differ (as in
-        // the GPU tests: exact ties hold except between sketch bounds).
-        double margin = ref.selectionMargin[b * s.kvHeads + g];
-        const Policy &p = policies[g];
-        bool exactTiesHold = p.dense || p.selector != Selector::Sketch;
-        if ((margin > 0.0 || !exactTiesHold) && margin < 1e-5)
+        if (reference::selectionMayDiffer(ref, policies[g], b, g, s.kvHeads))
           continue;
         const float *o = out.data() + (b * Hq + h) * D;
         const double *r = ref.out.data() + (b * Hq + h) * D;

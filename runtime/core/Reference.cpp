@@ -557,4 +557,24 @@ std::vector<double> prefill(const PrefillInputs &in, int64_t window,
   return out;
 }
 
+std::vector<Decision> decisionsFromStats(const float *stats, int64_t batch,
+                                         int64_t qHeads, int64_t kvHeads) {
+  const int64_t W = abi::kStatsWidth, group = qHeads / kvHeads;
+  std::vector<Decision> out(batch * kvHeads);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t g = 0; g < kvHeads; ++g) {
+      const float *st = stats + (b * qHeads + g * group) * W;
+      out[b * kvHeads + g].extra = static_cast<int64_t>(st[abi::StatExtra]);
+      out[b * kvHeads + g].fallback = st[abi::StatFallback] != 0.0f;
+    }
+  return out;
+}
+
+bool selectionMayDiffer(const Output &out, const Policy &policy, int64_t b,
+                        int64_t g, int64_t kvHeads) {
+  double margin = out.selectionMargin[b * kvHeads + g];
+  bool exactTiesHold = policy.dense || policy.selector != Selector::Sketch;
+  return (margin > 0.0 || !exactTiesHold) && margin < 1e-5;
+}
+
 } // namespace condensate::reference

@@ -452,14 +452,8 @@ inline CheckReport checkLayer(Executor &exec, int64_t layer,
   std::vector<float> vf = toFloats(s.kvType, c.vRaw);
   auto in = referenceInputs(s, c, kf, vf, adaptive ? windows.data() : nullptr);
   // The kernel's certificate decisions, to evaluate the reference on them.
-  std::vector<reference::Decision> decisions(c.batch * s.kvHeads);
-  for (int64_t b = 0; b < c.batch; ++b)
-    for (int64_t g = 0; g < s.kvHeads; ++g) {
-      const float *st0 = stats.data() + (b * hq + g * group) * W;
-      decisions[b * s.kvHeads + g].extra =
-          static_cast<int64_t>(st0[kStatExtra]);
-      decisions[b * s.kvHeads + g].fallback = st0[kStatFallback] != 0.0f;
-    }
+  std::vector<reference::Decision> decisions =
+      reference::decisionsFromStats(stats.data(), c.batch, hq, s.kvHeads);
   reference::Output ref = reference::attend(in, kvPolicies, &decisions);
 
   for (int64_t b = 0; b < c.batch; ++b)
@@ -469,13 +463,8 @@ inline CheckReport checkLayer(Executor &exec, int64_t layer,
       std::ostringstream where;
       where << "layer " << layer << " b=" << b << " h=" << h
             << " n=" << c.lens[b] << " policy " << p.toMLIR();
-      // Near-ties at the selection boundary may legally differ. Exact ties
-      // (margin 0) are broken by unit order everywhere, except between
-      // sketch bounds: bounds equal in float64 (quantised keys of discrete
-      // values) are sums float32 rounds differently on each target.
-      double margin = ref.selectionMargin[b * s.kvHeads + g];
-      bool exactTiesHold = p.dense || p.selector != Selector::Sketch;
-      if ((margin > 0.0 || !exactTiesHold) && margin < 1e-5) {
+      // Near-ties at the selection boundary may legally differ.
+      if (reference::selectionMayDiffer(ref, p, b, g, s.kvHeads)) {
         ++report.nearTieSkips;
         continue;
       }

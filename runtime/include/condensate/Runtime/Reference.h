@@ -87,6 +87,21 @@ struct Output {
   std::vector<double> selectionMargin;
 };
 
+/// The certificate decisions a kernel took, read from its stats output
+/// ([B, Hq, abi::kStatsWidth]; the first head of each group carries them),
+/// as attend() takes them: [B * Hkv].
+std::vector<Decision> decisionsFromStats(const float *stats, int64_t batch,
+                                         int64_t qHeads, int64_t kvHeads);
+
+/// Whether a kernel computing in float32 may legally select other units
+/// than the reference for (sequence b, kv head g) under `policy`: a
+/// near-tie at the selection boundary (relative margin below 1e-5). Exact
+/// ties (margin 0) are broken by unit order on every target, except
+/// between sketch bounds, which are float32 sums each target rounds its
+/// own way.
+bool selectionMayDiffer(const Output &out, const Policy &policy, int64_t b,
+                        int64_t g, int64_t kvHeads);
+
 /// Runs `policyFor(g)` for every key/value head g. With `decisions`
 /// ([B * Hkv]) certified heads use those extra counts and fallback flags
 /// instead of deciding themselves.
