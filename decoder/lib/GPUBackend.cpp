@@ -163,7 +163,10 @@ public:
   Status keepQueries(int64_t layer) override;
 
 private:
-  Result<std::shared_ptr<GPUAttention>> load(const Schedule &schedule) const;
+  /// The schedule's program; `decodes` false for the prefill program,
+  /// whose decode kernels never run (so it is never tuned).
+  Result<std::shared_ptr<GPUAttention>> load(const Schedule &schedule,
+                                             bool decodes = true) const;
   Status uploadWeights(const ModelWeights &w);
   Status launch(const char *name, cuda::Dim3 grid, cuda::Dim3 block,
                 cuda::KernelArgs &args) {
@@ -245,11 +248,11 @@ private:
 };
 
 Result<std::shared_ptr<GPUAttention>>
-GPUBackend::load(const Schedule &schedule) const {
+GPUBackend::load(const Schedule &schedule, bool decodes) const {
   auto start = std::chrono::steady_clock::now();
   GPUCompileOptions copts;
   copts.chip = options_.chip;
-  if (!options_.tuneFor.empty() &&
+  if (decodes && !options_.tuneFor.empty() &&
       findTuningRecord(shape_, schedule, copts.chip, copts.cacheDir).empty()) {
     TuneOptions tune;
     tune.device = options_.device;
@@ -332,7 +335,7 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
   d.program_ = program.take();
   // Prefill attends as the model does (decoder::prefillSchedule), through
   // the prefill functions of this second program.
-  auto dense = d.load(setup.prefill);
+  auto dense = d.load(setup.prefill, /*decodes=*/false);
   if (!dense.ok())
     return dense.status();
   d.dense_ = dense.take();
