@@ -65,7 +65,10 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer1_merge
 // HOST-LABEL: func.func @tiny_layer2(
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer2_score_tokens
-// HOST: gpu.launch_func @condensate_kernels::@tiny_layer2_select_topk {{.*}} args({{.*}}, %arg5 : memref<?xi32>)
+// HOST: gpu.launch_func @condensate_kernels::@tiny_layer2_select_topk_clear
+// HOST: gpu.launch_func @condensate_kernels::@tiny_layer2_select_topk_count
+// HOST: gpu.launch_func @condensate_kernels::@tiny_layer2_select_topk_compact
+// HOST: gpu.launch_func @condensate_kernels::@tiny_layer2_select_topk {{.*}} args({{.*}}, %arg5 : memref<?xi32>, {{.*}})
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer2_sparse_attend
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer2_merge
 // HOST-LABEL: func.func @tiny_append(

@@ -145,6 +145,39 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 
 // -----
 
+// Token selection runs the prefilter first, on scratch of the launch plan:
+// the key histograms cleared (grid (hkv, B)), counted and each chunk of
+// 2048 tokens' candidates compacted (grid (chunks, hkv, B)); the ranking
+// block then gathers the chunks' candidates (their counts summed by a
+// warp's lanes) and walks them, the unit it writes read from the gathered
+// list.
+// CHECK-LABEL: func.func @select_tokens(
+// CHECK: %[[CHUNKS:.*]] = arith.ceildivsi %{{.*}}, %c2048
+// CHECK: %[[HIST:.*]] = memref.alloc(%{{.*}}) : memref<?x2x4096xi32>
+// CHECK-COUNT-5: memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?xi32>
+// CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_clear blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%[[HIST]] : memref<?x2x4096xi32>)
+// CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_count blocks in (%[[CHUNKS]], %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %[[HIST]] : memref<?x2x4096xi32>)
+// CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_compact blocks in (%[[CHUNKS]], %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c256
+// CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c1024
+// CHECK: gpu.func @select_tokens_select_topk_count(
+// CHECK: nvvm.match.sync any
+// CHECK: memref.atomic_rmw addi %{{.*}}, %{{.*}} : (i32, memref<4096xi32, #gpu.address_space<workgroup>>) -> i32
+// CHECK: gpu.barrier
+// CHECK: memref.atomic_rmw addi %{{.*}}, %{{.*}} : (i32, memref<?x2x4096xi32>) -> i32
+// CHECK: gpu.func @select_tokens_select_topk_compact(
+// CHECK: gpu.shuffle down
+// CHECK: gpu.barrier
+// CHECK: gpu.shuffle up
+// CHECK: gpu.func @select_tokens_select_topk(
+// CHECK: gpu.shuffle xor %{{.*}}, %c16_i32
+// CHECK: gpu.barrier
+func.func @select_tokens(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>) {
+  condensate.select_topk token scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
 // Sparse attention on tensor cores (bf16, head_dim 64, group 2 <= 16):
 // one block of 4 warps per (split, kv head, sequence). The prescaled query
 // is split into bf16 hi + lo fragments in shared memory ([step][hi, lo]

@@ -12,6 +12,13 @@
 // takes 4 rounds of 32 units a warp at a time, so that each lane has
 // independent work in flight.
 //
+// Token selection first runs a prefilter over the whole grid where a
+// sequence is long (three small kernels): a histogram of the keys' top
+// bits, then per chunk of units the units at or above the bin where the
+// top `slots` end, compacted in unit order. The ranking block then walks
+// those candidates only: a superset of the top `slots` units, in unit
+// order, so that its result is the same.
+//
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
 
@@ -24,16 +31,336 @@ using namespace mlir::condensate::kernel;
 
 namespace {
 
+/// The prefilter's histogram bins: the top kPrefilterBits bits of a
+/// ranking key (sign, exponent and 3 mantissa bits of the score: bins 9-19%
+/// wide, so that on real scores the bin where the top `slots` end holds
+/// few units beyond them).
+constexpr int64_t kPrefilterBits = 12;
+constexpr int64_t kPrefilterBins = int64_t(1) << kPrefilterBits;
+/// Units a prefilter block takes, and its threads.
+constexpr int64_t kPrefilterChunk = 2048;
+constexpr int64_t kPrefilterThreads = 256;
+constexpr int64_t kPrefilterRounds = kPrefilterChunk / kPrefilterThreads;
+/// The prefilter runs where a sequence has at least this many units and
+/// at least twice the slots: below, the ranking block reads them all at
+/// about the cost of the prefilter's launches.
+constexpr int64_t kPrefilterMinUnits = 8192;
+
+/// What every kernel of one select_topk needs to rank the units of
+/// sequence bb for kv head g.
+struct SelectContext {
+  Value scores, bb, g, nu;
+  CandidateUnits units;
+  int64_t G;
+  /// The ranking key of unit u (0: no candidate).
+  Value key(GPUEmitter &e, Value u) const {
+    return rankingKey(e, nvvmTarget(), units, scores, bb, g, u, G).key;
+  }
+  /// Whether this sequence's selection goes through the prefilter: the
+  /// same uniform answer in every kernel of the op.
+  Value prefiltered(Emitter &e, int64_t slots) const {
+    return e.band(e.ge(nu, e.idx(kPrefilterMinUnits)),
+                  e.ge(nu, e.idx(2 * slots)));
+  }
+};
+
+SelectContext selectContext(GPUEmitter &e, SelectTopKOp op, Value scores,
+                            Value lens, Value windows, Value bb, Value g) {
+  int64_t hq = staticDim(op.getScores(), 1);
+  int64_t hkv = staticDim(op.getIndices(), 1);
+  int64_t unitTokens =
+      op.getGranularity() == Granularity::page ? op.getPageSize() : 1;
+  Value n = e.loadIndex(lens, {bb});
+  Value w = effectiveWindow(e, windows, bb, op.getWindow(), op.getWindowMax());
+  Value unit = e.idx(unitTokens);
+  // Units past the context are no candidates (key 0): the loops stop at
+  // the context, not at the page table's width.
+  Value nu = e.mins(e.dim(scores, 2), e.ceilDiv(n, unit));
+  return {scores,  bb, g, nu, CandidateUnits{unit, e.idx(op.getAnchor()), n, w},
+          hq / hkv};
+}
+
+/// The prefilter's buffers (scratch of the launch plan), per (sequence,
+/// kv head): the key histogram, each chunk's candidate count, the chunks'
+/// candidates (unit and key, at the chunk's own offset), and the
+/// candidates gathered in unit order by the ranking block.
+struct Prefilter {
+  Value hist, counts, chunkUnits, chunkKeys, units, keys;
+  Value batch, chunks; // host values: the grid
+};
+
+Prefilter allocPrefilter(OpBuilder &b, Location loc, SelectTopKOp op) {
+  int64_t hkv = staticDim(op.getIndices(), 1);
+  Type i32 = b.getI32Type();
+  int64_t dyn = ShapedType::kDynamic;
+  Value batch = memref::DimOp::create(b, loc, op.getScores(), 0);
+  Value width = memref::DimOp::create(b, loc, op.getScores(), 2);
+  Value chunks = arith::CeilDivSIOp::create(
+      b, loc, width, arith::ConstantIndexOp::create(b, loc, kPrefilterChunk));
+  auto alloc = [&](ArrayRef<int64_t> shape, ValueRange sizes) -> Value {
+    return memref::AllocOp::create(b, loc, MemRefType::get(shape, i32), sizes);
+  };
+  Prefilter pf;
+  pf.hist = alloc({dyn, hkv, kPrefilterBins}, {batch});
+  pf.counts = alloc({dyn, hkv, dyn}, {batch, chunks});
+  pf.chunkUnits = alloc({dyn, hkv, dyn}, {batch, width});
+  pf.chunkKeys = alloc({dyn, hkv, dyn}, {batch, width});
+  pf.units = alloc({dyn, hkv, dyn}, {batch, width});
+  pf.keys = alloc({dyn, hkv, dyn}, {batch, width});
+  pf.batch = batch;
+  pf.chunks = chunks;
+  return pf;
+}
+
+/// The keys of prefilter block x's chunk: kPrefilterRounds rounds of
+/// kPrefilterThreads consecutive units, all loads issued before any use.
+struct ChunkRound {
+  Value u, valid, key;
+};
+SmallVector<ChunkRound> chunkRounds(GPUEmitter &e, const SelectContext &sc,
+                                    Value x) {
+  SmallVector<ChunkRound> rounds;
+  Value first = e.mul(x, e.idx(kPrefilterChunk));
+  for (int64_t r = 0; r < kPrefilterRounds; ++r) {
+    Value u = e.add(first, e.add(e.idx(r * kPrefilterThreads), e.tid()));
+    Value valid = e.lt(u, sc.nu);
+    rounds.push_back({u, valid, Value()});
+  }
+  for (ChunkRound &r : rounds)
+    r.key = e.select(r.valid, sc.key(e, e.select(r.valid, r.u, e.idx(0))),
+                     e.i32(0));
+  return rounds;
+}
+
+Value binOf(Emitter &e, Value key) {
+  return e.toIndex(arith::ShRUIOp::create(e.builder(), e.location(), key,
+                                          e.i32(32 - kPrefilterBits)));
+}
+
+/// The prefilter's kernels, launched before the ranking block: the
+/// histograms cleared (grid (hkv, B)), counted (grid (chunks, hkv, B)),
+/// and each chunk's candidates compacted in unit order (the same grid).
+void emitPrefilter(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
+                   StringRef name, const Prefilter &pf) {
+  Location loc = op.getLoc();
+  MLIRContext *ctx = op.getContext();
+  int64_t hkv = staticDim(op.getIndices(), 1);
+  int64_t slots = staticDim(op.getIndices(), 2);
+  Type i32 = b.getI32Type();
+  const int64_t T = kPrefilterThreads, warps = T / kWarp;
+  bool hasWindows = static_cast<bool>(op.getWindows());
+  SmallVector<Value> inputs{op.getScores(), op.getLens()};
+  if (hasWindows)
+    inputs.push_back(op.getWindows());
+  int64_t nIn = inputs.size();
+  // Grid (chunks, hkv, B); the body runs in blocks whose chunk holds units
+  // of a sequence that takes the prefilter (a uniform condition).
+  auto chunkBody = [&](GPUEmitter &e, ValueRange a,
+                       const std::function<void(
+                           GPUEmitter &, const SelectContext &, Value)> &body) {
+    Value x = e.bid(gpu::Dimension::x), g = e.bid(gpu::Dimension::y),
+          bb = e.bid(gpu::Dimension::z);
+    SelectContext sc =
+        selectContext(e, op, a[0], a[1], hasWindows ? a[2] : Value(), bb, g);
+    Value run = e.band(sc.prefiltered(e, slots),
+                       e.lt(e.mul(x, e.idx(kPrefilterChunk)), sc.nu));
+    e.ifThen(run,
+             [&](Emitter &ee) { body(static_cast<GPUEmitter &>(ee), sc, x); });
+  };
+  Value batch = pf.batch, chunks = pf.chunks;
+  Value hkvV = arith::ConstantIndexOp::create(b, loc, hkv);
+
+  // Clearing.
+  auto clear = kb.createKernel(
+      (name + "_clear").str(), {pf.hist}, {},
+      [&](GPUEmitter &e, ValueRange a, ValueRange) {
+        Value g = e.bid(gpu::Dimension::x), bb = e.bid(gpu::Dimension::y);
+        e.forLoop(e.tid(), e.idx(kPrefilterBins), e.idx(T), {},
+                  [&](Emitter &e, Value i, ValueRange) -> SmallVector<Value> {
+                    e.store(e.i32(0), a[0], {bb, g, i});
+                    return {};
+                  });
+      });
+  launchPerGroup(b, loc, clear, op.getScores(), hkv, T, {pf.hist});
+
+  // Counting: a block's histogram in shared memory (the lanes of a warp
+  // with one bin add their count once: most keys share their top bits),
+  // then its non-empty bins added to the sequence's.
+  SmallVector<Value> histOperands(inputs);
+  histOperands.push_back(pf.hist);
+  auto count = kb.createKernel(
+      (name + "_count").str(), histOperands,
+      {KernelBuilder::workgroupType(ctx, {kPrefilterBins}, i32)},
+      [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
+        Value local = sm[0], hist = a[nIn];
+        e.forLoop(e.tid(), e.idx(kPrefilterBins), e.idx(T), {},
+                  [&](Emitter &e, Value i, ValueRange) -> SmallVector<Value> {
+                    e.store(e.i32(0), local, {i});
+                    return {};
+                  });
+        e.barrier();
+        Value lane = e.rems(e.tid(), e.idx(kWarp));
+        // Uniform over the block: every lane reaches the match below.
+        chunkBody(e, a, [&](GPUEmitter &e, const SelectContext &sc, Value x) {
+          SmallVector<ChunkRound> rounds = chunkRounds(e, sc, x);
+          SmallVector<Value> bins, peers;
+          for (const ChunkRound &r : rounds)
+            bins.push_back(e.select(e.ne(r.key, e.i32(0)),
+                                    e.toI32(binOf(e, r.key)),
+                                    e.i32(kPrefilterBins)));
+          for (Value bin : bins)
+            peers.push_back(e.matchAny(bin));
+          for (size_t j = 0; j < bins.size(); ++j) {
+            Value lowest = e.band(peers[j], e.sub(e.i32(0), peers[j]));
+            Value leader = e.eq(lowest, e.laneBit(lane));
+            e.ifThen(e.band(e.ne(rounds[j].key, e.i32(0)), leader),
+                     [&](Emitter &ee) {
+                       GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                       e.atomicAddI32(local, {e.toIndex(bins[j])},
+                                      e.popc(peers[j]));
+                     });
+          }
+          e.barrier();
+          e.forLoop(
+              e.tid(), e.idx(kPrefilterBins), e.idx(T), {},
+              [&](Emitter &ee, Value i, ValueRange) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                Value c = e.load(local, {i});
+                e.ifThen(e.ne(c, e.i32(0)), [&](Emitter &ee) {
+                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                  e.atomicAddI32(hist, {sc.bb, sc.g, i}, c);
+                });
+                return {};
+              });
+        });
+      });
+  launch(b, loc, count, chunks, hkvV, batch, T, histOperands);
+
+  // Compaction: the threshold bin (the highest whose count from the top
+  // reaches `slots`; 0, every candidate, when fewer), then the chunk's
+  // units at or above it written in unit order at the chunk's offset.
+  constexpr int64_t perThread = kPrefilterBins / kPrefilterThreads;
+  SmallVector<Value> compactOperands(inputs);
+  llvm::append_range(compactOperands, ValueRange{pf.hist, pf.counts,
+                                                 pf.chunkUnits, pf.chunkKeys});
+  auto compact = kb.createKernel(
+      (name + "_compact").str(), compactOperands,
+      {KernelBuilder::workgroupType(ctx, {warps}, i32), // sums
+       KernelBuilder::workgroupType(ctx, {1}, i32),     // bin
+       KernelBuilder::workgroupType(ctx, {kPrefilterRounds * warps}, i32)},
+      [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
+        Value hist = a[nIn], counts = a[nIn + 1], outUnits = a[nIn + 2],
+              outKeys = a[nIn + 3];
+        Value sums = sm[0], thrBin = sm[1], warpCounts = sm[2];
+        Value tid = e.tid();
+        Value lane = e.rems(tid, e.idx(kWarp)),
+              warp = e.divs(tid, e.idx(kWarp));
+        chunkBody(e, a, [&](GPUEmitter &e, const SelectContext &sc, Value x) {
+          // Thread t holds bins [perThread t, perThread (t + 1)).
+          Value firstBin = e.mul(tid, e.idx(perThread));
+          Value mine = e.i32(0);
+          for (int64_t j = 0; j < perThread; ++j)
+            mine = e.add(
+                mine, e.load(hist, {sc.bb, sc.g, e.add(firstBin, e.idx(j))}));
+          // Counts in the bins of higher threads: within the warp by a
+          // suffix scan, across warps through shared memory.
+          Value suffix = mine;
+          for (int64_t o = 1; o < kWarp; o *= 2) {
+            Value down = e.shuffleDown(suffix, o);
+            suffix = e.select(e.lt(e.add(lane, e.idx(o)), e.idx(kWarp)),
+                              e.add(suffix, down), suffix);
+          }
+          e.ifThen(e.eq(lane, e.idx(0)),
+                   [&](Emitter &e) { e.store(suffix, sums, {warp}); });
+          e.ifThen(e.eq(tid, e.idx(0)),
+                   [&](Emitter &e) { e.store(e.i32(0), thrBin, {e.idx(0)}); });
+          e.barrier();
+          Value later = e.forLoop(
+              e.add(warp, e.idx(1)), e.idx(warps), e.idx(1), {e.i32(0)},
+              [&](Emitter &e, Value w, ValueRange acc) -> SmallVector<Value> {
+                return {e.add(acc[0], e.load(sums, {w}))};
+              })[0];
+          Value above = e.add(later, e.sub(suffix, mine));
+          Value k = e.i32(slots);
+          Value crosses =
+              e.band(e.cmp(arith::CmpIPredicate::sge, e.add(above, mine), k),
+                     e.cmp(arith::CmpIPredicate::slt, above, k));
+          e.ifThen(crosses, [&](Emitter &e) {
+            Value found = e.forLoop(
+                e.idx(0), e.idx(perThread), e.idx(1), {above, e.i32(-1)},
+                [&](Emitter &e, Value jj,
+                    ValueRange acc) -> SmallVector<Value> {
+                  Value bin = e.add(firstBin, e.sub(e.idx(perThread - 1), jj));
+                  Value cum = e.add(acc[0], e.load(hist, {sc.bb, sc.g, bin}));
+                  Value hit = e.band(e.eq(acc[1], e.i32(-1)),
+                                     e.cmp(arith::CmpIPredicate::sge, cum, k));
+                  return {cum, e.select(hit, e.toI32(bin), acc[1])};
+                })[1];
+            e.store(found, thrBin, {e.idx(0)});
+          });
+          e.barrier();
+          Value threshold = arith::ShLIOp::create(e.builder(), e.location(),
+                                                  e.load(thrBin, {e.idx(0)}),
+                                                  e.i32(32 - kPrefilterBits));
+          // Kept: candidates (key not 0) at or above the threshold's bin.
+          SmallVector<ChunkRound> rounds = chunkRounds(e, sc, x);
+          SmallVector<Value> keeps, incls;
+          for (const ChunkRound &r : rounds) {
+            Value keep =
+                e.band(e.ne(r.key, e.i32(0)),
+                       e.cmp(arith::CmpIPredicate::uge, r.key, threshold));
+            keeps.push_back(keep);
+            incls.push_back(
+                e.warpScanI32(e.select(keep, e.i32(1), e.i32(0)), lane));
+          }
+          for (int64_t r = 0; r < kPrefilterRounds; ++r) {
+            Value total =
+                shuffle(e, incls[r], kWarp - 1, gpu::ShuffleMode::IDX);
+            e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+              e.store(total, warpCounts, {e.add(e.idx(r * warps), warp)});
+            });
+          }
+          e.barrier();
+          // Round r, warp w: after every warp of the earlier rounds and the
+          // earlier warps of round r.
+          Value chunkFirst = e.mul(x, e.idx(kPrefilterChunk));
+          Value before = e.i32(0);
+          for (int64_t r = 0; r < kPrefilterRounds; ++r) {
+            Value mineBefore = e.forLoop(
+                e.idx(0), warp, e.idx(1), {before},
+                [&](Emitter &e, Value w, ValueRange acc) -> SmallVector<Value> {
+                  return {e.add(acc[0], e.load(warpCounts,
+                                               {e.add(e.idx(r * warps), w)}))};
+                })[0];
+            Value at =
+                e.add(chunkFirst,
+                      e.toIndex(e.sub(e.add(mineBefore, incls[r]), e.i32(1))));
+            e.ifThen(keeps[r], [&](Emitter &e) {
+              e.store(e.toI32(rounds[r].u), outUnits, {sc.bb, sc.g, at});
+              e.store(rounds[r].key, outKeys, {sc.bb, sc.g, at});
+            });
+            before = e.forLoop(
+                e.idx(0), e.idx(warps), e.idx(1), {before},
+                [&](Emitter &e, Value w, ValueRange acc) -> SmallVector<Value> {
+                  return {e.add(acc[0], e.load(warpCounts,
+                                               {e.add(e.idx(r * warps), w)}))};
+                })[0];
+          }
+          e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
+            e.store(before, counts, {sc.bb, sc.g, x});
+          });
+        });
+      });
+  launch(b, loc, compact, chunks, hkvV, batch, T, compactOperands);
+}
+
 void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                      StringRef name) {
   Location loc = op.getLoc();
   MLIRContext *ctx = op.getContext();
-  int64_t hq = staticDim(op.getScores(), 1);
   int64_t hkv = staticDim(op.getIndices(), 1);
   int64_t slots = staticDim(op.getIndices(), 2);
-  int64_t base = op.getBase(), G = hq / hkv;
-  int64_t unitTokens =
-      op.getGranularity() == Granularity::page ? op.getPageSize() : 1;
+  int64_t base = op.getBase();
   const int64_t threads = 1024;
   // Each warp takes kUnroll rounds of 32 units at a time, so that every
   // lane has that many independent keys (loads, matches, scans) in flight:
@@ -46,6 +373,17 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
   if (op.getWindows())
     operands.push_back(op.getWindows());
   bool hasWindows = static_cast<bool>(op.getWindows());
+  // The prefilter pays off for token selection: a long context has far
+  // more tokens than pages.
+  bool prefilter = op.getGranularity() == Granularity::token;
+  Prefilter pf;
+  int64_t pfArg = operands.size();
+  if (prefilter) {
+    pf = allocPrefilter(b, loc, op);
+    emitPrefilter(op, b, kb, name, pf);
+    llvm::append_range(operands, ValueRange{pf.counts, pf.chunkUnits,
+                                            pf.chunkKeys, pf.units, pf.keys});
+  }
   // Up to kSharedExtras ranked extras are collected in shared memory and
   // ordered by rank; more take one argmax pass each.
   constexpr int64_t kSharedExtras = 1024;
@@ -76,16 +414,91 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
         Value lane = e.rems(tid, e.idx(kWarp)),
               warp = e.divs(tid, e.idx(kWarp));
         Value g = e.bid(gpu::Dimension::x), bb = e.bid(gpu::Dimension::y);
-        Value n = e.loadIndex(lens, {bb});
-        Value w =
-            effectiveWindow(e, windows, bb, op.getWindow(), op.getWindowMax());
-        Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
-        // Units past the context are no candidates (key 0): the loops stop
-        // at the context, not at the page table's width.
-        Value nu = e.mins(e.dim(scores, 2), e.ceilDiv(n, unit));
-        CandidateUnits units{unit, anchor, n, w};
-        auto computeKey = [&](GPUEmitter &e, Value u) {
-          return rankingKey(e, nvvmTarget(), units, scores, bb, g, u, G).key;
+        SelectContext sc = selectContext(e, op, scores, lens, windows, bb, g);
+        Value nu = sc.nu;
+        // With the prefilter the units walked are its candidates, gathered
+        // here in unit order: unit i of the walk is candUnits[i], its key
+        // candKeys[i].
+        Value filtered = e.i1(false), candUnits, candKeys;
+        if (prefilter) {
+          filtered = sc.prefiltered(e, slots);
+          Value counts = a[pfArg], chunkUnits = a[pfArg + 1],
+                chunkKeys = a[pfArg + 2];
+          candUnits = a[pfArg + 3];
+          candKeys = a[pfArg + 4];
+          nu = e.ifElse(
+              filtered, {e.builder().getIndexType()},
+              [&](Emitter &ee) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                // Warp w gathers chunks w, w + warps, ...: its offset is
+                // the count of the chunks before it.
+                Value chunks = e.ceilDiv(sc.nu, e.idx(kPrefilterChunk));
+                e.forLoop(
+                    warp, chunks, e.idx(warps), {},
+                    [&](Emitter &ee, Value c,
+                        ValueRange) -> SmallVector<Value> {
+                      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                      Value part = e.forLoop(
+                          lane, c, e.idx(kWarp), {e.i32(0)},
+                          [&](Emitter &e, Value j,
+                              ValueRange acc) -> SmallVector<Value> {
+                            return {e.add(acc[0], e.load(counts, {bb, g, j}))};
+                          })[0];
+                      Value offset = e.toIndex(laneReduce(
+                          e, nvvmTarget(), part, kWarp,
+                          [&](Value x, Value y) { return e.add(x, y); }));
+                      Value cnt = e.loadIndex(counts, {bb, g, c});
+                      Value from = e.mul(c, e.idx(kPrefilterChunk));
+                      e.forLoop(lane, cnt, e.idx(kWarp), {},
+                                [&](Emitter &e, Value j,
+                                    ValueRange) -> SmallVector<Value> {
+                                  Value src = e.add(from, j),
+                                        dst = e.add(offset, j);
+                                  e.store(e.load(chunkUnits, {bb, g, src}),
+                                          candUnits, {bb, g, dst});
+                                  e.store(e.load(chunkKeys, {bb, g, src}),
+                                          candKeys, {bb, g, dst});
+                                  return {};
+                                });
+                      e.ifThen(e.band(e.eq(c, e.sub(chunks, e.idx(1))),
+                                      e.eq(lane, e.idx(0))),
+                               [&](Emitter &e) {
+                                 e.store(e.toI32(e.add(offset, cnt)), state,
+                                         {e.idx(6)});
+                               });
+                      return {};
+                    });
+                e.barrier();
+                Value total = e.loadIndex(state, {e.idx(6)});
+                e.barrier();
+                return {total};
+              },
+              [&](Emitter &) -> SmallVector<Value> { return {sc.nu}; })[0];
+        }
+        // The unit walked i-th (i32).
+        auto unitOf = [&](Emitter &e, Value i) -> Value {
+          if (!prefilter)
+            return e.toI32(i);
+          return e.ifElse(
+              filtered, {e.builder().getI32Type()},
+              [&](Emitter &e) -> SmallVector<Value> {
+                return {e.load(candUnits, {bb, g, i})};
+              },
+              [&](Emitter &e) -> SmallVector<Value> {
+                return {e.toI32(i)};
+              })[0];
+        };
+        auto computeKey = [&](GPUEmitter &e, Value i) -> Value {
+          if (!prefilter)
+            return sc.key(e, i);
+          return e.ifElse(
+              filtered, {e.builder().getI32Type()},
+              [&](Emitter &e) -> SmallVector<Value> {
+                return {e.load(candKeys, {bb, g, i})};
+              },
+              [&](Emitter &ee) -> SmallVector<Value> {
+                return {sc.key(static_cast<GPUEmitter &>(ee), i)};
+              })[0];
         };
         using KeyFn = std::function<Value(GPUEmitter &, Value)>;
         KeyFn key = [&](GPUEmitter &e, Value u) -> Value {
@@ -425,7 +838,7 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                 Value pos = e.add(e.add(acc[0], field(e, excl, 0)),
                                   e.mins(tieRank, tiesWanted));
                 e.ifThen(inBase, [&](Emitter &e) {
-                  e.store(e.toI32(u), indices, {bb, g, pos});
+                  e.store(unitOf(e, u), indices, {bb, g, pos});
                 });
                 if (extras > 0 && !rankShared) {
                   Value last = e.band(
@@ -450,7 +863,7 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                   // the larger set); the guard only keeps the list's bounds.
                   e.ifThen(e.lt(at, e.idx(listCap)), [&](Emitter &e) {
                     e.store(kk, list, {at});
-                    e.store(e.toI32(u), list, {e.add(at, e.idx(listCap))});
+                    e.store(unitOf(e, u), list, {e.add(at, e.idx(listCap))});
                   });
                 });
               }
@@ -606,7 +1019,9 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                             e.select(otherBetter, ou, acc[1])};
                   });
               Value found = e.ne(fin[0], e.i32(0));
-              e.store(e.select(found, fin[1], e.i32(-1)), indices,
+              Value foundUnit =
+                  unitOf(e, e.toIndex(e.select(found, fin[1], e.i32(0))));
+              e.store(e.select(found, foundUnit, e.i32(-1)), indices,
                       {bb, g, j});
               e.store(e.select(found, fin[0], e.i32(0)), state, {e.idx(3)});
               e.store(e.select(found, fin[1], e.toI32(nu)), state, {e.idx(4)});

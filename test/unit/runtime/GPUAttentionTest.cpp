@@ -217,12 +217,16 @@ TEST(GPUAttentionTokenTopK, UncertifiedBudgets) {
     auto exec = GPUExecutor::create(shape, s);
     ASSERT_TRUE(exec.ok()) << exec.message();
     std::mt19937 rng(std::random_device{}());
-    // The last case is longer than the selection kernel's key cache in
-    // shared memory (56K keys on sm_90): its keys are recomputed per pass.
-    const std::vector<std::vector<int32_t>> cases = {
-        {37, 261, 300, 2000}, {37, 261, 300, 2000}, {70001, 1500}};
+    // The last cases are long enough for the selection's prefilter (8192
+    // tokens), and longer than its key cache in shared memory (56K keys
+    // on sm_90); on discrete keys most of a chunk shares the threshold's
+    // histogram bin.
+    const std::vector<std::vector<int32_t>> cases = {{37, 261, 300, 2000},
+                                                     {37, 261, 300, 2000},
+                                                     {70001, 1500},
+                                                     {9000, 20000, 300}};
     for (size_t ci = 0; ci < cases.size(); ++ci) {
-      Values mode = ci == 0 ? Values::Discrete : Values::Continuous;
+      Values mode = ci == 0 || ci == 3 ? Values::Discrete : Values::Continuous;
       CacheCase cache = buildCache(**exec, cases[ci], rng, mode);
       for (int64_t l = 0; l < s.numLayers; ++l) {
         std::vector<Policy> kv(2, kinds[size_t(l)]);
@@ -345,11 +349,19 @@ TEST(GPUCertificate, MatchesCPUCertificate) {
   // Random keys almost never certify (the min/max bounds are loose);
   // clustered keys (tight pages, a few dominant ones) certify often, with
   // and without extras, so both outcomes are compared.
-  for (Values mode : {Values::Continuous, Values::Clustered, Values::Clustered,
-                      Values::Clustered}) {
+  // The last round's first two sequences are long enough for the token
+  // selection's prefilter (8192 tokens, twice the slots).
+  const std::vector<Values> modes = {Values::Continuous, Values::Clustered,
+                                     Values::Clustered, Values::Clustered};
+  for (size_t mi = 0; mi < modes.size(); ++mi) {
+    Values mode = modes[mi];
     std::vector<int32_t> lens(6);
     for (int32_t &n : lens)
       n = std::uniform_int_distribution<int32_t>(50, 3000)(rng);
+    if (mi + 1 == modes.size())
+      for (int i = 0; i < 2; ++i)
+        lens[size_t(i)] =
+            std::uniform_int_distribution<int32_t>(9000, 16000)(rng);
     CacheCase c = buildCache(**exec, lens, rng, mode);
     for (int64_t l = 0; l < 4; ++l) {
       const int64_t W = kAttentionStatsWidth;
@@ -403,8 +415,6 @@ TEST(GPUCertificate, MatchesCPUCertificate) {
   EXPECT_EQ(boundClose, sameDecision);
 }
 
-/// Long contexts and large batches: dense, block min/max with a 1K budget,
-/// and a certified policy.
 // The autotuner on a small two-layer model (block selection, then dense):
 // every candidate it times passed its float64 check, the winner is no
 // slower than the defaults, and the record it stores is what the JIT then
@@ -462,22 +472,29 @@ TEST(GPUTuner, TunesAndTheJITUsesTheRecord) {
   std::system((std::string("rm -rf ") + dir).c_str());
 }
 
+/// Long contexts and large batches: dense, block min/max with a 1K budget,
+/// a certified policy and sketch token top-k with a 1K budget.
 TEST(GPUAttentionLarge, LongContextsAndLargeBatches) {
   REQUIRE_GPU();
   const char *full = std::getenv("CONDENSATE_GPU_FULL");
   Config c{128, 8, 4, 64, KVType::BF16};
-  ModelShape shape{3, 32, 8, 128, 64, KVType::BF16, 0.0f};
+  ModelShape shape{4, 32, 8, 128, 64, KVType::BF16, 0.0f};
   Policy minmax = policy(1, 64, 960, Selector::BlockMinMax, 64);
   Policy cert = minmax;
   cert.tau = 1e-3;
   cert.maxExtra = 4;
+  // Token top-k by 4-bit sketches, the benchmark's sketch policy: past
+  // 8192 tokens its selection takes the prefilter.
+  Policy sketch = policy(1, 64, 960, Selector::Sketch, 64);
+  sketch.sketchBits = 4;
   Schedule s;
-  s.numLayers = 3;
+  s.numLayers = 4;
   s.defaultPolicy = Policy::makeDense();
-  s.rules = {{{1}, {}, minmax}, {{2}, {}, cert}};
+  s.rules = {{{1}, {}, minmax}, {{2}, {}, cert}, {{3}, {}, sketch}};
   std::vector<std::vector<Policy>> perLayer = {
       std::vector<Policy>(8, Policy::makeDense()),
-      std::vector<Policy>(8, minmax), std::vector<Policy>(8, cert)};
+      std::vector<Policy>(8, minmax), std::vector<Policy>(8, cert),
+      std::vector<Policy>(8, sketch)};
   auto exec = GPUExecutor::create(shape, s);
   ASSERT_TRUE(exec.ok()) << exec.message();
   std::mt19937 rng(std::random_device{}());
@@ -489,7 +506,7 @@ TEST(GPUAttentionLarge, LongContextsAndLargeBatches) {
     cases.push_back({1048576});
   for (const auto &lens : cases) {
     CacheCase cache = buildCache(**exec, lens, rng, Values::Discrete);
-    for (int64_t l = 0; l < 3; ++l) {
+    for (int64_t l = 0; l < s.numLayers; ++l) {
       CheckReport r = checkLayer(**exec, l, perLayer[l], cache, rng, 1e-4);
       std::printf("batch %zu, n_max %d, layer %lld: worst relative error "
                   "%.2e\n",
