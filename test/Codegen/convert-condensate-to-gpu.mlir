@@ -286,14 +286,18 @@ func.func @dense_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v: 
 
 // The certificate: one 256-thread block per (kv head, sequence); the
 // omitted mass of each query head is summed in f64 by atomic adds into
-// shared memory. It reads only the base partials' (m, l, count).
+// shared memory, skipping the selected units found in a shared bitmap (the
+// base marked first). It reads only the base partials' (m, l, count).
 // CHECK-LABEL: func.func @certify(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x?xf32>
 // CHECK: gpu.launch_func @condensate_kernels::@certify_certify blocks in (%c2{{(_[0-9]+)?}}, %[[B]], %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %arg2 : memref<?x2x6xi32>, %arg4 : memref<?x4x1x3xf32>, %arg5 : memref<?x2xi32>, %arg6 : memref<?x2xi32>, %arg7 : memref<?x4x5xf32>)
-// CHECK: gpu.func @certify_certify({{.*}}) workgroup(%{{.*}} : memref<2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[Z:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[U:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<2xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: gpu.func @certify_certify({{.*}}) workgroup(%{{.*}} : memref<2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[Z:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[U:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<2xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[MARKS:.*]] : memref<4096xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
 // CHECK: arith.extf %{{.*}} : f32 to f64
 // CHECK: gpu.barrier
+// CHECK: memref.atomic_rmw ori %{{.*}}, %[[MARKS]]
+// CHECK: gpu.barrier
 // CHECK: scf.for {{.*}} -> (f64, f64) {
+// CHECK: memref.load %[[MARKS]]
 // CHECK: memref.atomic_rmw addf %{{.*}}, %[[U]][%{{.*}}] : (f64, memref<2xf64, #gpu.address_space<workgroup>>) -> f64
 // CHECK: memref.atomic_rmw addf %{{.*}}, %[[U]][%{{.*}}] : (f64, memref<2xf64, #gpu.address_space<workgroup>>) -> f64
 // CHECK: gpu.barrier
@@ -351,9 +355,10 @@ func.func @merge(%po: memref<?x4x2x64xf32>, %pml: memref<?x4x2x3xf32>, %o: memre
 // channel's min/max over rows goes to vbox[b, g].
 // CHECK-LABEL: func.func @certify_box(
 // CHECK: gpu.launch_func @condensate_kernels::@certify_box_certify blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args({{.*}}, %arg7 : memref<?x4x5xf32>, %arg8 : memref<?x2x5x64xf32>, %arg9 : memref<?x?xi32>, %arg10 : memref<?x2x2x64xf32>)
-// CHECK: gpu.func @certify_box_certify({{.*}}, %[[S:.*]]: memref<?x2x5x64xf32>, %[[PT:.*]]: memref<?x?xi32>, %[[VB:.*]]: memref<?x2x2x64xf32>) workgroup({{.*}}, %[[SMB:.*]] : memref<8x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
-// CHECK: %[[ROW:.*]] = arith.divsi %{{.*}}, %c32{{(_[0-9]+)?}} : index
-// CHECK: %[[CH:.*]] = arith.remsi %{{.*}}, %c32{{(_[0-9]+)?}} : index
+// CHECK: gpu.func @certify_box_certify({{.*}}, %[[S:.*]]: memref<?x2x5x64xf32>, %[[PT:.*]]: memref<?x?xi32>, %[[VB:.*]]: memref<?x2x2x64xf32>) workgroup({{.*}}, %[[SMB:.*]] : memref<8x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4096xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: %[[TID:.*]] = gpu.thread_id x
+// CHECK: %[[ROW:.*]] = arith.divsi %[[TID]], %c32{{(_[0-9]+)?}} : index
+// CHECK: %[[CH:.*]] = arith.remsi %[[TID]], %c32{{(_[0-9]+)?}} : index
 // CHECK: scf.if
 // CHECK: %[[NP:.*]] = arith.ceildivsi %{{.*}}, %c16{{(_[0-9]+)?}} : index
 // CHECK: %[[UB:.*]] = arith.select %{{.*}}, %c0{{(_[0-9]+)?}}, %[[NP]] : index
@@ -561,15 +566,25 @@ func.func @score_tokens_group(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>
 // -----
 
 // The certificate's early test: one block of 256 threads per (kv head,
-// sequence); the rank end of the slots by shared unsigned-min and signed-max
-// atomics, then Zhat and Ulow summed per head in f64 shared memory.
+// sequence) finds the rank end of the slots by shared unsigned-min and
+// signed-max atomics, sums Zhat per head in f64 shared memory and leaves
+// them with M in scratch; a grid over chunks of 1024 units adds Ulow (f64
+// atomics, shared then global); a warp per group takes the test.
 // CHECK-LABEL: func.func @precertify(
-// CHECK: gpu.launch_func @condensate_kernels::@precertify_precertify blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x16x64xf16>, %arg2 : memref<?x?xi32>, %arg3 : memref<?x4x?xf32>, %arg3 : memref<?x4x?xf32>, %arg4 : memref<?xi32>, %arg5 : memref<?x2x6xi32>, %arg6 : memref<?x2xi32>)
-// CHECK: gpu.func @precertify_precertify({{.*}}) workgroup(%[[END:.*]] : memref<3xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<8x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[Z:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[U:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {{.*}}nvvm.maxntid = array<i32: 256, 1, 1>{{.*}} {
+// CHECK: %[[M:.*]] = memref.alloc(%{{.*}}) : memref<?x2x2xf32>
+// CHECK: %[[ZU:.*]] = memref.alloc(%{{.*}}) : memref<?x2x2x2xf64>
+// CHECK: %[[ST:.*]] = memref.alloc(%{{.*}}) : memref<?x2x4xi32>
+// CHECK: gpu.launch_func @condensate_kernels::@precertify_precertify blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x16x64xf16>, %arg2 : memref<?x?xi32>, %arg3 : memref<?x4x?xf32>, %arg3 : memref<?x4x?xf32>, %arg4 : memref<?xi32>, %arg5 : memref<?x2x6xi32>, %arg6 : memref<?x2xi32>, %[[M]] : memref<?x2x2xf32>, %[[ZU]] : memref<?x2x2x2xf64>, %[[ST]] : memref<?x2x4xi32>)
+// CHECK: %[[CH:.*]] = arith.ceildivsi %{{.*}}, %c1024
+// CHECK: gpu.launch_func @condensate_kernels::@precertify_precertify_low blocks in (%[[CH]], %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c256
+// CHECK: gpu.launch_func @condensate_kernels::@precertify_precertify_test blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c32{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%[[ZU]] : memref<?x2x2x2xf64>, %[[ST]] : memref<?x2x4xi32>, %arg6 : memref<?x2xi32>)
+// CHECK: gpu.func @precertify_precertify({{.*}}) workgroup(%[[END:.*]] : memref<3xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<8x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[Z:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {{.*}}nvvm.maxntid = array<i32: 256, 1, 1>{{.*}} {
 // CHECK: memref.atomic_rmw minu %{{.*}}, %[[END]][%{{.*}}]
 // CHECK: memref.atomic_rmw maxs %{{.*}}, %[[END]][%{{.*}}]
 // CHECK: memref.atomic_rmw addf %{{.*}}, %[[Z]][%{{.*}}] : (f64,
-// CHECK: memref.atomic_rmw addf %{{.*}}, %[[U]][%{{.*}}] : (f64,
+// CHECK: gpu.func @precertify_precertify_low(
+// CHECK: memref.atomic_rmw addf %{{.*}} : (f64, memref<2xf64, #gpu.address_space<workgroup>>) -> f64
+// CHECK: memref.atomic_rmw addf %{{.*}} : (f64, memref<?x2x2x2xf64>) -> f64
 func.func @precertify(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xf16>, %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %e: memref<?x2xi32>) {
   condensate.precertify token q(%q : memref<?x4x64xf32>) k(%k : memref<?x2x16x64xf16>) pages(%pt : memref<?x?xi32>) scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) early(%e : memref<?x2xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-2 : f64, scale = 0.125 : f32}
   return

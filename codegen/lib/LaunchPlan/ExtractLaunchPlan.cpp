@@ -82,6 +82,8 @@ public:
 
 private:
   static std::string typeName(mlir::Type t) {
+    if (t.isF64())
+      return "f64";
     if (t.isF32())
       return "f32";
     if (t.isF16())

@@ -1,7 +1,10 @@
 //===- Certify.cpp - the certificate kernel -------------------------------===//
 //
-// Lowers precertify (the certificate's early test) and certify to one
-// block per (kv head, sequence) with f64 mass sums;
+// Lowers precertify (the certificate's early test) to a block per (kv
+// head, sequence) for the base set and the forced positions, a grid over
+// chunks of units for the pass over every unit, and a block per group for
+// the test; certify to one block per (kv head, sequence) with f64 mass
+// sums;
 // the omitted-value box with threads over (page rows, channels), rows
 // combined through shared memory.
 //
@@ -18,15 +21,21 @@ using namespace mlir::condensate::kernel;
 
 namespace {
 
-/// Lowers precertify (CondensateOps.td) to one block per (kv head,
-/// sequence). The bound reference M is the largest bound of the base set
-/// (base units and the forced positions' units: at least every logit the
-/// sparse pass would see), so the only pass over every unit is Ulow's; a
-/// unit bound more than ~709 above M overflows Ulow to inf, which fires the
-/// test, as the certificate would fail too. The forced positions' exact
-/// logits come one position a thread from straight-line vector loads (no
-/// dependent load chain), and the unit pass takes kUnroll units a round so
-/// their loads are in flight together.
+/// Units a block of precertify's pass over every unit takes.
+constexpr int64_t kPrecertifyChunk = 1024;
+
+/// Lowers precertify (CondensateOps.td) to three kernels. The bound
+/// reference M is the largest bound of the base set (base units and the
+/// forced positions' units: at least every logit the sparse pass would
+/// see), so the only pass over every unit is Ulow's; a unit bound more than
+/// ~709 above M overflows Ulow to inf, which fires the test, as the
+/// certificate would fail too. The first kernel (a block per (kv head,
+/// sequence)) finds M, Zhat and the rank end; the forced positions' exact
+/// logits come one (position, head) a thread from straight-line vector
+/// loads (no dependent load chain). It leaves them, and Ulow = 0, in
+/// scratch. The second (a block per chunk of kPrecertifyChunk units) adds
+/// its chunk's Ulow, kUnroll units a round so that their loads are in
+/// flight together; the third (a warp per group) takes the test.
 void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                      StringRef name) {
   Location loc = op.getLoc();
@@ -48,24 +57,36 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   bool hasWindows = static_cast<bool>(op.getWindows());
   if (hasWindows)
     operands.push_back(op.getWindows());
+  // What the first kernel leaves the others, per (sequence, kv head): M per
+  // head; Zhat and Ulow per head; whether the test runs, and the rank end
+  // (full, key, unit).
+  int64_t dyn = ShapedType::kDynamic;
+  Value batch = memref::DimOp::create(b, loc, op.getScores(), 0);
+  Value stM = memref::AllocOp::create(
+      b, loc, MemRefType::get({dyn, hkv, G}, f32), ValueRange{batch});
+  Value stZU = memref::AllocOp::create(
+      b, loc, MemRefType::get({dyn, hkv, 2, G}, f64), ValueRange{batch});
+  Value stEnd = memref::AllocOp::create(
+      b, loc, MemRefType::get({dyn, hkv, 4}, i32), ValueRange{batch});
+  int64_t stIdx = operands.size();
+  operands.append({stM, stZU, stEnd});
   SmallVector<Type> smem{
       KernelBuilder::workgroupType(ctx, {3}, i32),        // full, key, unit
       KernelBuilder::workgroupType(ctx, {warps, G}, f32), // warp maxima
-      KernelBuilder::workgroupType(ctx, {G}, f64),        // Zhat
-      KernelBuilder::workgroupType(ctx, {G}, f64)};       // Ulow
+      KernelBuilder::workgroupType(ctx, {G}, f64)};       // Zhat
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value q = a[0], kCache = a[1], pageTable = a[2], scores = a[3];
         Value bounds = a[4], lens = a[5], indices = a[6], earlyOut = a[7];
         Value windows = hasWindows ? a[8] : Value();
-        Value smEnd = sm[0], smMax = sm[1], smZ = sm[2], smU = sm[3];
+        Value outM = a[stIdx], outZU = a[stIdx + 1], outEnd = a[stIdx + 2];
+        Value smEnd = sm[0], smMax = sm[1], smZ = sm[2];
         Value tid = e.tid();
         Value g = e.bid(gpu::Dimension::x), bb = e.bid(gpu::Dimension::y);
         Value n = e.loadIndex(lens, {bb});
         Value w =
             effectiveWindow(e, windows, bb, op.getWindow(), op.getWindowMax());
         Value unit = e.idx(unitTokens), anchor = e.idx(op.getAnchor());
-        Value numUnits = e.ceilDiv(n, unit);
         const TargetInfo &target = nvvmTarget();
         CandidateUnits units{unit, anchor, n, w};
         auto head = [&](Emitter &e, int64_t i) {
@@ -93,6 +114,10 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             slots == 0 ? e.i1(false)
                        : e.lt(e.loadIndex(indices, {bb, g, e.idx(slots - 1)}),
                               e.idx(0));
+        e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
+          e.store(e.select(lastEmpty, e.i32(0), e.i32(1)), outEnd,
+                  {bb, g, e.idx(0)});
+        });
         e.ifThen(e.band(lastEmpty, e.eq(tid, e.idx(0))), [&](Emitter &e) {
           e.store(e.i32(0), earlyOut, {bb, g});
         });
@@ -104,10 +129,8 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             e.store(e.i32(-1), smEnd, {e.idx(2)});
           });
           for (int64_t i = 0; i < G; ++i)
-            e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &e) {
-              e.store(e.f64(0.0), smZ, {e.idx(i)});
-              e.store(e.f64(0.0), smU, {e.idx(i)});
-            });
+            e.ifThen(e.eq(tid, e.idx(i)),
+                     [&](Emitter &e) { e.store(e.f64(0.0), smZ, {e.idx(i)}); });
           e.barrier();
           // The slots: the rank end's key (an empty slot means nothing is
           // left out) and each head's largest base bound.
@@ -200,67 +223,52 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                       have, e.fadd(acc[i], mass(e, uSafe, i)), acc[i]));
                 return out;
               });
-          // ... and the forced positions' exact logits.
+          // ... and the forced positions' exact logits, one (position,
+          // head) pair a thread.
           Value scale = e.f32(op.getScale().convertToDouble());
           auto zForced = e.forLoop(
-              tid, e.idx(forcedSlots), e.idx(threads), zBase,
-              [&](Emitter &ee, Value v, ValueRange acc) -> SmallVector<Value> {
+              tid, e.idx(forcedSlots * G), e.idx(threads), zBase,
+              [&](Emitter &ee, Value vi, ValueRange acc) -> SmallVector<Value> {
                 GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                Value v = e.divs(vi, e.idx(G)), hi = e.rems(vi, e.idx(G));
                 auto [t, valid] = forced(e, v);
                 Value page = e.loadIndex(pageTable, {bb, e.divs(t, e.idx(p))});
                 Value off = e.rems(t, e.idx(p));
-                SmallVector<Value> rows;
-                for (int64_t c = 0; c < d; c += vecElems)
+                Value h = e.add(e.mul(g, e.idx(G)), hi);
+                SmallVector<Value> rows, qs;
+                for (int64_t c = 0; c < d; c += vecElems) {
                   rows.push_back(e.toF32(e.vecLoad(
                       kCache, {page, g, off, e.idx(c)}, vecElems, 16)));
-                SmallVector<Value> out;
-                for (int64_t i = 0; i < G; ++i) {
-                  Value dot = e.splat(e.f32(0.0), vecElems);
-                  for (int64_t c = 0; c < d; c += vecElems) {
-                    Value qv =
-                        e.vecLoad(q, {bb, head(e, i), e.idx(c)}, vecElems, 16);
-                    dot = e.fadd(dot, e.fmul(qv, rows[c / vecElems]));
-                  }
-                  Value l = e.fmul(e.reduceAdd(dot), scale);
-                  Value term = unitMassBound(e, target, e.idx(1), l, ms[i]);
-                  out.push_back(e.select(valid, e.fadd(acc[i], term), acc[i]));
+                  qs.push_back(e.vecLoad(q, {bb, h, e.idx(c)}, vecElems, 16));
                 }
+                Value dot = e.splat(e.f32(0.0), vecElems);
+                for (size_t c = 0; c < rows.size(); ++c)
+                  dot = e.fadd(dot, e.fmul(qs[c], rows[c]));
+                Value l = e.fmul(e.reduceAdd(dot), scale);
+                Value m = ms[0];
+                for (int64_t i = 1; i < G; ++i)
+                  m = e.select(e.eq(hi, e.idx(i)), ms[i], m);
+                Value term = unitMassBound(e, target, e.idx(1), l, m);
+                SmallVector<Value> out;
+                for (int64_t i = 0; i < G; ++i)
+                  out.push_back(e.select(e.band(valid, e.eq(hi, e.idx(i))),
+                                         e.fadd(acc[i], term), acc[i]));
                 return out;
               });
+          for (int64_t i = 0; i < G; ++i)
+            e.atomicAddF64(smZ, {e.idx(i)}, zForced[i]);
           // The rank end's unit is complete once every thread's atomic is.
           e.barrier();
-          SelectionEnd end{e.ne(e.load(smEnd, {e.idx(0)}), e.i32(0)), endKey,
-                           e.loadIndex(smEnd, {e.idx(2)})};
-          // Ulow: the candidates no extra can take in, kUnroll units a round.
-          auto low = e.forLoop(
-              e.mul(tid, e.idx(kUnroll)), numUnits, e.idx(threads * kUnroll),
-              zero,
-              [&](Emitter &e, Value u0, ValueRange acc) -> SmallVector<Value> {
-                SmallVector<Value> out(acc.begin(), acc.end());
-                for (int64_t r = 0; r < kUnroll; ++r) {
-                  Value u = e.add(u0, e.idx(r));
-                  Value in = e.lt(u, numUnits);
-                  Value uSafe = e.select(in, u, e.idx(0));
-                  Value after =
-                      e.band(in, ranksAfter(e, end, key(e, uSafe), uSafe));
-                  for (int64_t i = 0; i < G; ++i)
-                    out[i] = e.select(after, e.fadd(out[i], mass(e, uSafe, i)),
-                                      out[i]);
-                }
-                return out;
-              });
-          for (int64_t i = 0; i < G; ++i) {
-            e.atomicAddF64(smZ, {e.idx(i)}, zForced[i]);
-            e.atomicAddF64(smU, {e.idx(i)}, low[i]);
-          }
-          e.barrier();
+          for (int64_t i = 0; i < G; ++i)
+            e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &e) {
+              e.store(ms[i], outM, {bb, g, e.idx(i)});
+              e.store(e.load(smZ, {e.idx(i)}), outZU,
+                      {bb, g, e.idx(0), e.idx(i)});
+              e.store(e.f64(0.0), outZU, {bb, g, e.idx(1), e.idx(i)});
+            });
           e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
-            Value worst = e.f64(0.0);
-            for (int64_t i = 0; i < G; ++i)
-              worst = e.fmax(worst, epsHat(e, target, e.load(smU, {e.idx(i)}),
-                                           e.load(smZ, {e.idx(i)})));
-            Value early = e.fcmp(arith::CmpFPredicate::OGT, worst, e.f64(tau));
-            e.store(e.select(early, e.i32(1), e.i32(0)), earlyOut, {bb, g});
+            for (int64_t j = 0; j < 3; ++j)
+              e.store(e.load(smEnd, {e.idx(j)}), outEnd, {bb, g, e.idx(j + 1)});
           });
         });
       });
@@ -268,6 +276,110 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   // launches (128 a thread), spilling rather than failing.
   KernelBuilder::launchBounds(fn, threads, 2);
   launchPerGroup(b, loc, fn, op.getScores(), hkv, threads, operands);
+
+  // Ulow, a chunk of units a block: the candidates no extra can take in.
+  SmallVector<Value> lowOperands{
+      op.getScores(), op.getBounds(), op.getLens(), stM, stZU, stEnd};
+  if (hasWindows)
+    lowOperands.push_back(op.getWindows());
+  auto low = kb.createKernel(
+      (name + "_low").str(), lowOperands,
+      {KernelBuilder::workgroupType(ctx, {G}, f64)},
+      [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
+        Value scores = a[0], bounds = a[1], lens = a[2], inM = a[3], zu = a[4],
+              inEnd = a[5];
+        Value windows = hasWindows ? a[6] : Value();
+        Value smU = sm[0];
+        Value tid = e.tid();
+        Value x = e.bid(gpu::Dimension::x), g = e.bid(gpu::Dimension::y),
+              bb = e.bid(gpu::Dimension::z);
+        Value n = e.loadIndex(lens, {bb});
+        Value w =
+            effectiveWindow(e, windows, bb, op.getWindow(), op.getWindowMax());
+        Value unit = e.idx(unitTokens);
+        Value numUnits = e.ceilDiv(n, unit);
+        Value first = e.mul(x, e.idx(kPrecertifyChunk));
+        Value last = e.mins(e.add(first, e.idx(kPrecertifyChunk)), numUnits);
+        Value run = e.band(e.ne(e.load(inEnd, {bb, g, e.idx(0)}), e.i32(0)),
+                           e.lt(first, numUnits));
+        // Uniform over the block.
+        e.ifThen(run, [&](Emitter &ee) {
+          GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+          const TargetInfo &target = nvvmTarget();
+          CandidateUnits units{unit, e.idx(op.getAnchor()), n, w};
+          SelectionEnd end{e.ne(e.load(inEnd, {bb, g, e.idx(1)}), e.i32(0)),
+                           e.load(inEnd, {bb, g, e.idx(2)}),
+                           e.loadIndex(inEnd, {bb, g, e.idx(3)})};
+          SmallVector<Value> ms, zero(G, e.f64(0.0));
+          for (int64_t i = 0; i < G; ++i)
+            ms.push_back(e.load(inM, {bb, g, e.idx(i)}));
+          for (int64_t i = 0; i < G; ++i)
+            e.ifThen(e.eq(tid, e.idx(i)),
+                     [&](Emitter &e) { e.store(e.f64(0.0), smU, {e.idx(i)}); });
+          e.barrier();
+          auto part = e.forLoop(
+              e.add(first, e.mul(tid, e.idx(kUnroll))), last,
+              e.idx(threads * kUnroll), zero,
+              [&](Emitter &ee, Value u0, ValueRange acc) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                SmallVector<Value> out(acc.begin(), acc.end());
+                for (int64_t r = 0; r < kUnroll; ++r) {
+                  Value u = e.add(u0, e.idx(r));
+                  Value in = e.lt(u, last);
+                  Value uSafe = e.select(in, u, e.idx(0));
+                  Value key =
+                      rankingKey(e, target, units, scores, bb, g, uSafe, G).key;
+                  Value after = e.band(in, ranksAfter(e, end, key, uSafe));
+                  Value cnt = units.count(e, uSafe);
+                  for (int64_t i = 0; i < G; ++i) {
+                    Value h = e.add(e.mul(g, e.idx(G)), e.idx(i));
+                    Value mass = unitMassBound(
+                        e, target, cnt, e.load(bounds, {bb, h, uSafe}), ms[i]);
+                    out[i] = e.select(after, e.fadd(out[i], mass), out[i]);
+                  }
+                }
+                return out;
+              });
+          for (int64_t i = 0; i < G; ++i)
+            e.atomicAddF64(smU, {e.idx(i)}, part[i]);
+          e.barrier();
+          for (int64_t i = 0; i < G; ++i)
+            e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &ee) {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              e.atomicAddF64(zu, {bb, g, e.idx(1), e.idx(i)},
+                             e.load(smU, {e.idx(i)}));
+            });
+        });
+      });
+  KernelBuilder::launchBounds(low, threads, 2);
+  Value chunks = arith::CeilDivSIOp::create(
+      b, loc, memref::DimOp::create(b, loc, op.getScores(), 2),
+      arith::ConstantIndexOp::create(b, loc, kPrecertifyChunk));
+  launch(b, loc, low, chunks, arith::ConstantIndexOp::create(b, loc, hkv),
+         batch, threads, lowOperands);
+
+  // The test: a group goes dense early when a head's eps_low exceeds tau.
+  SmallVector<Value> testOperands{stZU, stEnd, op.getEarly()};
+  auto test = kb.createKernel(
+      (name + "_test").str(), testOperands, {},
+      [&](GPUEmitter &e, ValueRange a, ValueRange) {
+        Value zu = a[0], inEnd = a[1], earlyOut = a[2];
+        Value g = e.bid(gpu::Dimension::x), bb = e.bid(gpu::Dimension::y);
+        Value run = e.band(e.eq(e.tid(), e.idx(0)),
+                           e.ne(e.load(inEnd, {bb, g, e.idx(0)}), e.i32(0)));
+        e.ifThen(run, [&](Emitter &e) {
+          const TargetInfo &target = nvvmTarget();
+          Value worst = e.f64(0.0);
+          for (int64_t i = 0; i < G; ++i)
+            worst =
+                e.fmax(worst, epsHat(e, target,
+                                     e.load(zu, {bb, g, e.idx(1), e.idx(i)}),
+                                     e.load(zu, {bb, g, e.idx(0), e.idx(i)})));
+          Value early = e.fcmp(arith::CmpFPredicate::OGT, worst, e.f64(tau));
+          e.store(e.select(early, e.i32(1), e.i32(0)), earlyOut, {bb, g});
+        });
+      });
+  launchPerGroup(b, loc, test, op.getScores(), hkv, kWarp, testOperands);
 }
 
 void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
@@ -312,20 +424,28 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   if (hasBox) // per-row partial boxes [row][min, max][channel]
     smem.push_back(
         KernelBuilder::workgroupType(ctx, {boxRows, kValueBoxRows, d}, f32));
-  // The extras taken, as a bitmap over the first kMarkUnits units, once
-  // there are more slots than a scan of them per unit affords (open
-  // extras: max_extra as large as the context); a unit past the bitmap is
-  // looked up in the slots.
+  // The selected set (base units, then the extras taken), as a bitmap over
+  // the first kMarkUnits units, so that the passes over every unit test
+  // membership with one shared load rather than a binary search of the base
+  // and a scan of the extras (which a unit past the bitmap still takes).
+  // Needed once there are more slots than a scan per unit affords (open
+  // extras: max_extra as large as the context); otherwise kept where it
+  // fits the 48 KB of static shared memory.
   constexpr int64_t kScanExtras = 64, kMarkUnits = 131072;
   constexpr int64_t kMarkWords = kMarkUnits / 32;
   bool manyExtras = tau > 0.0 && extraMax > kScanExtras;
-  int64_t marksIdx = smem.size();
-  if (manyExtras)
-    smem.push_back(KernelBuilder::workgroupType(ctx, {kMarkWords}, i32));
-  // ... and the walk starts from per-chunk mass sums (f64 [chunk][head],
-  // 8 KB; with the marks and the value box at most 40 KB of the 48).
+  // ... and with many extras the walk starts from per-chunk mass sums (f64
+  // [chunk][head], 8 KB; with the marks and the value box at most 40 KB of
+  // the 48).
   const int64_t numChunks = std::clamp<int64_t>(1024 / G, 1, threads);
   const int64_t chunkLen = (extraMax + numChunks - 1) / numChunks;
+  SmallVector<Type> withMarks(smem);
+  withMarks.push_back(KernelBuilder::workgroupType(ctx, {kMarkWords}, i32));
+  bool marksOn = manyExtras ||
+                 KernelBuilder::workgroupBytes(withMarks) <= 48 * 1024 - 1024;
+  int64_t marksIdx = smem.size();
+  if (marksOn)
+    smem.push_back(KernelBuilder::workgroupType(ctx, {kMarkWords}, i32));
   int64_t chunksIdx = smem.size();
   if (manyExtras)
     smem.push_back(KernelBuilder::workgroupType(ctx, {numChunks, G}, f64));
@@ -368,14 +488,37 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           e.store(e.i32(0), smD, {e.idx(0)});
           e.store(e.i32(0), smD, {e.idx(1)});
         });
-        Value marks = manyExtras ? sm[marksIdx] : Value();
-        if (manyExtras)
+        Value marks = marksOn ? sm[marksIdx] : Value();
+        if (marksOn)
           e.forLoop(tid, e.idx(kMarkWords), e.idx(threads), {},
                     [&](Emitter &e, Value x, ValueRange) -> SmallVector<Value> {
                       e.store(e.i32(0), marks, {x});
                       return {};
                     });
         e.barrier();
+        // Sets unit u's bit (u may be -1: an empty slot, or past the
+        // bitmap: left to the searches).
+        auto mark = [&](GPUEmitter &e, Value u) {
+          e.ifThen(e.band(e.ge(u, e.idx(0)), e.lt(u, e.idx(kMarkUnits))),
+                   [&](Emitter &ee) {
+                     GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                     Value bit = arith::ShLIOp::create(
+                         e.builder(), e.location(), e.i32(1),
+                         e.toI32(e.rems(u, e.idx(32))));
+                     e.atomic(arith::AtomicRMWKind::ori, marks,
+                              {e.divs(u, e.idx(32))}, bit);
+                   });
+        };
+        if (marksOn && base > 0) {
+          e.forLoop(
+              tid, e.idx(base), e.idx(threads), {},
+              [&](Emitter &ee, Value j, ValueRange) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                mark(e, e.loadIndex(indices, {bb, g, j}));
+                return {};
+              });
+          e.barrier();
+        }
         SmallVector<Value> ms;
         for (int64_t i = 0; i < G; ++i)
           ms.push_back(e.load(smM, {e.idx(i)}));
@@ -417,11 +560,16 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                 return {e.bor(acc[0], e.eq(x, u))};
               })[0];
         };
-        // Membership in the first `count` extras (with marks: the marks
-        // hold exactly the extras taken so far, none before the walk).
-        auto inExtras = [&](GPUEmitter &e, Value u, Value count) -> Value {
-          if (!manyExtras)
-            return scanExtras(e, u, count);
+        // Membership in the base set or the first `count` extras (with
+        // marks: they hold exactly the base and the extras taken so far,
+        // none of those before the walk).
+        auto inSet = [&](GPUEmitter &e, Value u, Value count) -> Value {
+          auto search = [&](Emitter &ee) -> SmallVector<Value> {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            return {e.bor(inBase(e, u), scanExtras(e, u, count))};
+          };
+          if (!marksOn)
+            return search(e)[0];
           return e.ifElse(
               e.lt(u, e.idx(kMarkUnits)), TypeRange{e.builder().getI1Type()},
               [&](Emitter &e) -> SmallVector<Value> {
@@ -431,9 +579,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                                            e.toI32(e.rems(u, e.idx(32))));
                 return {e.ne(e.band(bit, e.i32(1)), e.i32(0))};
               },
-              [&](Emitter &e) -> SmallVector<Value> {
-                return {scanExtras(e, u, count)};
-              })[0];
+              search)[0];
         };
         const TargetInfo &target = nvvmTarget();
         CandidateUnits units{unit, anchor, n, w};
@@ -449,7 +595,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
               tid, nu, e.idx(threads), init,
               [&](Emitter &ee, Value u, ValueRange acc) -> SmallVector<Value> {
                 GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                Value skip = e.bor(inBase(e, u), inExtras(e, u, count));
+                Value skip = inSet(e, u, count);
                 SmallVector<Value> out;
                 for (int64_t i = 0; i < G; ++i)
                   out.push_back(
@@ -554,23 +700,12 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           });
           e.barrier();
           Value extra = e.loadIndex(smD, {e.idx(0)});
-          if (manyExtras) {
+          if (marksOn) {
             e.forLoop(
                 tid, extra, e.idx(threads), {},
                 [&](Emitter &ee, Value j, ValueRange) -> SmallVector<Value> {
                   GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                  Value u =
-                      e.loadIndex(indices, {bb, g, e.add(e.idx(base), j)});
-                  e.ifThen(
-                      e.band(e.ge(u, e.idx(0)), e.lt(u, e.idx(kMarkUnits))),
-                      [&](Emitter &ee) {
-                        GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                        Value bit = arith::ShLIOp::create(
-                            e.builder(), e.location(), e.i32(1),
-                            e.toI32(e.rems(u, e.idx(32))));
-                        e.atomic(arith::AtomicRMWKind::ori, marks,
-                                 {e.divs(u, e.idx(32))}, bit);
-                      });
+                  mark(e, e.loadIndex(indices, {bb, g, e.add(e.idx(base), j)}));
                   return {};
                 });
             e.barrier();
@@ -604,19 +739,19 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             if (unitTokens == 1) {
               // Selected tokens inside the page (all are candidates).
               Value t0 = e.mul(j, pageV), t1 = e.add(t0, pageV);
-              Value inBaseCount = e.sub(baseBelow(e, t1), baseBelow(e, t0));
-              if (manyExtras)
+              if (marksOn)
                 covered = e.forLoop(
-                    t0, t1, e.idx(1), {inBaseCount},
+                    t0, t1, e.idx(1), {e.idx(0)},
                     [&](Emitter &ee, Value t,
                         ValueRange acc) -> SmallVector<Value> {
                       GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                      return {e.select(inExtras(e, t, extra),
+                      return {e.select(inSet(e, t, extra),
                                        e.add(acc[0], e.idx(1)), acc[0])};
                     })[0];
               else
                 covered = e.forLoop(
-                    e.idx(0), extra, e.idx(1), {inBaseCount},
+                    e.idx(0), extra, e.idx(1),
+                    {e.sub(baseBelow(e, t1), baseBelow(e, t0))},
                     [&](Emitter &e, Value k,
                         ValueRange acc) -> SmallVector<Value> {
                       Value u =
@@ -626,7 +761,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                           e.select(inside, e.add(acc[0], e.idx(1)), acc[0])};
                     })[0];
             } else {
-              Value sel = e.bor(inBase(e, j), inExtras(e, j, extra));
+              Value sel = inSet(e, j, extra);
               covered = e.select(sel, cand, e.idx(0));
             }
             return e.gt(cand, covered);

@@ -70,7 +70,7 @@ struct BufferRef {
 /// of an argument or scratch buffer.
 struct MemRefParam {
   BufferRef buffer;
-  std::string elementType; ///< f32, f16, bf16, i32, i8
+  std::string elementType; ///< f64, f32, f16, bf16, i32, i8
   int64_t elementBytes = 4;
   Expr offset;
   std::vector<Expr> sizes, strides;
