@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/Runtime/GPUProgram.h"
 
+#include <limits>
+
 namespace condensate {
 
 //===----------------------------------------------------------------------===//
@@ -90,18 +92,33 @@ GPUProgram::scratchBytes(const FunctionPlan &fn,
                          const std::vector<std::vector<int64_t>> &shapes,
                          std::vector<int64_t> *offsets) const {
   int64_t total = 0;
-  for (const ScratchBuffer &s : fn.scratch) {
+  for (size_t i = 0; i < fn.scratch.size(); ++i) {
+    const ScratchBuffer &s = fn.scratch[i];
+    auto tooLarge = [&] {
+      return Status::error("scratch buffer " + std::to_string(i) + " of " +
+                           fn.name + " does not fit in 64-bit sizes");
+    };
     int64_t elems = 1;
     for (const Expr &e : s.shape) {
       auto v = e.eval(shapes);
       if (!v.ok())
         return v;
-      elems *= *v;
+      if (*v < 0)
+        return Status::error("scratch buffer " + std::to_string(i) + " of " +
+                             fn.name + " has a dimension of " +
+                             std::to_string(*v));
+      if (__builtin_mul_overflow(elems, *v, &elems))
+        return tooLarge();
     }
     if (offsets)
       offsets->push_back(total);
-    int64_t bytes = elems * s.elementBytes;
-    total += (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(elems, s.elementBytes, &bytes) ||
+        bytes > std::numeric_limits<int64_t>::max() - kScratchAlign ||
+        __builtin_add_overflow(
+            total, (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign,
+            &total))
+      return tooLarge();
   }
   return total;
 }

@@ -11,6 +11,15 @@ namespace condensate {
 
 using nlohmann::json;
 
+namespace {
+/// The element sizes a memref of the launch plans can have (i8 to f64).
+bool validElementBytes(int64_t b) {
+  return b == 1 || b == 2 || b == 4 || b == 8;
+}
+/// More arguments than any generated function takes.
+constexpr int64_t kMaxFunctionArgs = 1024;
+} // namespace
+
 Result<int64_t>
 Expr::eval(const std::vector<std::vector<int64_t>> &argShapes) const {
   switch (kind) {
@@ -34,15 +43,21 @@ Expr::eval(const std::vector<std::vector<int64_t>> &argShapes) const {
   auto b = operands[1].eval(argShapes);
   if (!b.ok())
     return b;
+  int64_t r = 0;
   switch (kind) {
   case Kind::Add:
-    return *a + *b;
+    if (__builtin_add_overflow(*a, *b, &r))
+      return Status::error("launch plan expression overflows: " + toString());
+    return r;
   case Kind::Mul:
-    return *a * *b;
+    if (__builtin_mul_overflow(*a, *b, &r))
+      return Status::error("launch plan expression overflows: " + toString());
+    return r;
   case Kind::CeilDiv:
-    if (*b == 0)
-      return Status::error("launch plan divides by zero");
-    return (*a + *b - 1) / *b;
+    if (*b <= 0 || *a < 0)
+      return Status::error("launch plan divides " + std::to_string(*a) +
+                           " by " + std::to_string(*b) + ": " + toString());
+    return *a / *b + (*a % *b != 0);
   case Kind::Max:
     return std::max(*a, *b);
   case Kind::Min:
@@ -213,10 +228,18 @@ Result<LaunchPlan> LaunchPlan::fromJSON(const std::string &text) {
       FunctionPlan fn;
       fn.name = it.key();
       fn.numArgs = it->at("num_args").get<int64_t>();
+      if (fn.numArgs < 0 || fn.numArgs > kMaxFunctionArgs)
+        return Status::error("manifest: function " + fn.name + " has " +
+                             std::to_string(fn.numArgs) + " arguments");
       for (const json &s : it->at("scratch")) {
         ScratchBuffer b;
         b.elementType = s.at("element_type").get<std::string>();
         b.elementBytes = s.at("element_bytes").get<int64_t>();
+        if (!validElementBytes(b.elementBytes))
+          return Status::error("manifest: scratch buffer " +
+                               std::to_string(fn.scratch.size()) + " of " +
+                               fn.name + " has element_bytes " +
+                               std::to_string(b.elementBytes));
         auto shape = exprsFromJSON(s.at("shape"));
         if (!shape.ok())
           return shape.status();
@@ -251,8 +274,20 @@ Result<LaunchPlan> LaunchPlan::fromJSON(const std::string &text) {
           m.buffer.kind = kind == "arg" ? BufferRef::Kind::Argument
                                         : BufferRef::Kind::Scratch;
           m.buffer.index = p.at("index").get<int64_t>();
+          int64_t buffers = kind == "arg"
+                                ? fn.numArgs
+                                : static_cast<int64_t>(fn.scratch.size());
+          if (m.buffer.index < 0 || m.buffer.index >= buffers)
+            return Status::error("manifest: kernel " + launch.kernel +
+                                 " reads " + kind + " " +
+                                 std::to_string(m.buffer.index) + " of " +
+                                 std::to_string(buffers));
           m.elementType = p.at("element_type").get<std::string>();
           m.elementBytes = p.at("element_bytes").get<int64_t>();
+          if (!validElementBytes(m.elementBytes))
+            return Status::error("manifest: kernel " + launch.kernel +
+                                 " has a parameter of element_bytes " +
+                                 std::to_string(m.elementBytes));
           auto off = exprFromJSON(p.at("offset"));
           auto sizes = exprsFromJSON(p.at("sizes"));
           auto strides = exprsFromJSON(p.at("strides"));

@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <unistd.h>
 
 using namespace condensate;
@@ -275,6 +276,87 @@ TEST(GPUCompiler, ManifestSharedBytesAreChecked) {
     EXPECT_NE(r.message().find("f_select_topk"), std::string::npos)
         << r.message();
   }
+}
+
+// A manifest's buffers are checked when it is read: element sizes, and
+// every parameter's buffer among the function's arguments or scratch; its
+// expressions refuse to overflow or divide by zero when evaluated.
+TEST(GPUCompiler, ManifestBuffersAndExpressionsAreChecked) {
+  LaunchPlan plan;
+  plan.target = "sm_90";
+  FunctionPlan fn;
+  fn.name = "f";
+  fn.numArgs = 2;
+  ScratchBuffer sb;
+  sb.elementType = "i32";
+  sb.elementBytes = 4;
+  sb.shape = {Expr::argDim(0, 0), Expr::constant(16)};
+  fn.scratch.push_back(sb);
+  KernelLaunch l;
+  l.kernel = "f_select_topk";
+  l.grid = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
+  l.block = {256, 1, 1};
+  MemRefParam p;
+  p.buffer = {BufferRef::Kind::Scratch, 0};
+  p.elementType = "i32";
+  p.elementBytes = 4;
+  p.offset = Expr::constant(0);
+  p.sizes = sb.shape;
+  p.strides = {Expr::constant(16), Expr::constant(1)};
+  l.params.push_back(p);
+  fn.launches.push_back(l);
+  plan.functions["f"] = fn;
+  plan.layers = {"f"};
+  plan.append = "f";
+  ASSERT_TRUE(LaunchPlan::fromJSON(plan.toJSON()).ok());
+  auto refused = [&](LaunchPlan bad, const std::string &what) {
+    auto r = LaunchPlan::fromJSON(bad.toJSON());
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_NE(r.message().find(what), std::string::npos) << r.message();
+  };
+  for (int64_t bytes :
+       {int64_t(0), int64_t(3), int64_t(-8), int64_t(1) << 40}) {
+    LaunchPlan bad = plan;
+    bad.functions["f"].scratch[0].elementBytes = bytes;
+    refused(bad, "scratch buffer 0 of f has element_bytes");
+    bad = plan;
+    bad.functions["f"].launches[0].params[0].elementBytes = bytes;
+    refused(bad, "f_select_topk has a parameter of element_bytes");
+  }
+  for (auto [kind, index] :
+       {std::pair{BufferRef::Kind::Scratch, int64_t(1)},
+        std::pair{BufferRef::Kind::Scratch, int64_t(-1)},
+        std::pair{BufferRef::Kind::Argument, int64_t(2)},
+        std::pair{BufferRef::Kind::Argument, int64_t(-3)}}) {
+    LaunchPlan bad = plan;
+    bad.functions["f"].launches[0].params[0].buffer = {kind, index};
+    refused(bad, "f_select_topk reads");
+  }
+  LaunchPlan bad = plan;
+  bad.functions["f"].numArgs = -1;
+  refused(bad, "function f has -1 arguments");
+
+  const int64_t big = int64_t(1) << 62;
+  using K = Expr::Kind;
+  auto mul = Expr::binary(K::Mul, Expr::constant(big), Expr::argDim(0, 0));
+  ASSERT_TRUE(mul.eval({{1}}).ok());
+  EXPECT_EQ(*mul.eval({{1}}), big);
+  auto over = mul.eval({{2}});
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.message().find("overflows"), std::string::npos);
+  EXPECT_FALSE(Expr::binary(K::Add, Expr::constant(big), Expr::constant(big))
+                   .eval({})
+                   .ok());
+  for (int64_t d : {int64_t(0), int64_t(-4)})
+    EXPECT_FALSE(Expr::binary(K::CeilDiv, Expr::constant(10), Expr::constant(d))
+                     .eval({})
+                     .ok())
+        << d;
+  EXPECT_EQ(*Expr::binary(K::CeilDiv,
+                          Expr::constant(std::numeric_limits<int64_t>::max()),
+                          Expr::constant(2))
+                 .eval({}),
+            (std::numeric_limits<int64_t>::max() / 2) + 1);
 }
 
 // The runtime builds models from its structures; the result is what the
