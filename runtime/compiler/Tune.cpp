@@ -119,21 +119,15 @@ HostCase makeCase(const ModelShape &s, const std::vector<int32_t> &lens,
 }
 
 reference::Inputs referenceInputs(const ModelShape &s, const HostCase &c) {
-  reference::Inputs in;
+  reference::Inputs in = reference::inputsFor(s);
   in.batch = c.batch;
-  in.qHeads = s.qHeads;
-  in.kvHeads = s.kvHeads;
-  in.headDim = s.headDim;
-  in.pageSize = s.pageSize;
   in.maxPages = c.maxPages;
-  in.scale = s.effectiveScale();
   in.q = c.q.data();
   in.k = c.k.data();
   in.v = c.v.data();
   in.pageTable = c.pageTable.data();
   in.lens = c.lens.data();
   in.numPages = c.numPages;
-  in.sketchBits = s.sketchBits;
   return in;
 }
 

@@ -557,6 +557,17 @@ std::vector<double> prefill(const PrefillInputs &in, int64_t window,
   return out;
 }
 
+Inputs inputsFor(const ModelShape &shape) {
+  Inputs in;
+  in.qHeads = shape.qHeads;
+  in.kvHeads = shape.kvHeads;
+  in.headDim = shape.headDim;
+  in.pageSize = shape.pageSize;
+  in.scale = shape.effectiveScale();
+  in.sketchBits = shape.sketchBits;
+  return in;
+}
+
 std::vector<Decision> decisionsFromStats(const float *stats, int64_t batch,
                                          int64_t qHeads, int64_t kvHeads) {
   const int64_t W = abi::kStatsWidth, group = qHeads / kvHeads;

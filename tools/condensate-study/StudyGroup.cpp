@@ -158,14 +158,9 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
       continue;
     const int32_t window = int32_t(policy.schedule.policyFor(l, 0).windowFor(rep));
     Decoder::CacheView c = dec_.cache(l);
-    reference::Inputs in;
+    reference::Inputs in = reference::inputsFor(s);
     in.batch = 1;
-    in.qHeads = Hq;
-    in.kvHeads = Hkv;
-    in.headDim = D;
-    in.pageSize = s.pageSize;
     in.maxPages = int64_t(pages.size());
-    in.scale = s.effectiveScale();
     in.q = q.data() + (l * batch + b) * Hq * D;
     in.k = static_cast<const float *>(c.k);
     in.v = static_cast<const float *>(c.v);
@@ -174,7 +169,6 @@ void GroupRunner::sampleOmittedMass(const PolicyDef &policy, int64_t b,
     in.windows = &window;
     in.summaries = c.summaries;
     in.numPages = c.numPages;
-    in.sketchBits = s.sketchBits;
     const float *st = stats.data() + (l * batch + b) * Hq * F;
     std::vector<reference::Decision> decisions(static_cast<size_t>(Hkv));
     for (int64_t g = 0; g < Hkv; ++g) {

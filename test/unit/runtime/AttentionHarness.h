@@ -263,14 +263,9 @@ inline reference::Inputs referenceInputs(const ModelShape &s,
                                          const std::vector<float> &kf,
                                          const std::vector<float> &vf,
                                          const int32_t *windows) {
-  reference::Inputs in;
+  reference::Inputs in = reference::inputsFor(s);
   in.batch = c.batch;
-  in.qHeads = s.qHeads;
-  in.kvHeads = s.kvHeads;
-  in.headDim = s.headDim;
-  in.pageSize = s.pageSize;
   in.maxPages = c.maxPages;
-  in.scale = s.effectiveScale();
   in.q = c.q.data();
   in.k = kf.data();
   in.v = vf.data();
@@ -279,7 +274,6 @@ inline reference::Inputs referenceInputs(const ModelShape &s,
   in.windows = windows;
   in.summaries = c.summaries.data();
   in.numPages = c.numPages;
-  in.sketchBits = s.sketchBits;
   return in;
 }
 

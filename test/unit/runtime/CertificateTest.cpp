@@ -258,14 +258,9 @@ Tally checkCall(Executor &exec, int64_t layer, const std::vector<Policy> &kv,
     t.failures = 1;
     return t;
   }
-  reference::Inputs in;
+  reference::Inputs in = reference::inputsFor(s);
   in.batch = c.batch;
-  in.qHeads = hq;
-  in.kvHeads = s.kvHeads;
-  in.headDim = d;
-  in.pageSize = s.pageSize;
   in.maxPages = c.maxPages;
-  in.scale = s.effectiveScale();
   in.q = q.data();
   in.k = cache.kf.data();
   in.v = cache.vf.data();
@@ -273,15 +268,8 @@ Tally checkCall(Executor &exec, int64_t layer, const std::vector<Policy> &kv,
   in.lens = c.lens.data();
   in.summaries = c.summaries.data();
   in.numPages = c.numPages;
-  in.sketchBits = s.sketchBits;
-  std::vector<reference::Decision> decisions(
-      static_cast<size_t>(c.batch * s.kvHeads));
-  for (int64_t b = 0; b < c.batch; ++b)
-    for (int64_t g = 0; g < s.kvHeads; ++g) {
-      const float *st0 = stats.data() + (b * hq + g * group) * kStatFields;
-      decisions[static_cast<size_t>(b * s.kvHeads + g)] = {
-          static_cast<int64_t>(st0[2]), st0[3] != 0.0f};
-    }
+  const std::vector<reference::Decision> decisions =
+      reference::decisionsFromStats(stats.data(), c.batch, hq, s.kvHeads);
   const reference::Output ref = reference::attend(in, kv, &decisions);
   // On a failure, what the reference would have decided by itself.
   std::optional<reference::Output> own;

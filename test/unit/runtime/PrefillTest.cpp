@@ -426,14 +426,9 @@ TEST(PrefillReference, RowsAreDecodeAttentionAtTheirPositions) {
                                  c.rowStarts[b + 1], r) +
             1));
       }
-    reference::Inputs dec;
+    reference::Inputs dec = reference::inputsFor(s);
     dec.batch = c.rows;
-    dec.qHeads = s.qHeads;
-    dec.kvHeads = s.kvHeads;
-    dec.headDim = s.headDim;
-    dec.pageSize = s.pageSize;
     dec.maxPages = c.maxPages;
-    dec.scale = s.effectiveScale();
     dec.q = c.q.data();
     dec.k = c.k.data();
     dec.v = c.v.data();

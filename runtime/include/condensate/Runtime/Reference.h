@@ -41,6 +41,11 @@ struct Inputs {
   int64_t sketchBits = 0;
 };
 
+/// Inputs with the fields a model shape gives (heads, head_dim, page size,
+/// the attention scale and the sketch bits); batch and buffers are the
+/// caller's.
+Inputs inputsFor(const ModelShape &shape);
+
 /// Decisions a certified kernel took for one (sequence, kv head), used to
 /// evaluate the reference on the same set.
 struct Decision {
