@@ -32,9 +32,9 @@ using namespace mlir::condensate::kernel;
 namespace {
 
 /// The prefilter's histogram bins: the top kPrefilterBits bits of a
-/// ranking key (sign, exponent and 3 mantissa bits of the score: bins 9-19%
-/// wide, so that on real scores the bin where the top `slots` end holds
-/// few units beyond them).
+/// ranking key (sign, exponent and 3 mantissa bits of the score: each bin
+/// 1/8 to 1/15 of its lower end wide, so that on real scores the bin where
+/// the top `slots` end holds few units beyond them).
 constexpr int64_t kPrefilterBits = 12;
 constexpr int64_t kPrefilterBins = int64_t(1) << kPrefilterBits;
 /// Units a prefilter block takes, and its threads.
