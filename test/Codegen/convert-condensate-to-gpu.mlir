@@ -382,6 +382,18 @@ func.func @certify_box(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref
 
 // -----
 
+// head_dim 512 with more than 64 extras: the bitmap of the selected set
+// and the extras' chunk sums leave room for 4 rows of the value box, so
+// the kernel stays within the 48 KB of static shared memory.
+// CHECK-LABEL: func.func @certify_box_wide(
+// CHECK: gpu.func @certify_box_wide_certify({{.*}}) workgroup({{.*}}, %{{.*}} : memref<4x2x512xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4096xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<256x2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+func.func @certify_box_wide(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x104xi32>, %po: memref<?x4x1x512xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x5x512xf32>, %pt: memref<?x?xi32>, %vb: memref<?x2x2x512xf32>) {
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x104xi32>) base(%po, %pml : memref<?x4x1x512xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x5x512xf32>) pages(%pt : memref<?x?xi32>) vbox(%vb : memref<?x2x2x512xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
 // The output bound in the merge: each lane's 2 channels against the box of
 // its group, summed over the warp by xor shuffles (all lanes), then lane 0
 // writes eps_hat * sqrt(sum) to stats column 4.

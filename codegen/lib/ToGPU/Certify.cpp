@@ -406,24 +406,6 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
     earlyIdx = operands.size();
     operands.push_back(op.getEarly());
   }
-  // The value box: one warp per page row (lanes over channels, `boxPer`
-  // channels each), `boxRows` rows in flight, combined through shared
-  // memory.
-  bool hasBox = static_cast<bool>(op.getVbox());
-  int64_t d = hasBox ? staticDim(op.getVbox(), 3) : 0;
-  int64_t boxLanes = std::min<int64_t>(std::max<int64_t>(d, 1), kWarp);
-  int64_t boxRows = threads / boxLanes;
-  int64_t boxPer = (d + boxLanes - 1) / boxLanes;
-  int64_t boxIdx = operands.size();
-  if (hasBox)
-    operands.append({op.getSummaries(), op.getPageTable(), op.getVbox()});
-  SmallVector<Type> smem{KernelBuilder::workgroupType(ctx, {G}, f32),  // m
-                         KernelBuilder::workgroupType(ctx, {G}, f64),  // Z
-                         KernelBuilder::workgroupType(ctx, {G}, f64),  // U
-                         KernelBuilder::workgroupType(ctx, {2}, i32)}; // e, fb
-  if (hasBox) // per-row partial boxes [row][min, max][channel]
-    smem.push_back(
-        KernelBuilder::workgroupType(ctx, {boxRows, kValueBoxRows, d}, f32));
   // The selected set (base units, then the extras taken), as a bitmap over
   // the first kMarkUnits units, so that the passes over every unit test
   // membership with one shared load rather than a binary search of the base
@@ -433,22 +415,57 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   // fits the 48 KB of static shared memory.
   constexpr int64_t kScanExtras = 64, kMarkUnits = 131072;
   constexpr int64_t kMarkWords = kMarkUnits / 32;
+  constexpr int64_t kStaticBudget = 48 * 1024 - 1024;
   bool manyExtras = tau > 0.0 && extraMax > kScanExtras;
   // ... and with many extras the walk starts from per-chunk mass sums (f64
-  // [chunk][head], 8 KB; with the marks and the value box at most 40 KB of
-  // the 48).
+  // [chunk][head], 8 KB).
   const int64_t numChunks = std::clamp<int64_t>(1024 / G, 1, threads);
   const int64_t chunkLen = (extraMax + numChunks - 1) / numChunks;
+  SmallVector<Type> smem{KernelBuilder::workgroupType(ctx, {G}, f32),  // m
+                         KernelBuilder::workgroupType(ctx, {G}, f64),  // Z
+                         KernelBuilder::workgroupType(ctx, {G}, f64),  // U
+                         KernelBuilder::workgroupType(ctx, {2}, i32)}; // e, fb
+  Type marksType = KernelBuilder::workgroupType(ctx, {kMarkWords}, i32);
+  Type chunksType = KernelBuilder::workgroupType(ctx, {numChunks, G}, f64);
+  // The value box: one warp per page row (lanes over channels, `boxPer`
+  // channels each), `boxRows` rows in flight, combined through shared
+  // memory: as many rows as the threads allow and, beside the marks and
+  // chunk sums many extras need, the 48 KB of static shared memory (wide
+  // heads: 4 rows of 512 channels).
+  bool hasBox = static_cast<bool>(op.getVbox());
+  int64_t d = hasBox ? staticDim(op.getVbox(), 3) : 0;
+  int64_t boxLanes = std::min<int64_t>(std::max<int64_t>(d, 1), kWarp);
+  int64_t boxRows = threads / boxLanes;
+  int64_t boxPer = (d + boxLanes - 1) / boxLanes;
+  auto boxType = [&](int64_t rows) {
+    return KernelBuilder::workgroupType(ctx, {rows, kValueBoxRows, d}, f32);
+  };
+  if (hasBox) {
+    SmallVector<Type> fixed(smem);
+    if (manyExtras)
+      fixed.append({marksType, chunksType});
+    int64_t fixedBytes = KernelBuilder::workgroupBytes(fixed);
+    while (boxRows > 1 &&
+           fixedBytes + KernelBuilder::workgroupBytes({boxType(boxRows)}) >
+               kStaticBudget)
+      boxRows /= 2;
+  }
+  int64_t boxIdx = operands.size();
+  if (hasBox) {
+    operands.append({op.getSummaries(), op.getPageTable(), op.getVbox()});
+    // per-row partial boxes [row][min, max][channel]
+    smem.push_back(boxType(boxRows));
+  }
   SmallVector<Type> withMarks(smem);
-  withMarks.push_back(KernelBuilder::workgroupType(ctx, {kMarkWords}, i32));
-  bool marksOn = manyExtras ||
-                 KernelBuilder::workgroupBytes(withMarks) <= 48 * 1024 - 1024;
+  withMarks.push_back(marksType);
+  bool marksOn =
+      manyExtras || KernelBuilder::workgroupBytes(withMarks) <= kStaticBudget;
   int64_t marksIdx = smem.size();
   if (marksOn)
-    smem.push_back(KernelBuilder::workgroupType(ctx, {kMarkWords}, i32));
+    smem.push_back(marksType);
   int64_t chunksIdx = smem.size();
   if (manyExtras)
-    smem.push_back(KernelBuilder::workgroupType(ctx, {numChunks, G}, f64));
+    smem.push_back(chunksType);
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value scores = a[0], lens = a[1], indices = a[2], pml = a[3];
