@@ -415,7 +415,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   // fits the 48 KB of static shared memory.
   constexpr int64_t kScanExtras = 64, kMarkUnits = 131072;
   constexpr int64_t kMarkWords = kMarkUnits / 32;
-  constexpr int64_t kStaticBudget = 48 * 1024 - 1024;
+  constexpr int64_t kStaticBudget = kStaticSharedBytes - 1024;
   bool manyExtras = tau > 0.0 && extraMax > kScanExtras;
   // ... and with many extras the walk starts from per-chunk mass sums (f64
   // [chunk][head], 8 KB).

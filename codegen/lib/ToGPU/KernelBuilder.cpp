@@ -39,7 +39,7 @@ int64_t mlir::condensate::kernel::computeCapability(StringRef chip) {
 }
 
 int64_t mlir::condensate::kernel::sharedBytesOptin(StringRef chip) {
-  constexpr int64_t kDefault = 48 * 1024; // every chip, without opting in
+  constexpr int64_t kDefault = kStaticSharedBytes; // without opting in
   switch (computeCapability(chip)) {
   case 70:
   case 72:

@@ -23,6 +23,10 @@ namespace mlir::condensate::kernel {
 /// Threads of a warp.
 constexpr int64_t kWarp = 32;
 
+/// Static shared memory a block may use on every chip (and dynamic shared
+/// memory without opting in).
+constexpr int64_t kStaticSharedBytes = 48 * 1024;
+
 inline Type elementType(Value v) {
   return cast<MemRefType>(v.getType()).getElementType();
 }

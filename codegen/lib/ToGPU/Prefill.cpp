@@ -34,7 +34,7 @@ constexpr int64_t kKeys = kWarp;
 constexpr int64_t kWarps = 4;
 /// Static shared memory a block may use (the launch plan has no dynamic
 /// shared memory).
-constexpr int64_t kSharedBytes = 48 * 1024;
+constexpr int64_t kSharedBytes = kStaticSharedBytes;
 /// The widest slice of a key or value row the shared tile holds: wider
 /// heads stream through it in slices of at most this many channels (a
 /// multiple of kWarp, so a lane's value channels stay in one slice).
