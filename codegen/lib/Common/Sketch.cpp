@@ -54,34 +54,34 @@ Value mlir::condensate::sketchCode(Emitter &e, Value k, Value lo, Value hi,
 }
 
 SketchRow mlir::condensate::sketchRow(Emitter &e, ArrayRef<Value> lo,
-                                      ArrayRef<Value> hi, int64_t bits) {
+                                      ArrayRef<Value> hi, int64_t bits,
+                                      int64_t headDim) {
   SketchRow row;
   double invL = 1.0 / levels(bits);
+  double gamma = abi::sketchGamma(headDim);
   for (size_t c = 0; c < lo.size(); ++c) {
     Value step = e.fmul(e.fsub(hi[c], lo[c]), constLike(e, lo[c], invL));
     Value alo = fabs(e, lo[c]), ahi = fabs(e, hi[c]);
-    // e_c, then m_c = |lo_c| + 4 * 2^bits * step_c (Sketch.h).
-    Value err = e.fadd(
-        e.fmul(step, constLike(e, step, kSketchStepSlack)),
+    // e_c, m_c = |lo_c| + 4 * 2^bits * step_c, then e_c + gamma m_c
+    // (Sketch.h).
+    Value err = e.fma(
+        step, constLike(e, step, kSketchStepSlack),
         e.fmul(e.fadd(alo, ahi), constLike(e, step, kSketchMagnitudeSlack)));
+    Value mag =
+        e.fma(step, constLike(e, step, abi::sketchStepWeight(bits)), alo);
     row.lo.push_back(lo[c]);
     row.step.push_back(step);
-    row.err.push_back(err);
-    row.mag.push_back(
-        e.fma(step, constLike(e, step, abi::sketchStepWeight(bits)), alo));
+    row.slack.push_back(e.fma(mag, constLike(e, mag, gamma), err));
   }
   return row;
 }
 
 Value mlir::condensate::sketchSlack(Emitter &e, const TargetInfo &target,
                                     ArrayRef<Value> q, const SketchRow &row,
-                                    int64_t headDim, int64_t lanes) {
-  double gamma = abi::sketchGamma(headDim);
+                                    int64_t lanes) {
   Value acc;
   for (size_t c = 0; c < q.size(); ++c) {
-    Value aq = fabs(e, q[c]);
-    Value t = e.fma(aq, row.err[c],
-                    e.fmul(aq, e.fmul(row.mag[c], constLike(e, aq, gamma))));
+    Value t = e.fmul(fabs(e, q[c]), row.slack[c]);
     acc = c == 0 ? t : e.fadd(acc, t);
   }
   return laneSum(e, target, e.reduceAdd(acc), lanes);

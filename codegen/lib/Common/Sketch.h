@@ -1,4 +1,5 @@
-//===- Sketch.h - key sketches: quantisation and per-token bounds -*- C++ -*-===//
+//===- Sketch.h - key sketches: quantisation and per-token bounds -*- C++
+//-*-===//
 //
 // The formulas of the `sketch` selector, written once for both lowerings:
 // the append quantises a full page's keys against its key box (the layout
@@ -13,7 +14,8 @@
 // and the dequantised value by ulps of max(|lo|, |hi|); the per-channel
 // error used below,
 //     e_c = step_c (1/2 + 2^-10) + (|lo_c| + |hi_c|) 2^-20,
-// covers all three with a wide margin.
+// covers all three with a wide margin (kSketchStepSlack adds 2^-10 more
+// for tensor cores, below).
 //
 // The kernels evaluate q . (lo + code * step) in one of two forms:
 //  - dequantised: sum_c q_c * fma(code_c, step_c, lo_c), a chain of D
@@ -25,6 +27,21 @@
 //    3D terms of size at most |q_c| (|lo_c| + 3 * 2^bits step_c (1 + u)),
 //    plus u sum_c |q_c| L step_c from rounding a_c (its 2^bits parts cancel
 //    exactly: both sums use the same a_c).
+// On tensor cores (the GPU's score_sketch for bits <= 4, Score.cpp) the
+// biased form's products are exact: a_c is split into three bf16 by
+// clearing the low 16 bits of its f32 encoding twice (hi, then mid of the
+// rest; lo, the rest, has at most 8 significant bits; all three truncate
+// toward zero, so |hi| + |mid| + |lo| = |a_c|), and v_c is a bf16 (bits <=
+// 7). Each k-step of 16 channels sums its three products per channel in
+// three mma.sync starting from zero. We take an mma.sync's f32 result to
+// be within (16 + 2) 2^-22 (|c| + sum |products|) of c + sum products
+// (products exact, aligned to the largest and truncated keeping at least
+// 23 bits: Fasi, Higham, Mikaitis and Pranesh, "Numerical behavior of
+// NVIDIA tensor cores", PeerJ Computer Science 2021; twice their bound),
+// so a k-step's sum is off by at most 3 * 72 u sum_c |a_c| v_c
+// <= 432 u 2^bits (1 + u) sum_c |q_c| step_c: under 2^-11 |q_c| step_c a
+// channel for bits <= 4, which kSketchStepSlack's 2^-9 covers beside the
+// 2^-10 above. The k-steps' sums are then terms of the f32 sum below.
 // A sum of n terms, in any order, is off by at most gamma_n sum |terms|,
 // gamma_n <= (n + 1) u (u = 2^-24). With
 //     m_c = |lo_c| + 4 * 2^bits step_c,
@@ -54,17 +71,18 @@ using ::condensate::abi::kSketchStepSlack;
 /// non-finite input.
 Value sketchCode(Emitter &e, Value k, Value lo, Value hi, int64_t bits);
 
-/// The per-channel terms of one page's sketch, chunk by chunk.
+/// The per-channel terms of one page's sketch, chunk by chunk: lo_c,
+/// step_c and the slack weight e_c + gamma m_c.
 struct SketchRow {
-  SmallVector<Value> lo, step, err, mag;
+  SmallVector<Value> lo, step, slack;
 };
-/// The terms from the page's key box rows.
+/// The terms from the page's key box rows, for rows of `headDim` channels.
 SketchRow sketchRow(Emitter &e, ArrayRef<Value> lo, ArrayRef<Value> hi,
-                    int64_t bits);
-/// sum_c |q_c| e_c + gamma sum_c |q_c| m_c for the row of `headDim`
-/// channels, summed over `lanes` lanes like rowDot.
+                    int64_t bits, int64_t headDim);
+/// sum_c |q_c| (e_c + gamma m_c) over this lane's chunks, summed over
+/// `lanes` lanes like rowDot.
 Value sketchSlack(Emitter &e, const TargetInfo &target, ArrayRef<Value> q,
-                  const SketchRow &row, int64_t headDim, int64_t lanes);
+                  const SketchRow &row, int64_t lanes);
 /// The dequantised keys lo + code * step of one token, from the chunks of
 /// its word row as loaded (f32 bit patterns) and the bit offset `shift`
 /// (i32) of its codes in each word.

@@ -272,38 +272,6 @@ void AttendArgs::emitLanes(GPUEmitter &e, const AttentionShape &s) const {
   (void)f32;
 }
 
-/// One mma.sync.m16n8k16.row.col of bf16 operands into f32 accumulators:
-/// `a` holds the 4 and `b` the 2 i32 registers of packed bf16 pairs of this
-/// lane's fragments, `c` its 4 accumulators.
-SmallVector<Value> mmaBF16(GPUEmitter &e, ArrayRef<Value> a, ArrayRef<Value> b,
-                           ArrayRef<Value> c) {
-  OpBuilder &bd = e.builder();
-  Type f32 = bd.getF32Type();
-  auto result = LLVM::LLVMStructType::getLiteral(e.ctx(), {f32, f32, f32, f32});
-  auto op = NVVM::MmaOp::create(
-      bd, e.location(), result, a, b, c, ArrayRef<int64_t>{16, 8, 16},
-      std::nullopt, std::nullopt,
-      std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
-      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                     NVVM::MMALayout::col});
-  SmallVector<Value> out;
-  for (int64_t i = 0; i < 4; ++i)
-    out.push_back(
-        LLVM::ExtractValueOp::create(bd, e.location(), op.getRes(), i));
-  return out;
-}
-
-/// The i32 holding bf16 scalars x (low half) and y (high half).
-Value packBF16(GPUEmitter &e, Value x, Value y) {
-  OpBuilder &bd = e.builder();
-  Value pair = vector::FromElementsOp::create(
-      bd, e.location(), VectorType::get({2}, bd.getBF16Type()),
-      ValueRange{x, y});
-  Value word = vector::BitCastOp::create(
-      bd, e.location(), VectorType::get({1}, bd.getI32Type()), pair);
-  return e.extractElt(word, 0);
-}
-
 /// x (f32) as the bf16 pair hi + lo that represents it to 2^-16 of |x|:
 /// two products on bf16 tensor cores keep the f32 kernels' accuracy.
 std::pair<Value, Value> splitBF16(GPUEmitter &e, Value x) {

@@ -103,6 +103,36 @@ Value mlir::condensate::kernel::shuffle(Emitter &e, Value v, int64_t offset,
       .getShuffleResult();
 }
 
+SmallVector<Value> mlir::condensate::kernel::mmaBF16(GPUEmitter &e,
+                                                     ArrayRef<Value> a,
+                                                     ArrayRef<Value> b,
+                                                     ArrayRef<Value> c) {
+  OpBuilder &bd = e.builder();
+  Type f32 = bd.getF32Type();
+  auto result = LLVM::LLVMStructType::getLiteral(e.ctx(), {f32, f32, f32, f32});
+  auto op = NVVM::MmaOp::create(
+      bd, e.location(), result, a, b, c, ArrayRef<int64_t>{16, 8, 16},
+      std::nullopt, std::nullopt,
+      std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < 4; ++i)
+    out.push_back(
+        LLVM::ExtractValueOp::create(bd, e.location(), op.getRes(), i));
+  return out;
+}
+
+Value mlir::condensate::kernel::packBF16(GPUEmitter &e, Value x, Value y) {
+  OpBuilder &bd = e.builder();
+  Value pair = vector::FromElementsOp::create(
+      bd, e.location(), VectorType::get({2}, bd.getBF16Type()),
+      ValueRange{x, y});
+  Value word = vector::BitCastOp::create(
+      bd, e.location(), VectorType::get({1}, bd.getI32Type()), pair);
+  return e.extractElt(word, 0);
+}
+
 gpu::GPUFuncOp KernelBuilder::createKernel(
     StringRef base, ValueRange operands, ArrayRef<Type> workgroup,
     const std::function<void(GPUEmitter &, ValueRange, ValueRange)> &body)

@@ -72,6 +72,16 @@ constexpr const char *kAttendWarpsAttr = "condensate.attend_warps";
 /// the stage lowerings sharedBytesOptin of its chip.
 constexpr const char *kSharedOptinAttr = "condensate.shared_bytes_optin";
 
+class GPUEmitter;
+
+/// One mma.sync.m16n8k16.row.col of bf16 operands into f32 accumulators:
+/// `a` holds the 4 and `b` the 2 i32 registers of packed bf16 pairs of this
+/// lane's fragments, `c` its 4 accumulators.
+SmallVector<Value> mmaBF16(GPUEmitter &e, ArrayRef<Value> a, ArrayRef<Value> b,
+                           ArrayRef<Value> c);
+/// The i32 holding bf16 scalars x (low half) and y (high half).
+Value packBF16(GPUEmitter &e, Value x, Value y);
+
 /// A gpu.shuffle of the 32-bit value v across the warp.
 Value shuffle(Emitter &e, Value v, int64_t offset, gpu::ShuffleMode mode);
 

@@ -232,8 +232,319 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
                threads, operands);
 }
 
+/// The lane of the warp `src` (i32) holds: a gpu.shuffle idx.
+Value shuffleFrom(GPUEmitter &e, Value v, Value src) {
+  return gpu::ShuffleOp::create(e.builder(), e.location(), v, src, e.i32(kWarp),
+                                gpu::ShuffleMode::IDX)
+      .getShuffleResult();
+}
+
+/// Whether score_sketch runs on tensor cores (lowerScoreSketchMma): a chip
+/// with them, codes that bf16 holds exactly beside the implicit 1 (bits
+/// <= 7: the ABI's 2 and 4), whole 16-token tiles per page and at most 4
+/// of them (their accumulators stay in registers), head_dim 64 or 128 (a
+/// lane's quarter of the row in registers) and a group of 5 to 8 heads.
+/// The mma kernel's work per page does not depend on the group (it builds
+/// all 8 columns), the CUDA-core kernel's grows with it: on the H200 at
+/// 131072 tokens, pages of 64, 4-bit (reports/gpu/session21/run5/) the
+/// mma kernel took 83.5 / 388 us a layer at batch 1 / 8 with 7 heads a
+/// group (CUDA cores: 101 / 494) but 129 / 730 with 4 (117.6 / 633).
+bool sketchOnTensorCores(const KernelBuilder &kb, int64_t bits, int64_t p,
+                         int64_t d, int64_t G) {
+  return kb.tensorCores() && bits <= 4 && p % 16 == 0 && p <= 64 &&
+         (d == 64 || d == 128) && G > 4 && G <= 8;
+}
+
+/// score_sketch on tensor cores: a warp per (page, kv head), the page's
+/// tokens the 16 rows of mma.sync.m16n8k16 tiles, the group's query heads
+/// its 8 columns, 16 channels a k-step. Lane l (r = l / 4, s = l % 4) holds
+/// channels 16 ks + 4 s + [0, 4) of k-step ks, for head r of the B operand
+/// (a_c, Sketch.h) and for tokens r and r + 8 of the A operand (v_c), the
+/// k order permuted so that both are one 16-byte load: logical k 2s, 2s + 1
+/// are channels 4s, 4s + 1 and logical k 2s + 8, 2s + 9 are 4s + 2, 4s + 3.
+///  - a_c = fl(q_c step_c) 2^bits is split exactly into three bf16 (the top
+///    8 significand bits masked off twice), v_c = 1 + code 2^-bits is exact
+///    in bf16 (0x3F80 | code << (7 - bits): a byte permute, a rotate and a
+///    mask from the packed words), so every product is exact in f32;
+///  - each k-step's three products (lo, mid, hi) start from zero and are
+///    added to the tile's f32 sums: the tensor cores' own rounding is
+///    bounded per k-step (Sketch.h);
+///  - the page's constant (sum_c q_c lo_c - a_c plus the slack) and, for a
+///    page that is not full, its box bound, are this lane's channels'
+///    partial sums added over the four lanes of a head.
+void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
+                         const KernelBuilder &kb, StringRef name) {
+  Location loc = op.getLoc();
+  int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
+  int64_t hkv = staticDim(op.getSummaries(), 1), G = hq / hkv;
+  int64_t p = op.getPageSize(), bits = op.getBits();
+  int64_t perWord = ::condensate::abi::codesPerWord(bits);
+  int64_t tiles = p / 16, steps = d / 16;
+  constexpr int64_t kWarps = 8;
+  const int64_t threads = kWarps * kWarp;
+  bool perGroup = op.scoresPerGroup();
+  double scaleValue = op.getScale().convertToDouble();
+  int64_t levels = (int64_t(1) << bits) - 1;
+  SmallVector<Value> operands{op.getQ(), op.getSummaries(), op.getPageTable(),
+                              op.getLens(), op.getScores()};
+  auto fn = kb.createKernel(
+      name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
+        Value q = a[0], sum = a[1], pt = a[2], lens = a[3], scores = a[4];
+        const TargetInfo &target = nvvmTarget();
+        Type i32 = e.builder().getI32Type(), f32 = e.builder().getF32Type();
+        Type v4i32 = VectorType::get({4}, i32);
+        Value tid = e.tid();
+        Value warp = e.divs(tid, e.idx(kWarp));
+        Value lane = e.rems(tid, e.idx(kWarp));
+        Value r = e.divs(lane, e.idx(4)), s = e.rems(lane, e.idx(4));
+        Value g = e.bid(gpu::Dimension::y), bb = e.bid(gpu::Dimension::z);
+        Value j = e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(kWarps)), warp);
+        Value n = e.loadIndex(lens, {bb});
+        Value nPages = e.ceilDiv(n, e.idx(p));
+        Value nt = e.dim(scores, 2);
+        // The warp's page holds context (uniform over the warp: no shuffle
+        // below runs in part of it).
+        e.ifThen(
+            e.band(e.lt(j, nPages), e.lt(e.mul(j, e.idx(p)), nt)),
+            [&](Emitter &ee) {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              Value page = e.loadIndex(pt, {bb, j});
+              Value full = e.le(e.mul(e.add(j, e.idx(1)), e.idx(p)), n);
+              // This lane's B column: head r of the group (zero past G).
+              Value live = e.lt(r, e.idx(G));
+              Value qRow = e.add(e.mul(g, e.idx(G)), e.mins(r, e.idx(G - 1)));
+              Value zero4 = e.splat(e.f32(0.0), 4);
+              auto channel0 = [&](GPUEmitter &e, Value ks) {
+                return e.add(e.mul(ks, e.idx(16)), e.mul(s, e.idx(4)));
+              };
+              auto queryAt = [&](GPUEmitter &e, Value c0) {
+                return e.select(live, e.vecLoad(q, {bb, qRow, c0}, 4, 16),
+                                zero4);
+              };
+              // The head's four lanes' partial sums, added (every lane of the
+              // quad ends with head r's total).
+              auto quadSum = [&](GPUEmitter &e, Value v) {
+                v = e.fadd(v, e.shuffleXor(v, 1));
+                return e.fadd(v, e.shuffleXor(v, 2));
+              };
+              // This lane's tokens' word offsets and the byte permute and
+              // rotate that bring their codes to bf16 mantissa bits.
+              struct TokenCode {
+                Value row, selector, rotate;
+              };
+              auto tokenCode = [&](GPUEmitter &e, int64_t plus) {
+                Value off = e.add(r, e.idx(plus)); // token in its tile
+                Value shift = e.mul(e.rems(off, e.idx(perWord)), e.idx(bits));
+                Value byte = e.toI32(e.divs(shift, e.idx(8)));
+                Value bit = e.toI32(e.rems(shift, e.idx(8)));
+                TokenCode tc;
+                tc.row = e.divs(off, e.idx(perWord));
+                // result byte 0 <- byte `byte` of the first word, byte 2 <- of
+                // the second (pool bytes 4-7)
+                tc.selector = e.bor(byte, arith::ShLIOp::create(
+                                              e.builder(), e.location(),
+                                              e.add(byte, e.i32(4)), e.i32(8)));
+                tc.rotate = e.band(
+                    e.add(e.sub(e.i32(7 - bits), bit), e.i32(32)), e.i32(31));
+                return tc;
+              };
+              TokenCode lowTok = tokenCode(e, 0), highTok = tokenCode(e, 8);
+              Value codeMask =
+                  e.i32((levels << (7 - bits)) | (levels << (23 - bits)));
+              Value oneOne = e.i32(0x3F803F80);
+              auto biasedPair = [&](GPUEmitter &e, Value w0, Value w1,
+                                    const TokenCode &tc) {
+                Value x = NVVM::PermuteOp::create(e.builder(), e.location(),
+                                                  i32, w0, w1, tc.selector,
+                                                  NVVM::PermuteMode::DEFAULT);
+                x = LLVM::FshlOp::create(e.builder(), e.location(), x, x,
+                                         tc.rotate);
+                return e.bor(e.band(x, codeMask), oneOne);
+              };
+              Value himask =
+                  e.splat(e.i32(int64_t(0xFFFF0000u) - (int64_t(1) << 32)), 4);
+              auto topBits = [&](GPUEmitter &e, Value v) {
+                Value bitsOf = arith::BitcastOp::create(e.builder(),
+                                                        e.location(), v4i32, v);
+                return arith::BitcastOp::create(e.builder(), e.location(),
+                                                VectorType::get({4}, f32),
+                                                e.band(bitsOf, himask));
+              };
+              auto pairs = [&](GPUEmitter &e, Value v) {
+                Type bf16 = e.builder().getBF16Type();
+                SmallVector<Value> h;
+                for (int64_t i = 0; i < 4; ++i)
+                  h.push_back(e.truncf(e.extractElt(v, i), bf16));
+                return SmallVector<Value>{packBF16(e, h[0], h[1]),
+                                          packBF16(e, h[2], h[3])};
+              };
+              Value scaleBits = e.splat(e.f32(double(int64_t(1) << bits)), 4);
+              // A k-step's loads: the box rows, the query and each tile's word
+              // rows of this lane's channels (one row where a word holds both
+              // its tokens: 2-bit codes).
+              bool sharedRow = perWord >= 16;
+              int64_t wordLoads = sharedRow ? tiles : 2 * tiles;
+              auto loadStep = [&](GPUEmitter &e, Value ks) {
+                Value c0 = channel0(e, ks);
+                SmallVector<Value> v{
+                    e.vecLoad(sum, {page, g, e.idx(KMin), c0}, 4, 16),
+                    e.vecLoad(sum, {page, g, e.idx(KMax), c0}, 4, 16),
+                    queryAt(e, c0)};
+                for (int64_t t = 0; t < tiles; ++t)
+                  for (const TokenCode *tc : {&lowTok, &highTok}) {
+                    if (sharedRow && tc == &highTok)
+                      continue;
+                    Value row = e.add(e.idx(::condensate::abi::kSketchRow0 +
+                                            t * 16 / perWord),
+                                      tc->row);
+                    v.push_back(e.vecLoad(sum, {page, g, row, c0}, 4, 16));
+                  }
+                return v;
+              };
+              // Full page: per k-step the B fragments, then each tile's three
+              // products; returns the tiles' 4 sums each and the constant. Each
+              // step loads the next step's rows before its arithmetic.
+              auto fullPage = [&](Emitter &ee) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                SmallVector<Value> init(4 * tiles + 1, e.f32(0.0));
+                llvm::append_range(init, loadStep(e, e.idx(0)));
+                int64_t nAcc = 4 * tiles + 1;
+                SmallVector<Value> res = e.forLoop(
+                    e.idx(0), e.idx(steps), e.idx(1), init,
+                    [&](Emitter &ee, Value ks,
+                        ValueRange it) -> SmallVector<Value> {
+                      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                      Value more = e.lt(e.add(ks, e.idx(1)), e.idx(steps));
+                      SmallVector<Value> next =
+                          loadStep(e, e.select(more, e.add(ks, e.idx(1)), ks));
+                      Value lo = it[nAcc], hi = it[nAcc + 1], qv = it[nAcc + 2];
+                      SketchRow sk = sketchRow(e, {lo}, {hi}, bits, d);
+                      Value av = e.fmul(e.fmul(qv, sk.step[0]), scaleBits);
+                      Value part =
+                          e.fadd(e.reduceAdd(e.fsub(e.fmul(qv, lo), av)),
+                                 sketchSlack(e, target, {qv}, sk, 1));
+                      Value hiPart = topBits(e, av);
+                      Value rest = e.fsub(av, hiPart);
+                      Value midPart = topBits(e, rest);
+                      Value loPart = e.fsub(rest, midPart);
+                      SmallVector<Value> bLo = pairs(e, loPart),
+                                         bMid = pairs(e, midPart),
+                                         bHi = pairs(e, hiPart);
+                      SmallVector<Value> out;
+                      for (int64_t t = 0; t < tiles; ++t) {
+                        int64_t at = nAcc + 3 + (sharedRow ? t : 2 * t);
+                        auto bitsOf = [&](Value v) -> Value {
+                          return arith::BitcastOp::create(
+                              e.builder(), e.location(), v4i32, v);
+                        };
+                        Value wl = bitsOf(it[at]);
+                        Value wh = sharedRow ? wl : bitsOf(it[at + 1]);
+                        auto w = [&](Value v, int64_t i) {
+                          return e.extractElt(v, i);
+                        };
+                        SmallVector<Value> A{
+                            biasedPair(e, w(wl, 0), w(wl, 1), lowTok),
+                            biasedPair(e, w(wh, 0), w(wh, 1), highTok),
+                            biasedPair(e, w(wl, 2), w(wl, 3), lowTok),
+                            biasedPair(e, w(wh, 2), w(wh, 3), highTok)};
+                        SmallVector<Value> zeros(4, e.f32(0.0));
+                        SmallVector<Value> dk = mmaBF16(e, A, bLo, zeros);
+                        dk = mmaBF16(e, A, bMid, dk);
+                        dk = mmaBF16(e, A, bHi, dk);
+                        for (int64_t i = 0; i < 4; ++i)
+                          out.push_back(e.fadd(it[4 * t + i], dk[i]));
+                      }
+                      out.push_back(e.fadd(it[4 * tiles], part));
+                      llvm::append_range(out, next);
+                      return out;
+                    });
+                res.resize(nAcc);
+                res.back() = quadSum(e, res.back());
+                return res;
+              };
+              // A page that is not full has no sketch: its box bound.
+              auto partialPage = [&](Emitter &ee) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                SmallVector<Value> box = e.forLoop(
+                    e.idx(0), e.idx(steps), e.idx(1), {e.f32(0.0)},
+                    [&](Emitter &ee, Value ks,
+                        ValueRange it) -> SmallVector<Value> {
+                      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                      Value c0 = channel0(e, ks);
+                      Value lo =
+                          e.vecLoad(sum, {page, g, e.idx(KMin), c0}, 4, 16);
+                      Value hi =
+                          e.vecLoad(sum, {page, g, e.idx(KMax), c0}, 4, 16);
+                      return {
+                          e.fadd(it[0], rowBoxDot(e, target, {queryAt(e, c0)},
+                                                  {lo}, {hi}, 1))};
+                    });
+                SmallVector<Value> out(4 * tiles, e.f32(0.0));
+                out.push_back(quadSum(e, box[0]));
+                return out;
+              };
+              SmallVector<Type> types(4 * tiles + 1, f32);
+              SmallVector<Value> res =
+                  e.ifElse(full, types, fullPage, partialPage);
+              // Lane (r, s) holds tokens r and r + 8 of each tile for heads
+              // 2s and 2s + 1; their constants come from those heads' lanes.
+              Value h0 = e.mul(s, e.idx(2)), h1 = e.add(h0, e.idx(1));
+              Value cst0 =
+                  shuffleFrom(e, res.back(), e.toI32(e.mul(h0, e.idx(4))));
+              Value cst1 =
+                  shuffleFrom(e, res.back(), e.toI32(e.mul(h1, e.idx(4))));
+              Value scale = e.f32(scaleValue);
+              Value ok0 = e.lt(h0, e.idx(G)), ok1 = e.lt(h1, e.idx(G));
+              for (int64_t t = 0; t < tiles; ++t)
+                for (int64_t half = 0; half < 2; ++half) {
+                  Value tok = e.add(e.mul(j, e.idx(p)),
+                                    e.add(e.idx(16 * t + 8 * half), r));
+                  Value inside = e.lt(tok, n);
+                  auto value = [&](Value acc, Value cst) {
+                    return e.select(inside, e.fmul(e.fadd(acc, cst), scale),
+                                    e.negInf());
+                  };
+                  Value v0 = value(res[4 * t + 2 * half], cst0);
+                  Value v1 = value(res[4 * t + 2 * half + 1], cst1);
+                  Value inRange = e.lt(tok, nt);
+                  if (perGroup) {
+                    Value m = e.fmax(e.select(ok0, v0, e.negInf()),
+                                     e.select(ok1, v1, e.negInf()));
+                    m = e.fmax(m, e.shuffleXor(m, 1));
+                    m = e.fmax(m, e.shuffleXor(m, 2));
+                    e.ifThen(e.band(inRange, e.eq(s, e.idx(0))),
+                             [&](Emitter &e) {
+                               e.store(m, scores, {bb, g, tok});
+                             });
+                    continue;
+                  }
+                  Value row0 = e.add(e.mul(g, e.idx(G)), h0);
+                  e.ifThen(e.band(inRange, ok0), [&](Emitter &e) {
+                    e.store(v0, scores, {bb, row0, tok});
+                  });
+                  e.ifThen(e.band(inRange, ok1), [&](Emitter &e) {
+                    e.store(v1, scores, {bb, e.add(row0, e.idx(1)), tok});
+                  });
+                }
+            });
+      });
+  KernelBuilder::launchBounds(fn, threads, 4);
+  Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
+  Value ntv = memref::DimOp::create(b, loc, op.getScores(), 2);
+  Value blocks = arith::CeilDivSIOp::create(
+      b, loc, ntv, arith::ConstantIndexOp::create(b, loc, p * kWarps));
+  launch(b, loc, fn, blocks, arith::ConstantIndexOp::create(b, loc, hkv), batch,
+         threads, operands);
+}
+
 void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                       StringRef name) {
+  {
+    int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
+    int64_t G = hq / staticDim(op.getSummaries(), 1);
+    if (sketchOnTensorCores(kb, op.getBits(), op.getPageSize(), d, G))
+      return lowerScoreSketchMma(op, b, kb, name);
+  }
   Location loc = op.getLoc();
   MLIRContext *ctx = op.getContext();
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
@@ -407,10 +718,10 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                     e.vecLoad(sum, {page, g, e.idx(KMin), col}, E, align);
                 Value hi =
                     e.vecLoad(sum, {page, g, e.idx(KMax), col}, E, align);
-                SketchRow sk = sketchRow(e, {lo}, {hi}, bits);
+                SketchRow sk = sketchRow(e, {lo}, {hi}, bits, d);
                 for (int64_t i = 0; i < Gh; ++i) {
                   Value box = rowBoxDot(e, target, {qs[i]}, {lo}, {hi}, L);
-                  Value slack = sketchSlack(e, target, {qs[i]}, sk, d, L);
+                  Value slack = sketchSlack(e, target, {qs[i]}, sk, L);
                   Value ai = e.fmul(e.fmul(qs[i], sk.step[0]), scaleBits);
                   Value base = laneSum(
                       e, target, e.reduceAdd(e.fsub(e.fmul(qs[i], lo), ai)), L);

@@ -149,10 +149,10 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
             full, {},
             [&](Emitter &e) -> SmallVector<Value> {
               RowOps row{e, d};
-              SketchRow sk = sketchRow(e, lo, hi, bits);
+              SketchRow sk = sketchRow(e, lo, hi, bits, d);
               SmallVector<Value> slack;
               for (int64_t i = 0; i < group; ++i)
-                slack.push_back(sketchSlack(e, row.target(), qs[i], sk, d, 1));
+                slack.push_back(sketchSlack(e, row.target(), qs[i], sk, 1));
               e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
                 RowOps row{e, d};
                 auto [wordRow, shift] = sketchSlot(e, o, bits);

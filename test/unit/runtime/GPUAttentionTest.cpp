@@ -190,7 +190,10 @@ INSTANTIATE_TEST_SUITE_P(
         Config{128, 2, 7, 64, KVType::BF16},
         // head_dim that is not a power of two (Phi-3's 96, Phi-2's 80):
         // lane groups of 8 lanes and 12 or 10 elements.
-        Config{96, 4, 3, 16, KVType::BF16}, Config{80, 2, 4, 64, KVType::F32}),
+        Config{96, 4, 3, 16, KVType::BF16}, Config{80, 2, 4, 64, KVType::F32},
+        // The widest head the lowering takes: the certificate's value box
+        // (1000 extras) keeps 4 rows of 512 channels in shared memory.
+        Config{512, 1, 2, 16, KVType::BF16}),
     [](const auto &info) { return name(info.param); });
 
 /// Uncertified token top-k of several budgets, exact and by 2- and 4-bit

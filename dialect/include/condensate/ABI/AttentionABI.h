@@ -57,7 +57,9 @@ constexpr int64_t sketchRows(int64_t pageSize, int64_t bits) {
 /// over a row of `headDim` channels, in either form the kernels use, is off
 /// by at most sketchGamma(headDim) * sum_c |q_c| * sketchMagnitude(lo_c,
 /// step_c, bits).
-constexpr double kSketchStepSlack = 0.5 + 1.0 / 1024.0;
+/// (step_c's factor: 1/2, 2^-10 for float32 quantisation, 2^-10 for the
+/// tensor cores' accumulation.)
+constexpr double kSketchStepSlack = 0.5 + 1.0 / 512.0;
 constexpr double kSketchMagnitudeSlack = 1.0 / 1048576.0;
 constexpr double sketchGamma(int64_t headDim) {
   return double(4 * headDim + 8) / 16777216.0;

@@ -1,0 +1,31 @@
+// The sketch selector's scoring through NVPTX: with a group of 7 query heads
+// (Qwen2.5's) it runs on tensor cores, codes turned into bf16 by a byte
+// permute, a rotate and a mask and multiplied by mma.sync; without tensor
+// cores (or with a group of 4 or less) on CUDA cores, one fma per code and
+// head.
+// RUN: condensate-opt --condensate-to-ptx %s > %t.mlir
+// RUN: sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' %t.mlir > %t.ptx
+// RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
+// RUN: condensate-opt --condensate-to-ptx="tensor-cores=0" %s > %t.nomma.mlir
+// RUN: sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' %t.nomma.mlir > %t.nomma.ptx
+// RUN: FileCheck %s --check-prefix=NOMMA --input-file=%t.nomma.ptx
+
+condensate.model @qwen layers = 1, q_heads = 14, kv_heads = 2, head_dim = 64,
+    page_size = 64, kv_type = bf16,
+    schedule = #condensate.schedule<layers = 1,
+      default = #condensate.policy<anchor = 1, window = 64, topk = 960,
+        selector = sketch, bits = 4, page_size = 64>, rules = []>
+
+// PTX-LABEL: .visible .entry qwen_layer0_score_sketch(
+// PTX: .maxntid 256, 1, 1
+// PTX: .minnctapersm 4
+// PTX: ld.global.v4.b32
+// PTX: prmt.b32
+// PTX-NEXT: shf.l.wrap.b32
+// PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX: shfl.sync.idx.b32
+// PTX-LABEL: .visible .entry qwen_layer0_select_topk_clear(
+// NOMMA-LABEL: .visible .entry qwen_layer0_score_sketch(
+// NOMMA-NOT: mma.sync
+// NOMMA: fma.rn.f32
+// NOMMA-LABEL: .visible .entry qwen_layer0_select_topk_clear(
