@@ -184,7 +184,8 @@ struct TokenLanes {
   }
 };
 
-/// Launches a token-layout kernel over every token slot of `scores`.
+/// Launches a token-layout kernel over every token slot of `scores`:
+/// `perBlock` tokens a block.
 void launchTokens(OpBuilder &b, Location loc, gpu::GPUFuncOp fn, Value q,
                   Value scores, int64_t hkv, int64_t perBlock, int64_t threads,
                   ValueRange operands) {
@@ -529,12 +530,8 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
             });
       });
   KernelBuilder::launchBounds(fn, threads, 4);
-  Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
-  Value ntv = memref::DimOp::create(b, loc, op.getScores(), 2);
-  Value blocks = arith::CeilDivSIOp::create(
-      b, loc, ntv, arith::ConstantIndexOp::create(b, loc, p * kWarps));
-  launch(b, loc, fn, blocks, arith::ConstantIndexOp::create(b, loc, hkv), batch,
-         threads, operands);
+  launchTokens(b, loc, fn, op.getQ(), op.getScores(), hkv, p * kWarps, threads,
+               operands);
 }
 
 void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
@@ -889,12 +886,8 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
   if (tpl * Gh + 2 * chunk + Gh * vec <= 48)
     KernelBuilder::launchBounds(fn, threads,
                                 std::max<int64_t>(1, 1024 / threads));
-  Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
-  Value nt = memref::DimOp::create(b, loc, op.getScores(), 2);
-  Value blocks = arith::CeilDivSIOp::create(
-      b, loc, nt, arith::ConstantIndexOp::create(b, loc, p * pages));
-  launch(b, loc, fn, blocks, arith::ConstantIndexOp::create(b, loc, hkv), batch,
-         threads, operands);
+  launchTokens(b, loc, fn, op.getQ(), op.getScores(), hkv, p * pages, threads,
+               operands);
 }
 
 } // namespace
