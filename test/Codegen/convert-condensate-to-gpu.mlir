@@ -465,32 +465,34 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
 
 // -----
 
-// Sketch scores of a group of 7 on tensor cores (sm_90 by default; without
-// them, CUDA cores): a warp per page of 16 tokens and kv head, 8 warps a block (128 tokens). Per k-step of 16
-// channels a lane loads its 4 channels' box, query and code words as
-// 16-byte vectors; a_c split exactly into three bf16 (hi, mid, lo: the low
-// 16 bits of the f32 encoding cleared twice) is the B operand, and each
-// of its two tokens' codes becomes the bf16 pair 1 + code / 16 by a byte
-// permute, a rotate and a mask (A); three mma.sync from zero per k-step
-// (lo, mid, hi) are added to the tile's sums; each step's rows are loaded
-// before the previous step's arithmetic. The head's constant (box
-// for a page that is not full) is summed over its four lanes, and each
-// lane takes the constants of its two output heads by index shuffles.
+// Sketch scores of a group of 7 at pages of 64 on tensor cores (sm_90 by
+// default; without them, CUDA cores): a warp per page and kv head, the
+// page's four 16-token tiles the mma rows, 8 warps a block (512 tokens).
+// Per k-step of 16 channels a lane loads its 4 channels' box, query and
+// code words (two rows a tile) as 16-byte vectors; a_c split exactly into
+// three bf16 (hi, mid, lo: the low 16 bits of the f32 encoding cleared
+// twice) is the B operand, and each of its two tokens' codes becomes the
+// bf16 pair 1 + code / 16 by a byte permute, a rotate and a mask (A); per
+// tile three mma.sync from zero (lo, mid, hi) are added to the tile's
+// sums; each step's rows are loaded before the previous step's
+// arithmetic. The head's constant (box for a page that is not full) is
+// summed over its four lanes, and each lane takes the constants of its two
+// output heads by index shuffles.
 // CHECK-LABEL: func.func @score_sketch_mma(
-// CHECK: %[[T:.*]] = arith.ceildivsi %{{.*}}, %c128 : index
+// CHECK: %[[T:.*]] = arith.ceildivsi %{{.*}}, %c512 : index
 // CHECK: gpu.launch_func @condensate_kernels::@score_sketch_mma_score_sketch blocks in (%[[T]], %c1, {{.*}} threads in (%c256,
-// CHECK: gpu.func @score_sketch_mma_score_sketch(
+// CHECK: gpu.func @score_sketch_mma_score_sketch({{.*}}) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 4 : i32}
 // CHECK: %[[CODE:.*]] = arith.constant 7864440 : i32
 // CHECK: %[[ONE:.*]] = arith.constant 1065369472 : i32
 // CHECK: %[[TOP:.*]] = arith.constant -65536 : i32
-// CHECK: scf.if %{{.*}} -> (f32, f32, f32, f32, f32)
+// CHECK: scf.if %{{.*}} -> ({{(f32, )+}}f32)
 // CHECK-COUNT-2: vector.load %arg1{{.*}} vector<4xf32>
 // CHECK: vector.load %arg0{{.*}} vector<4xf32>
-// CHECK-COUNT-2: vector.load %arg1{{.*}} vector<4xf32>
-// CHECK: scf.for {{.*}} to %c4{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>)
+// CHECK-COUNT-8: vector.load %arg1{{.*}} vector<4xf32>
+// CHECK: scf.for {{.*}} to %c4{{.*}} iter_args({{.*}}) -> ({{(f32, )+(vector<4xf32>, )+}}vector<4xf32>)
 // CHECK-COUNT-2: vector.load %arg1{{.*}} vector<4xf32>
 // CHECK: vector.load %arg0{{.*}} vector<4xf32>
-// CHECK-COUNT-2: vector.load %arg1{{.*}} vector<4xf32>
+// CHECK-COUNT-8: vector.load %arg1{{.*}} vector<4xf32>
 // CHECK: arith.andi %{{.*}}, %{{.*}} : vector<4xi32>
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: nvvm.prmt <default>
@@ -498,8 +500,7 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
 // CHECK-NEXT: arith.andi %{{.*}}, %[[CODE]] : i32
 // CHECK-NEXT: arith.ori %{{.*}}, %[[ONE]] : i32
 // CHECK: nvvm.mma.sync {{.*}} C[%[[Z:.*]], %[[Z]], %[[Z]], %[[Z]]]
-// CHECK: nvvm.mma.sync
-// CHECK: nvvm.mma.sync
+// CHECK-COUNT-11: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: gpu.shuffle  xor
 // CHECK: gpu.shuffle  xor
@@ -511,8 +512,8 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
 // NOMMA-LABEL: func.func @score_sketch_mma(
 // NOMMA-NOT: nvvm.mma.sync
 // NOMMA: gpu.barrier
-func.func @score_sketch_mma(%q: memref<?x7x64xf32>, %s: memref<?x1x7x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x7x?xf32>) {
-  condensate.score_sketch q(%q : memref<?x7x64xf32>) summaries(%s : memref<?x1x7x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x7x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.125 : f32}
+func.func @score_sketch_mma(%q: memref<?x7x64xf32>, %s: memref<?x1x13x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x7x?xf32>) {
+  condensate.score_sketch q(%q : memref<?x7x64xf32>) summaries(%s : memref<?x1x13x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x7x?xf32>) {page_size = 64 : i64, bits = 4 : i64, scale = 0.125 : f32}
   return
 }
 
@@ -529,8 +530,8 @@ func.func @score_sketch_mma(%q: memref<?x7x64xf32>, %s: memref<?x1x7x64xf32>, %p
 // CHECK: gpu.shuffle  xor %{{.*}}, %c2_i32
 // CHECK: arith.maximumf
 // CHECK: memref.store %{{.*}}, %arg4[%block_id_z, %block_id_y, %{{.*}}] : memref<?x1x?xf32>
-func.func @score_sketch_mma_group(%q: memref<?x7x64xf32>, %s: memref<?x1x7x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x1x?xf32>) {
-  condensate.score_sketch q(%q : memref<?x7x64xf32>) summaries(%s : memref<?x1x7x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x1x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.125 : f32}
+func.func @score_sketch_mma_group(%q: memref<?x7x64xf32>, %s: memref<?x1x13x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x1x?xf32>) {
+  condensate.score_sketch q(%q : memref<?x7x64xf32>) summaries(%s : memref<?x1x13x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x1x?xf32>) {page_size = 64 : i64, bits = 4 : i64, scale = 0.125 : f32}
   return
 }
 

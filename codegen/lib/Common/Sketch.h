@@ -27,7 +27,8 @@
 //    3D terms of size at most |q_c| (|lo_c| + 3 * 2^bits step_c (1 + u)),
 //    plus u sum_c |q_c| L step_c from rounding a_c (its 2^bits parts cancel
 //    exactly: both sums use the same a_c).
-// On tensor cores (the GPU's score_sketch for bits <= 4, Score.cpp) the
+// On tensor cores (the GPU's score_sketch where sketchOnTensorCores holds,
+// bits <= 4, Score.cpp) the
 // biased form's products are exact: a_c is split into three bf16 by
 // clearing the low 16 bits of its f32 encoding twice (hi, then mid of the
 // rest; lo, the rest, has at most 8 significant bits; all three truncate

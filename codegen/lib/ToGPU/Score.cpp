@@ -242,37 +242,23 @@ Value shuffleFrom(GPUEmitter &e, Value v, Value src) {
 
 /// Whether score_sketch runs on tensor cores (lowerScoreSketchMma): a chip
 /// with them, codes that bf16 holds exactly beside the implicit 1 (bits
-/// <= 7: the ABI's 2 and 4), whole 16-token tiles per page and at most 4
-/// of them (their accumulators stay in registers), head_dim 64 or 128 (a
-/// lane's quarter of the row in registers) and a group of 5 to 8 heads.
-/// The mma kernel's work per page does not depend on the group (it builds
-/// all 8 columns), the CUDA-core kernel's grows with it: on the H200 at
-/// 131072 tokens, pages of 64, 4-bit (reports/gpu/session21/run5/) the
-/// mma kernel took 83.5 / 388 us a layer at batch 1 / 8 with 7 heads a
-/// group (CUDA cores: 101 / 494) but 129 / 730 with 4 (117.6 / 633).
+/// <= 7: the ABI's 2 and 4), head_dim 64 or 128 (a lane's quarter of the
+/// row in registers), pages of 64 and groups of 5 to 8 heads. The mma
+/// kernel builds a page's B operand (a_c of 8 heads) once for the page's
+/// 16-token tiles, so its work per page does not depend on the group and
+/// shrinks per token with the page; the CUDA-core kernel's grows with the
+/// group. On the H200 at 131072 tokens, pages of 64, 4-bit
+/// (reports/gpu/session21/run5/) the mma kernel took 83.5 / 388 us a layer
+/// at batch 1 / 8 with 7 heads a group (CUDA cores: 101 / 494) but 129 /
+/// 730 with 4 (117.6 / 633). Pages of 16 or 32 (one or two tiles for the
+/// same B) were not measured and stay on CUDA cores; the kernel takes up
+/// to 4 tiles (their accumulators in registers).
 bool sketchOnTensorCores(const KernelBuilder &kb, int64_t bits, int64_t p,
                          int64_t d, int64_t G) {
-  return kb.tensorCores() && bits <= 4 && p % 16 == 0 && p <= 64 &&
-         (d == 64 || d == 128) && G > 4 && G <= 8;
+  return kb.tensorCores() && bits <= 4 && p == 64 && (d == 64 || d == 128) &&
+         G > 4 && G <= 8;
 }
 
-/// score_sketch on tensor cores: a warp per (page, kv head), the page's
-/// tokens the 16 rows of mma.sync.m16n8k16 tiles, the group's query heads
-/// its 8 columns, 16 channels a k-step. Lane l (r = l / 4, s = l % 4) holds
-/// channels 16 ks + 4 s + [0, 4) of k-step ks, for head r of the B operand
-/// (a_c, Sketch.h) and for tokens r and r + 8 of the A operand (v_c), the
-/// k order permuted so that both are one 16-byte load: logical k 2s, 2s + 1
-/// are channels 4s, 4s + 1 and logical k 2s + 8, 2s + 9 are 4s + 2, 4s + 3.
-///  - a_c = fl(q_c step_c) 2^bits is split exactly into three bf16 (the top
-///    8 significand bits masked off twice), v_c = 1 + code 2^-bits is exact
-///    in bf16 (0x3F80 | code << (7 - bits): a byte permute, a rotate and a
-///    mask from the packed words), so every product is exact in f32;
-///  - each k-step's three products (lo, mid, hi) start from zero and are
-///    added to the tile's f32 sums: the tensor cores' own rounding is
-///    bounded per k-step (Sketch.h);
-///  - the page's constant (sum_c q_c lo_c - a_c plus the slack) and, for a
-///    page that is not full, its box bound, are this lane's channels'
-///    partial sums added over the four lanes of a head.
 void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                          const KernelBuilder &kb, StringRef name) {
   Location loc = op.getLoc();

@@ -198,52 +198,57 @@ INSTANTIATE_TEST_SUITE_P(
 
 /// Uncertified token top-k of several budgets, exact and by 2- and 4-bit
 /// sketches, at pages of 64 on discrete and continuous keys (2-bit sketches
-/// of discrete keys make many near-equal bounds; each layer reports).
+/// of discrete keys make many near-equal bounds; each layer reports), with
+/// one query head a kv head (sketches scored on CUDA cores) and 7 (on
+/// tensor cores).
 TEST(GPUAttentionTokenTopK, UncertifiedBudgets) {
   REQUIRE_GPU();
-  for (int64_t bits : {2, 4}) {
-    ModelShape shape{0, 2, 2, 64, 64, KVType::BF16, 0.0f};
-    std::vector<Policy> kinds;
-    for (int64_t topk : {64, 128, 133, 200})
-      for (Selector sel : {Selector::Exact, Selector::Sketch}) {
-        Policy p = policy(1, 8, topk, sel, 64);
-        if (sel == Selector::Sketch)
-          p.sketchBits = bits;
-        kinds.push_back(p);
-      }
-    Schedule s;
-    s.numLayers = static_cast<int64_t>(kinds.size());
-    s.defaultPolicy = kinds[0];
-    for (size_t l = 0; l < kinds.size(); ++l)
-      s.rules.push_back({{static_cast<int64_t>(l)}, {}, kinds[l]});
-    shape.numLayers = s.numLayers;
-    auto exec = GPUExecutor::create(shape, s);
-    ASSERT_TRUE(exec.ok()) << exec.message();
-    std::mt19937 rng(std::random_device{}());
-    // The last cases are long enough for the selection's prefilter (8192
-    // tokens), and longer than its key cache in shared memory (56K keys
-    // on sm_90); on discrete keys most of a chunk shares the threshold's
-    // histogram bin.
-    const std::vector<std::vector<int32_t>> cases = {{37, 261, 300, 2000},
-                                                     {37, 261, 300, 2000},
-                                                     {70001, 1500},
-                                                     {9000, 20000, 300}};
-    for (size_t ci = 0; ci < cases.size(); ++ci) {
-      Values mode = ci == 0 || ci == 3 ? Values::Discrete : Values::Continuous;
-      CacheCase cache = buildCache(**exec, cases[ci], rng, mode);
-      for (int64_t l = 0; l < s.numLayers; ++l) {
-        std::vector<Policy> kv(2, kinds[size_t(l)]);
-        CheckReport r = checkLayer(**exec, l, kv, cache, rng, 1e-4);
-        std::printf("token top-k, %lld-bit sketches, keys %d, n_max %d, "
-                    "layer %lld %s: heads %lld, near-ties %lld, worst %.2e\n",
-                    (long long)bits, int(mode),
-                    *std::max_element(cases[ci].begin(), cases[ci].end()),
-                    (long long)l, kinds[size_t(l)].toMLIR().c_str(),
-                    (long long)r.heads, (long long)r.nearTieSkips,
-                    r.worstRelError);
+  for (int64_t qHeads : {2, 14})
+    for (int64_t bits : {2, 4}) {
+      ModelShape shape{0, qHeads, 2, 64, 64, KVType::BF16, 0.0f};
+      std::vector<Policy> kinds;
+      for (int64_t topk : {64, 128, 133, 200})
+        for (Selector sel : {Selector::Exact, Selector::Sketch}) {
+          Policy p = policy(1, 8, topk, sel, 64);
+          if (sel == Selector::Sketch)
+            p.sketchBits = bits;
+          kinds.push_back(p);
+        }
+      Schedule s;
+      s.numLayers = static_cast<int64_t>(kinds.size());
+      s.defaultPolicy = kinds[0];
+      for (size_t l = 0; l < kinds.size(); ++l)
+        s.rules.push_back({{static_cast<int64_t>(l)}, {}, kinds[l]});
+      shape.numLayers = s.numLayers;
+      auto exec = GPUExecutor::create(shape, s);
+      ASSERT_TRUE(exec.ok()) << exec.message();
+      std::mt19937 rng(std::random_device{}());
+      // The last cases are long enough for the selection's prefilter (8192
+      // tokens), and longer than its key cache in shared memory (56K keys
+      // on sm_90); on discrete keys most of a chunk shares the threshold's
+      // histogram bin.
+      const std::vector<std::vector<int32_t>> cases = {{37, 261, 300, 2000},
+                                                       {37, 261, 300, 2000},
+                                                       {70001, 1500},
+                                                       {9000, 20000, 300}};
+      for (size_t ci = 0; ci < cases.size(); ++ci) {
+        Values mode =
+            ci == 0 || ci == 3 ? Values::Discrete : Values::Continuous;
+        CacheCase cache = buildCache(**exec, cases[ci], rng, mode);
+        for (int64_t l = 0; l < s.numLayers; ++l) {
+          std::vector<Policy> kv(2, kinds[size_t(l)]);
+          CheckReport r = checkLayer(**exec, l, kv, cache, rng, 1e-4);
+          std::printf(
+              "token top-k, %lld query heads, %lld-bit sketches, keys "
+              "%d, n_max %d, layer %lld %s: heads %lld, near-ties %lld, "
+              "worst %.2e\n",
+              (long long)qHeads, (long long)bits, int(mode),
+              *std::max_element(cases[ci].begin(), cases[ci].end()),
+              (long long)l, kinds[size_t(l)].toMLIR().c_str(),
+              (long long)r.heads, (long long)r.nearTieSkips, r.worstRelError);
+        }
       }
     }
-  }
 }
 
 /// The GPU append writes the same bits as the CPU append, key sketches
