@@ -259,6 +259,27 @@ bool sketchOnTensorCores(const KernelBuilder &kb, int64_t bits, int64_t p,
          G > 4 && G <= 8;
 }
 
+/// score_sketch on tensor cores: a warp per (page, kv head), the page's
+/// tokens the 16 rows of mma.sync.m16n8k16 tiles, the group's query heads
+/// its 8 columns, 16 channels a k-step. Lane l (r = l / 4, s = l % 4) holds
+/// channels 16 ks + 4 s + [0, 4) of k-step ks, for head r of the B operand
+/// (a_c, Sketch.h) and for tokens r and r + 8 of the A operand (v_c), the
+/// k order permuted so that both are one 16-byte load: logical k 2s, 2s + 1
+/// are channels 4s, 4s + 1 and logical k 2s + 8, 2s + 9 are 4s + 2, 4s + 3.
+///  - a_c = fl(q_c step_c) 2^bits is split exactly into three bf16 (the low
+///    16 bits of its encoding cleared twice), v_c = 1 + code 2^-bits is
+///    exact in bf16 (0x3F80 | code << (7 - bits): a byte permute, a rotate
+///    and a mask from the packed words), so every product is exact in f32;
+///  - each k-step's three products (lo, mid, hi) start from zero and are
+///    added to the tile's f32 sums: the tensor cores' own rounding is
+///    bounded per k-step (Sketch.h);
+///  - the page's constant (sum_c q_c lo_c - a_c plus the slack) and, for a
+///    page that is not full, its box bound, are this lane's channels'
+///    partial sums added over the four lanes of a head;
+///  - each k-step's rows are loaded before the previous step's arithmetic,
+///    and ptxas is asked for 4 blocks a SM (64 registers): a warp has one
+///    page, so only many resident warps hide the loads (42 -> 40 us at
+///    128K on 28/4/128, reports/gpu/session21/run4-5).
 void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                          const KernelBuilder &kb, StringRef name) {
   Location loc = op.getLoc();
