@@ -369,8 +369,7 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                                          tc.rotate);
                 return e.bor(e.band(x, codeMask), oneOne);
               };
-              Value himask =
-                  e.splat(e.i32(int64_t(0xFFFF0000u) - (int64_t(1) << 32)), 4);
+              Value himask = e.splat(e.i32(-65536), 4); // 0xFFFF0000
               auto topBits = [&](GPUEmitter &e, Value v) {
                 Value bitsOf = arith::BitcastOp::create(e.builder(),
                                                         e.location(), v4i32, v);
@@ -391,7 +390,6 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
               // rows of this lane's channels (one row where a word holds both
               // its tokens: 2-bit codes).
               bool sharedRow = perWord >= 16;
-              int64_t wordLoads = sharedRow ? tiles : 2 * tiles;
               auto loadStep = [&](GPUEmitter &e, Value ks) {
                 Value c0 = channel0(e, ks);
                 SmallVector<Value> v{
