@@ -519,16 +519,18 @@ func.func @score_sketch_mma(%q: memref<?x7x64xf32>, %s: memref<?x1x13x64xf32>, %
 
 // -----
 
-// On tensor cores, top-k alone: each lane's two heads' max, then over the
-// lanes of a token (two xor shuffles), stored by the token's first lane.
+// On tensor cores, top-k alone: after the constants' index shuffles, each
+// lane's two heads' max, then laneMax over the lanes of a token (xor 2,
+// xor 1), stored by the token's first lane.
 // CHECK-LABEL: func.func @score_sketch_mma_group(
 // CHECK: gpu.func @score_sketch_mma_group_score_sketch(
 // CHECK: nvvm.mma.sync
-// CHECK: arith.maximumf
-// CHECK: gpu.shuffle  xor %{{.*}}, %c1_i32
-// CHECK: arith.maximumf
-// CHECK: gpu.shuffle  xor %{{.*}}, %c2_i32
-// CHECK: arith.maximumf
+// CHECK: gpu.shuffle idx
+// CHECK: gpu.shuffle idx
+// CHECK: %[[S2:.*]], %{{.*}} = gpu.shuffle xor %[[M:.*]], %c2_i32
+// CHECK-NEXT: %[[M2:.*]] = arith.maximumf %[[M]], %[[S2]] : f32
+// CHECK: %[[S1:.*]], %{{.*}} = gpu.shuffle xor %[[M2]], %c1_i32
+// CHECK-NEXT: arith.maximumf %[[M2]], %[[S1]] : f32
 // CHECK: memref.store %{{.*}}, %arg4[%block_id_z, %block_id_y, %{{.*}}] : memref<?x1x?xf32>
 func.func @score_sketch_mma_group(%q: memref<?x7x64xf32>, %s: memref<?x1x13x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x1x?xf32>) {
   condensate.score_sketch q(%q : memref<?x7x64xf32>) summaries(%s : memref<?x1x13x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x1x?xf32>) {page_size = 64 : i64, bits = 4 : i64, scale = 0.125 : f32}

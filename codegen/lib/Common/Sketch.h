@@ -1,5 +1,4 @@
-//===- Sketch.h - key sketches: quantisation and per-token bounds -*- C++
-//-*-===//
+//===- Sketch.h - key sketches: quantisation and per-token bounds -*- C++ -*-===//
 //
 // The formulas of the `sketch` selector, written once for both lowerings:
 // the append quantises a full page's keys against its key box (the layout
@@ -28,8 +27,7 @@
 //    plus u sum_c |q_c| L step_c from rounding a_c (its 2^bits parts cancel
 //    exactly: both sums use the same a_c).
 // On tensor cores (the GPU's score_sketch where sketchOnTensorCores holds,
-// bits <= 4, Score.cpp) the
-// biased form's products are exact: a_c is split into three bf16 by
+// bits <= 4, Score.cpp) the biased form's products are exact: a_c is split into three bf16 by
 // clearing the low 16 bits of its f32 encoding twice (hi, then mid of the
 // rest; lo, the rest, has at most 8 significant bits; all three truncate
 // toward zero, so |hi| + |mid| + |lo| = |a_c|), and v_c is a bf16 (bits <=

@@ -154,6 +154,12 @@ public:
   Value shuffleDown(Value v, int64_t offset) {
     return shuffle(*this, v, offset, gpu::ShuffleMode::DOWN);
   }
+  /// The value `v` of lane `lane` (index or i32) of the warp.
+  Value shuffleIdx(Value v, Value lane) {
+    return gpu::ShuffleOp::create(builder(), location(), v, toI32(lane),
+                                  i32(kWarp), gpu::ShuffleMode::IDX)
+        .getShuffleResult();
+  }
   /// Inclusive prefix sum of an i32 across the warp.
   Value warpScanI32(Value v, Value lane) {
     for (int64_t o = 1; o < kWarp; o *= 2) {

@@ -91,12 +91,6 @@ PrefillShape prefillShape(PrefillAttentionOp op) {
   return s;
 }
 
-Value shuffleIdx(GPUEmitter &e, Value v, Value lane) {
-  return gpu::ShuffleOp::create(e.builder(), e.location(), v, e.toI32(lane),
-                                e.i32(kWarp), gpu::ShuffleMode::IDX)
-      .getShuffleResult();
-}
-
 void lowerPrefillAttention(PrefillAttentionOp op, OpBuilder &b,
                            const KernelBuilder &kb, StringRef name) {
   Location loc = op.getLoc();
@@ -332,7 +326,7 @@ void lowerPrefillAttention(PrefillAttentionOp op, OpBuilder &b,
                     SmallVector<Value> next(acc.begin(), acc.end());
                     const int64_t nn = n1 - n0;
                     for (int64_t i = 0; i < QW; ++i) {
-                      Value wj = shuffleIdx(e, weight[i], j);
+                      Value wj = e.shuffleIdx(weight[i], j);
                       for (int64_t c = 0; c < nn; ++c)
                         next[i * nn + c] = e.fma(wj, vj[c], next[i * nn + c]);
                     }

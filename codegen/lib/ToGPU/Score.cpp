@@ -233,13 +233,6 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
                threads, operands);
 }
 
-/// The lane of the warp `src` (i32) holds: a gpu.shuffle idx.
-Value shuffleFrom(GPUEmitter &e, Value v, Value src) {
-  return gpu::ShuffleOp::create(e.builder(), e.location(), v, src, e.i32(kWarp),
-                                gpu::ShuffleMode::IDX)
-      .getShuffleResult();
-}
-
 /// Whether score_sketch runs on tensor cores (lowerScoreSketchMma): a chip
 /// with them, codes that bf16 holds exactly beside the implicit 1 (bits
 /// <= 7: the ABI's 2 and 4), head_dim 64 or 128 (a lane's quarter of the
@@ -332,8 +325,7 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
               // The head's four lanes' partial sums, added (every lane of the
               // quad ends with head r's total).
               auto quadSum = [&](GPUEmitter &e, Value v) {
-                v = e.fadd(v, e.shuffleXor(v, 1));
-                return e.fadd(v, e.shuffleXor(v, 2));
+                return laneSum(e, target, v, 4);
               };
               // This lane's tokens' word offsets and the byte permute and
               // rotate that bring their codes to bf16 mantissa bits.
@@ -495,10 +487,8 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
               // Lane (r, s) holds tokens r and r + 8 of each tile for heads
               // 2s and 2s + 1; their constants come from those heads' lanes.
               Value h0 = e.mul(s, e.idx(2)), h1 = e.add(h0, e.idx(1));
-              Value cst0 =
-                  shuffleFrom(e, res.back(), e.toI32(e.mul(h0, e.idx(4))));
-              Value cst1 =
-                  shuffleFrom(e, res.back(), e.toI32(e.mul(h1, e.idx(4))));
+              Value cst0 = e.shuffleIdx(res.back(), e.mul(h0, e.idx(4)));
+              Value cst1 = e.shuffleIdx(res.back(), e.mul(h1, e.idx(4)));
               Value scale = e.f32(scaleValue);
               Value ok0 = e.lt(h0, e.idx(G)), ok1 = e.lt(h1, e.idx(G));
               for (int64_t t = 0; t < tiles; ++t)
@@ -516,8 +506,7 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                   if (perGroup) {
                     Value m = e.fmax(e.select(ok0, v0, e.negInf()),
                                      e.select(ok1, v1, e.negInf()));
-                    m = e.fmax(m, e.shuffleXor(m, 1));
-                    m = e.fmax(m, e.shuffleXor(m, 2));
+                    m = laneMax(e, target, m, 4);
                     e.ifThen(e.band(inRange, e.eq(s, e.idx(0))),
                              [&](Emitter &e) {
                                e.store(m, scores, {bb, g, tok});
