@@ -240,12 +240,11 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
 /// kernel builds a page's B operand (a_c of 8 heads) once for the page's
 /// 16-token tiles, so its work per page does not depend on the group and
 /// shrinks per token with the page; the CUDA-core kernel's grows with the
-/// group. On the H200 at 131072 tokens, pages of 64, 4-bit
-/// (reports/gpu/session21/run5/) the mma kernel took 83.5 / 388 us a layer
-/// at batch 1 / 8 with 7 heads a group (CUDA cores: 101 / 494) but 129 /
-/// 730 with 4 (117.6 / 633). Pages of 16 or 32 (one or two tiles for the
-/// same B) were not measured and stay on CUDA cores; the kernel takes up
-/// to 4 tiles (their accumulators in registers).
+/// group: on the H200 it was faster with 7 heads a group and slower with 4
+/// (BENCHMARKS.md, "Sketch scoring on tensor cores"). Pages of 16 or 32
+/// (one or two tiles for the same B) were not measured and stay on CUDA
+/// cores; the kernel takes up to 4 tiles (their accumulators in
+/// registers).
 bool sketchOnTensorCores(const KernelBuilder &kb, int64_t bits, int64_t p,
                          int64_t d, int64_t G) {
   return kb.tensorCores() && bits <= 4 && p == 64 && (d == 64 || d == 128) &&
@@ -271,8 +270,8 @@ bool sketchOnTensorCores(const KernelBuilder &kb, int64_t bits, int64_t p,
 ///    partial sums added over the four lanes of a head;
 ///  - each k-step's rows are loaded before the previous step's arithmetic,
 ///    and ptxas is asked for 4 blocks a SM (64 registers): a warp has one
-///    page, so only many resident warps hide the loads (42 -> 40 us at
-///    128K on 28/4/128, reports/gpu/session21/run4-5).
+///    page, so only many resident warps hide the loads
+///    (reports/gpu/session21/README.md, run4 and run5).
 void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                          const KernelBuilder &kb, StringRef name) {
   Location loc = op.getLoc();
