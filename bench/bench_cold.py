@@ -93,6 +93,22 @@ def shape_key(hq, hkv, d):
     return f"{hq}/{hkv}/{d}"
 
 
+def parse_shape(text):
+    """A q/kv/d shape: the named model's where it is one of SHAPES, any
+    other (q a multiple of kv) as a custom shape."""
+    for s in SHAPES:
+        if shape_key(*s[1:]) == text:
+            return s
+    try:
+        hq, hkv, d = (int(x) for x in text.split("/"))
+    except ValueError:
+        sys.exit(f"bench_cold.py: --shapes: '{text}' is not q/kv/d")
+    if hkv < 1 or hq < hkv or hq % hkv or d < 1:
+        sys.exit(f"bench_cold.py: --shapes: '{text}': q heads must be a "
+                 "positive multiple of kv heads")
+    return ("custom", hq, hkv, d)
+
+
 def run_bench(args):
     import torch
     import torch.nn.functional as F
@@ -113,8 +129,7 @@ def run_bench(args):
           flush=True)
     shapes = SHAPES
     if args.shapes:
-        want = args.shapes.split(",")
-        shapes = [s for s in SHAPES if shape_key(*s[1:]) in want]
+        shapes = [parse_shape(x) for x in args.shapes.split(",")]
     batches = [int(x) for x in args.batches.split(",")] if args.batches \
         else BATCHES
     contexts = [int(x) for x in args.contexts.split(",")] if args.contexts \

@@ -1,8 +1,8 @@
 // The sketch selector's scoring through NVPTX: with a group of 7 query heads
 // (Qwen2.5's) it runs on tensor cores, codes turned into bf16 by a byte
-// permute, a rotate and a mask and multiplied by mma.sync; without tensor
-// cores (or with a group of 4 or less) on CUDA cores, one fma per code and
-// head.
+// permute, a rotate and one lop3 and multiplied by mma.sync; without
+// tensor cores (or with a group of 3 or less) on CUDA cores, one fma per
+// code and head.
 // RUN: condensate-opt --condensate-to-ptx %s > %t.mlir
 // RUN: sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' %t.mlir > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
@@ -22,6 +22,7 @@ condensate.model @qwen layers = 1, q_heads = 14, kv_heads = 2, head_dim = 64,
 // PTX: ld.global.v4.b32
 // PTX: prmt.b32
 // PTX-NEXT: shf.l.wrap.b32
+// PTX: lop3.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, 234;
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // PTX: shfl.sync.idx.b32
 // PTX-LABEL: .visible .entry qwen_layer0_select_topk_clear(

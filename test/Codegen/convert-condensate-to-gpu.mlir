@@ -468,37 +468,44 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
 // Sketch scores of a group of 7 at pages of 64 on tensor cores (sm_90 by
 // default; without them, CUDA cores): a warp per page and kv head, the
 // page's four 16-token tiles the mma rows, 8 warps a block (512 tokens).
-// Per k-step of 16 channels a lane loads its 4 channels' box, query and
-// code words (two rows a tile) as 16-byte vectors; a_c split exactly into
-// three bf16 (hi, mid, lo: the low 16 bits of the f32 encoding cleared
-// twice) is the B operand, and each of its two tokens' codes becomes the
-// bf16 pair 1 + code / 16 by a byte permute, a rotate and a mask (A); per
-// tile three mma.sync from zero (lo, mid, hi) are added to the tile's
-// sums; each step's rows are loaded before the previous step's
-// arithmetic. The head's constant (box for a page that is not full) is
-// summed over its four lanes, and each lane takes the constants of its two
-// output heads by index shuffles.
+// A full page's per-channel terms (lo_c, step_c 2^bits, slack weight) are
+// computed once, d / 32 = 2 channels a lane, into the warp's slice of
+// shared memory (3 x 64 floats a warp). Per k-step of 16 channels each
+// lane first turns its two tokens' code words into bf16 pairs 1 + code /
+// 16 (a byte permute, a rotate and one lop3: the A operand), then loads
+// the next step's query and code words, reads its 4 channels' terms from
+// shared memory, folds q_c lo_c - a_c and the slack into the constant by
+// two fma, and splits a_c exactly into three bf16 (hi, mid, lo: the low 16
+// bits of the f32 encoding cleared twice: the B operand); per tile three
+// mma.sync from zero (lo, mid, hi) are added to the tile's sums. The
+// head's constant (box for a page that is not full) is summed over its
+// four lanes, and each lane takes the constants of its two output heads by
+// index shuffles.
 // CHECK-LABEL: func.func @score_sketch_mma(
 // CHECK: %[[T:.*]] = arith.ceildivsi %{{.*}}, %c512 : index
 // CHECK: gpu.launch_func @condensate_kernels::@score_sketch_mma_score_sketch blocks in (%[[T]], %c1, {{.*}} threads in (%c256,
-// CHECK: gpu.func @score_sketch_mma_score_sketch({{.*}}) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 4 : i32}
+// CHECK: gpu.func @score_sketch_mma_score_sketch({{.*}}) workgroup(%[[TERMS:.*]] : memref<1536xf32, #gpu.address_space<workgroup>> {{.*}}) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 4 : i32}
 // CHECK: %[[CODE:.*]] = arith.constant 7864440 : i32
 // CHECK: %[[ONE:.*]] = arith.constant 1065369472 : i32
 // CHECK: %[[TOP:.*]] = arith.constant -65536 : i32
 // CHECK: scf.if %{{.*}} -> ({{(f32, )+}}f32)
-// CHECK-COUNT-2: vector.load %arg1{{.*}} vector<4xf32>
+// CHECK-COUNT-2: vector.load %arg1{{.*}} vector<2xf32>
+// CHECK-COUNT-3: vector.store %{{.*}}, %[[TERMS]]{{.*}} vector<2xf32>
+// CHECK: nvvm.bar.warp.sync
 // CHECK: vector.load %arg0{{.*}} vector<4xf32>
 // CHECK-COUNT-8: vector.load %arg1{{.*}} vector<4xf32>
 // CHECK: scf.for {{.*}} to %c4{{.*}} iter_args({{.*}}) -> ({{(f32, )+(vector<4xf32>, )+}}vector<4xf32>)
-// CHECK-COUNT-2: vector.load %arg1{{.*}} vector<4xf32>
-// CHECK: vector.load %arg0{{.*}} vector<4xf32>
-// CHECK-COUNT-8: vector.load %arg1{{.*}} vector<4xf32>
-// CHECK: arith.andi %{{.*}}, %{{.*}} : vector<4xi32>
-// CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: nvvm.prmt <default>
 // CHECK-NEXT: llvm.intr.fshl
-// CHECK-NEXT: arith.andi %{{.*}}, %[[CODE]] : i32
-// CHECK-NEXT: arith.ori %{{.*}}, %[[ONE]] : i32
+// CHECK-NEXT: llvm.inline_asm "lop3.b32 $0, $1, $2, $3, 234;", "=r,r,r,r" %{{.*}}, %[[CODE]], %[[ONE]]
+// CHECK-COUNT-15: llvm.inline_asm "lop3.b32
+// CHECK: vector.load %arg0{{.*}} vector<4xf32>
+// CHECK-COUNT-8: vector.load %arg1{{.*}} vector<4xf32>
+// CHECK-COUNT-3: vector.load %[[TERMS]]{{.*}} vector<4xf32>
+// CHECK: math.fma
+// CHECK: math.fma
+// CHECK: arith.andi %{{.*}}, %{{.*}} : vector<4xi32>
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: nvvm.mma.sync {{.*}} C[%[[Z:.*]], %[[Z]], %[[Z]], %[[Z]]]
 // CHECK-COUNT-11: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
@@ -534,6 +541,42 @@ func.func @score_sketch_mma(%q: memref<?x7x64xf32>, %s: memref<?x1x13x64xf32>, %
 // CHECK: memref.store %{{.*}}, %arg4[%block_id_z, %block_id_y, %{{.*}}] : memref<?x1x?xf32>
 func.func @score_sketch_mma_group(%q: memref<?x7x64xf32>, %s: memref<?x1x13x64xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x1x?xf32>) {
   condensate.score_sketch q(%q : memref<?x7x64xf32>) summaries(%s : memref<?x1x13x64xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x1x?xf32>) {page_size = 64 : i64, bits = 4 : i64, scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// A group of 4 on tensor cores takes half columns: B column r is head
+// r % 4 over two of the lane's four channels (r < 4 the first two, else
+// the last two), the other register zero, so a lane loads and builds two
+// a_c (vector<2xf32>) a k-step; after the page, columns h and h + 4 are
+// added (xor 2) and the constant's halves (xor 16), and only lanes s < 2
+// store. A group of 3 stays on CUDA cores.
+// CHECK-LABEL: func.func @score_sketch_mma_half(
+// CHECK: gpu.func @score_sketch_mma_half_score_sketch(
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}vector<2xf32>, {{(vector<4xf32>, )+}}vector<4xf32>)
+// CHECK: vector.load %arg0{{.*}} vector<2xf32>
+// CHECK-COUNT-3: vector.load %{{.*}} : memref<3072xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK: arith.select %{{.*}}, %c0_i32, %{{.*}} : i32
+// CHECK: arith.select %{{.*}}, %{{.*}}, %c0_i32 : i32
+// CHECK: nvvm.mma.sync
+// CHECK: gpu.shuffle  xor %{{.*}}, %c2_i32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c16_i32
+// CHECK: } else {
+// CHECK: memref.store %{{.*}}, %arg4[%block_id_z, %{{.*}}, %{{.*}}] : memref<?x4x?xf32>
+func.func @score_sketch_mma_half(%q: memref<?x4x128xf32>, %s: memref<?x1x13x128xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  condensate.score_sketch q(%q : memref<?x4x128xf32>) summaries(%s : memref<?x1x13x128xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 64 : i64, bits = 4 : i64, scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @score_sketch_cuda_three(
+// CHECK: gpu.func @score_sketch_cuda_three_score_sketch(
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: gpu.barrier
+func.func @score_sketch_cuda_three(%q: memref<?x3x128xf32>, %s: memref<?x1x13x128xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x3x?xf32>) {
+  condensate.score_sketch q(%q : memref<?x3x128xf32>) summaries(%s : memref<?x1x13x128xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x3x?xf32>) {page_size = 64 : i64, bits = 4 : i64, scale = 0.125 : f32}
   return
 }
 

@@ -1,4 +1,4 @@
-//===- Sketch.h - key sketches: quantisation and per-token bounds -*- C++ -*-===//
+//===- Sketch.h - key sketches: quantisation, per-token bounds --*- C++ -*-===//
 //
 // The formulas of the `sketch` selector, written once for both lowerings:
 // the append quantises a full page's keys against its key box (the layout
@@ -19,25 +19,28 @@
 // The kernels evaluate q . (lo + code * step) in one of two forms:
 //  - dequantised: sum_c q_c * fma(code_c, step_c, lo_c), a chain of D
 //    products (the CPU, the GPU's certificate);
-//  - biased (the GPU's score_sketch): with a_c = fl(q_c step_c) 2^bits and
+//  - biased (the GPU's score_sketch): with a_c = fl(q_c step_c) 2^bits (or
+//    fl(q_c (step_c 2^bits)), the same number barring underflow) and
 //    v_c = 1 + code_c 2^-bits (the code in the top mantissa bits of 1.0,
 //    made by two bit operations, exact),
 //        sum_c (q_c lo_c - a_c) + sum_c a_c v_c,
 //    3D terms of size at most |q_c| (|lo_c| + 3 * 2^bits step_c (1 + u)),
 //    plus u sum_c |q_c| L step_c from rounding a_c (its 2^bits parts cancel
-//    exactly: both sums use the same a_c).
+//    exactly: both sums use the same a_c). A kernel may fold a channel's
+//    q_c lo_c - a_c and its slack term |q_c| (e_c + gamma m_c) into the
+//    sum by fma: the same terms with fewer roundings.
 // On tensor cores (the GPU's score_sketch where sketchOnTensorCores holds,
-// bits <= 4, Score.cpp) the biased form's products are exact: a_c is split into three bf16 by
-// clearing the low 16 bits of its f32 encoding twice (hi, then mid of the
-// rest; lo, the rest, has at most 8 significant bits; all three truncate
-// toward zero, so |hi| + |mid| + |lo| = |a_c|), and v_c is a bf16 (bits <=
-// 7). Each k-step of 16 channels sums its three products per channel in
-// three mma.sync starting from zero. We take an mma.sync's f32 result to
-// be within (16 + 2) 2^-22 (|c| + sum |products|) of c + sum products
-// (products exact, aligned to the largest and truncated keeping at least
-// 23 bits: Fasi, Higham, Mikaitis and Pranesh, "Numerical behavior of
-// NVIDIA tensor cores", PeerJ Computer Science 2021; twice their bound),
-// so a k-step's sum is off by at most 3 * 72 u sum_c |a_c| v_c
+// bits <= 4, Score.cpp) the biased form's products are exact: a_c is split into
+// three bf16 by clearing the low 16 bits of its f32 encoding twice (hi, then
+// mid of the rest; lo, the rest, has at most 8 significant bits; all three
+// truncate toward zero, so |hi| + |mid| + |lo| = |a_c|), and v_c is a bf16
+// (bits <= 7). Each k-step of 16 channels sums its three products per channel
+// in three mma.sync starting from zero. We take an mma.sync's f32 result to be
+// within (16 + 2) 2^-22 (|c| + sum |products|) of c + sum products (products
+// exact, aligned to the largest and truncated keeping at least 23 bits: Fasi,
+// Higham, Mikaitis and Pranesh, "Numerical behavior of NVIDIA tensor cores",
+// PeerJ Computer Science 2021; twice their bound), so a k-step's sum is off by
+// at most 3 * 72 u sum_c |a_c| v_c
 // <= 432 u 2^bits (1 + u) sum_c |q_c| step_c: under 2^-11 |q_c| step_c a
 // channel for bits <= 4, which kSketchStepSlack's 2^-9 covers beside the
 // 2^-10 above. The k-steps' sums are then terms of the f32 sum below.

@@ -133,6 +133,17 @@ Value mlir::condensate::kernel::packBF16(GPUEmitter &e, Value x, Value y) {
   return e.extractElt(word, 0);
 }
 
+Value mlir::condensate::kernel::lop3(GPUEmitter &e, Value a, Value b, Value c,
+                                     uint8_t lut) {
+  std::string text = "lop3.b32 $0, $1, $2, $3, " + std::to_string(lut) + ";";
+  return LLVM::InlineAsmOp::create(
+             e.builder(), e.location(), e.builder().getI32Type(),
+             ValueRange{a, b, c}, text, "=r,r,r,r", /*has_side_effects=*/false,
+             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr(), ArrayAttr())
+      .getRes();
+}
+
 gpu::GPUFuncOp KernelBuilder::createKernel(
     StringRef base, ValueRange operands, ArrayRef<Type> workgroup,
     const std::function<void(GPUEmitter &, ValueRange, ValueRange)> &body)

@@ -81,6 +81,10 @@ SmallVector<Value> mmaBF16(GPUEmitter &e, ArrayRef<Value> a, ArrayRef<Value> b,
                            ArrayRef<Value> c);
 /// The i32 holding bf16 scalars x (low half) and y (high half).
 Value packBF16(GPUEmitter &e, Value x, Value y);
+/// PTX lop3.b32 of the i32 values a, b, c with truth table `lut` (a = 0xF0,
+/// b = 0xCC, c = 0xAA): one instruction where LLVM would emit an and and
+/// an or with two immediates (which ptxas keeps as two).
+Value lop3(GPUEmitter &e, Value a, Value b, Value c, uint8_t lut);
 
 /// A gpu.shuffle of the 32-bit value v across the warp.
 Value shuffle(Emitter &e, Value v, int64_t offset, gpu::ShuffleMode mode);
@@ -135,6 +139,9 @@ public:
     return gpu::BlockIdOp::create(builder(), location(), d);
   }
   void barrier() { nvvmTarget().barrier(*this); }
+  /// bar.warp.sync over the whole warp: orders the warp's shared memory
+  /// accesses before it against those after it.
+  void syncWarp() { NVVM::SyncWarpOp::create(builder(), location(), i32(-1)); }
   /// This thread's place when lane groups cover rows as `split` says.
   LanePlace lanePlace(const RowSplit &split) {
     Value t = tid();

@@ -236,41 +236,51 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
 /// Whether score_sketch runs on tensor cores (lowerScoreSketchMma): a chip
 /// with them, codes that bf16 holds exactly beside the implicit 1 (bits
 /// <= 7: the ABI's 2 and 4), head_dim 64 or 128 (a lane's quarter of the
-/// row in registers), pages of 64 and groups of 5 to 8 heads. The mma
-/// kernel builds a page's B operand (a_c of 8 heads) once for the page's
-/// 16-token tiles, so its work per page does not depend on the group and
-/// shrinks per token with the page; the CUDA-core kernel's grows with the
-/// group: on the H200 it was faster with 7 heads a group and slower with 4
-/// (BENCHMARKS.md, "Sketch scoring on tensor cores"). Pages of 16 or 32
-/// (one or two tiles for the same B) were not measured and stay on CUDA
-/// cores; the kernel takes up to 4 tiles (their accumulators in
-/// registers).
+/// row in registers), pages of 64 and groups of 4 to 8 heads. The mma
+/// kernel's work per page hardly depends on the group (its A operand, the
+/// codes, is most of it), the CUDA-core kernel's grows with it (an fma per
+/// code and head): on the H200 the mma kernel was faster with 7 heads a
+/// group, even with 4 (half columns) and slower with 2 and 3
+/// (BENCHMARKS.md, "Sketch scoring on tensor cores";
+/// reports/gpu/session22). Pages of 16 or 32 (one or two tiles for the
+/// same B) were not measured and stay on CUDA cores; the kernel takes up
+/// to 4 tiles (their accumulators in registers).
 bool sketchOnTensorCores(const KernelBuilder &kb, int64_t bits, int64_t p,
                          int64_t d, int64_t G) {
   return kb.tensorCores() && bits <= 4 && p == 64 && (d == 64 || d == 128) &&
-         G > 4 && G <= 8;
+         G >= 4 && G <= 8;
 }
 
 /// score_sketch on tensor cores: a warp per (page, kv head), the page's
-/// tokens the 16 rows of mma.sync.m16n8k16 tiles, the group's query heads
-/// its 8 columns, 16 channels a k-step. Lane l (r = l / 4, s = l % 4) holds
-/// channels 16 ks + 4 s + [0, 4) of k-step ks, for head r of the B operand
-/// (a_c, Sketch.h) and for tokens r and r + 8 of the A operand (v_c), the
-/// k order permuted so that both are one 16-byte load: logical k 2s, 2s + 1
-/// are channels 4s, 4s + 1 and logical k 2s + 8, 2s + 9 are 4s + 2, 4s + 3.
-///  - a_c = fl(q_c step_c) 2^bits is split exactly into three bf16 (the low
-///    16 bits of its encoding cleared twice), v_c = 1 + code 2^-bits is
-///    exact in bf16 (0x3F80 | code << (7 - bits): a byte permute, a rotate
-///    and a mask from the packed words), so every product is exact in f32;
+/// tokens the 16 rows of mma.sync.m16n8k16 tiles, 16 channels a k-step.
+/// Lane l (r = l / 4, s = l % 4) holds channels 16 ks + 4 s + [0, 4) of
+/// k-step ks for tokens r and r + 8 of the A operand (v_c), the k order
+/// permuted so that they are one 16-byte load: logical k 2s, 2s + 1 are
+/// channels 4s, 4s + 1 and logical k 2s + 8, 2s + 9 are 4s + 2, 4s + 3.
+/// B column r (a_c, Sketch.h) is head r of the group, or for groups of 4
+/// or less ("half columns") head r % 4 over channels 4s, 4s + 1 (r < 4) or
+/// 4s + 2, 4s + 3 (r >= 4), the other two rows zero, so that a lane builds
+/// two a_c instead of four and columns h and h + 4 add up to head h.
+///  - the page's per-channel terms (lo_c, step_c 2^bits and the slack
+///    weight e_c + gamma m_c) are computed once, d / 32 channels a lane,
+///    into the warp's slice of shared memory, rather than by each of the 8
+///    lanes that share a channel at every k-step;
+///  - a_c = fl(q_c step_c 2^bits) is split exactly into three bf16 (the
+///    low 16 bits of its encoding cleared twice), v_c = 1 + code 2^-bits
+///    is exact in bf16 (0x3F80 | code << (7 - bits): a byte permute, a
+///    rotate and one lop3 from the packed words), so every product is
+///    exact in f32;
 ///  - each k-step's three products (lo, mid, hi) start from zero and are
 ///    added to the tile's f32 sums: the tensor cores' own rounding is
 ///    bounded per k-step (Sketch.h);
-///  - the page's constant (sum_c q_c lo_c - a_c plus the slack) and, for a
-///    page that is not full, its box bound, are this lane's channels'
-///    partial sums added over the four lanes of a head;
-///  - each k-step's rows are loaded before the previous step's arithmetic,
-///    and ptxas is asked for 4 blocks a SM (64 registers): a warp has one
-///    page, so only many resident warps hide the loads
+///  - the page's constant (sum_c q_c lo_c - a_c plus the slack, each
+///    channel's terms by two fma) and, for a page that is not full, its
+///    box bound, are this lane's channels' partial sums added over the
+///    lanes of a head;
+///  - a k-step's codes become A fragments first, then the next step's rows
+///    are loaded (into the registers the codes held) before the step's
+///    arithmetic, and ptxas is asked for 4 blocks a SM (64 registers): a
+///    warp has one page, so only many resident warps hide the loads
 ///    (reports/gpu/session21/README.md, run4 and run5).
 void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                          const KernelBuilder &kb, StringRef name) {
@@ -281,14 +291,24 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
   int64_t perWord = ::condensate::abi::codesPerWord(bits);
   int64_t tiles = p / 16, steps = d / 16;
   constexpr int64_t kWarps = 8;
+  constexpr int64_t kTermRows = 3; // lo_c, step_c 2^bits, slack weight
+  const int64_t cpl = d / kWarp;   // channels whose terms a lane computes
+  // Groups of 4 or less take two B columns a head, each half of a k-step's
+  // channels (the other half zero): a lane builds 2 of its a_c, not 4.
+  const bool half = G <= 4;
+  const int64_t cw = half ? 2 : 4; // channels of a lane's B column a k-step
   const int64_t threads = kWarps * kWarp;
   bool perGroup = op.scoresPerGroup();
   double scaleValue = op.getScale().convertToDouble();
   int64_t levels = (int64_t(1) << bits) - 1;
   SmallVector<Value> operands{op.getQ(), op.getSummaries(), op.getPageTable(),
                               op.getLens(), op.getScores()};
+  // Per warp, its page's per-channel terms: lo_c, step_c 2^bits and the
+  // slack weight, d floats each.
+  SmallVector<Type> smem{KernelBuilder::workgroupType(
+      op.getContext(), {kWarps * kTermRows * d}, b.getF32Type())};
   auto fn = kb.createKernel(
-      name, operands, {}, [&](GPUEmitter &e, ValueRange a, ValueRange) {
+      name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value q = a[0], sum = a[1], pt = a[2], lens = a[3], scores = a[4];
         const TargetInfo &target = nvvmTarget();
         Type i32 = e.builder().getI32Type(), f32 = e.builder().getF32Type();
@@ -310,16 +330,26 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
               GPUEmitter &e = static_cast<GPUEmitter &>(ee);
               Value page = e.loadIndex(pt, {bb, j});
               Value full = e.le(e.mul(e.add(j, e.idx(1)), e.idx(p)), n);
-              // This lane's B column: head r of the group (zero past G).
-              Value live = e.lt(r, e.idx(G));
-              Value qRow = e.add(e.mul(g, e.idx(G)), e.mins(r, e.idx(G - 1)));
-              Value zero4 = e.splat(e.f32(0.0), 4);
+              // This lane's B column r: head r of the group, or with half
+              // columns head r % 4 and the first (r < 4) or second half of
+              // this lane's four channels. Columns past the group repeat head
+              // G - 1: an mma's columns are independent, and their scores are
+              // never stored.
+              Value head = half ? e.rems(r, e.idx(4)) : r;
+              Value upper = e.ge(r, e.idx(4)); // half: the second two channels
+              Value qRow =
+                  e.add(e.mul(g, e.idx(G)), e.mins(head, e.idx(G - 1)));
               auto channel0 = [&](GPUEmitter &e, Value ks) {
                 return e.add(e.mul(ks, e.idx(16)), e.mul(s, e.idx(4)));
               };
-              auto queryAt = [&](GPUEmitter &e, Value c0) {
-                return e.select(live, e.vecLoad(q, {bb, qRow, c0}, 4, 16),
-                                zero4);
+              // The channels of this lane's B column in k-step ks.
+              auto columnChannel = [&](GPUEmitter &e, Value ks) {
+                Value c0 = channel0(e, ks);
+                return half ? e.add(c0, e.select(upper, e.idx(2), e.idx(0)))
+                            : c0;
+              };
+              auto queryAt = [&](GPUEmitter &e, Value c0, int64_t width) {
+                return e.vecLoad(q, {bb, qRow, c0}, width, 4 * width);
               };
               // The head's four lanes' partial sums, added (every lane of the
               // quad ends with head r's total).
@@ -358,35 +388,39 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                                                   NVVM::PermuteMode::DEFAULT);
                 x = LLVM::FshlOp::create(e.builder(), e.location(), x, x,
                                          tc.rotate);
-                return e.bor(e.band(x, codeMask), oneOne);
+                return lop3(e, x, codeMask, oneOne, 0xEA); // (x & m) | one
               };
-              Value himask = e.splat(e.i32(-65536), 4); // 0xFFFF0000
+              Value himask = e.splat(e.i32(-65536), cw); // 0xFFFF0000
               auto topBits = [&](GPUEmitter &e, Value v) {
-                Value bitsOf = arith::BitcastOp::create(e.builder(),
-                                                        e.location(), v4i32, v);
+                Value bitsOf = arith::BitcastOp::create(
+                    e.builder(), e.location(), VectorType::get({cw}, i32), v);
                 return arith::BitcastOp::create(e.builder(), e.location(),
-                                                VectorType::get({4}, f32),
+                                                VectorType::get({cw}, f32),
                                                 e.band(bitsOf, himask));
               };
+              // The B fragment's two registers of one bf16 part: with half
+              // columns the lane's pair sits in the first register (k rows
+              // 2s, 2s + 1: channels 4s, 4s + 1) or the second (4s + 2,
+              // 4s + 3), the other zero.
+              Value zeroPair = e.i32(0);
               auto pairs = [&](GPUEmitter &e, Value v) {
                 Type bf16 = e.builder().getBF16Type();
                 SmallVector<Value> h;
-                for (int64_t i = 0; i < 4; ++i)
+                for (int64_t i = 0; i < cw; ++i)
                   h.push_back(e.truncf(e.extractElt(v, i), bf16));
-                return SmallVector<Value>{packBF16(e, h[0], h[1]),
-                                          packBF16(e, h[2], h[3])};
+                Value first = packBF16(e, h[0], h[1]);
+                if (!half)
+                  return SmallVector<Value>{first, packBF16(e, h[2], h[3])};
+                return SmallVector<Value>{e.select(upper, zeroPair, first),
+                                          e.select(upper, first, zeroPair)};
               };
-              Value scaleBits = e.splat(e.f32(double(int64_t(1) << bits)), 4);
-              // A k-step's loads: the box rows, the query and each tile's word
-              // rows of this lane's channels (one row where a word holds both
-              // its tokens: 2-bit codes).
+              // A k-step's loads: the query and each tile's word rows of this
+              // lane's channels (one row where a word holds both its tokens:
+              // 2-bit codes).
               bool sharedRow = perWord >= 16;
               auto loadStep = [&](GPUEmitter &e, Value ks) {
                 Value c0 = channel0(e, ks);
-                SmallVector<Value> v{
-                    e.vecLoad(sum, {page, g, e.idx(KMin), c0}, 4, 16),
-                    e.vecLoad(sum, {page, g, e.idx(KMax), c0}, 4, 16),
-                    queryAt(e, c0)};
+                SmallVector<Value> v{queryAt(e, columnChannel(e, ks), cw)};
                 for (int64_t t = 0; t < tiles; ++t)
                   for (const TokenCode *tc : {&lowTok, &highTok}) {
                     if (sharedRow && tc == &highTok)
@@ -401,8 +435,35 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
               // Full page: per k-step the B fragments, then each tile's three
               // products; returns the tiles' 4 sums each and the constant. Each
               // step loads the next step's rows before its arithmetic.
+              Value terms = sm[0];
+              Value termBase = e.mul(warp, e.idx(kTermRows * d));
+              auto termAt = [&](GPUEmitter &e, int64_t row, Value c0) {
+                return e.add(termBase, e.add(e.idx(row * d), c0));
+              };
               auto fullPage = [&](Emitter &ee) -> SmallVector<Value> {
                 GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                // The page's per-channel terms once (Sketch.h's sketchRow,
+                // four channels a lane) instead of in each of the 8 lanes
+                // that share a channel at every k-step.
+                {
+                  Value cp = e.mul(lane, e.idx(cpl));
+                  Value lo =
+                      e.vecLoad(sum, {page, g, e.idx(KMin), cp}, cpl, 4 * cpl);
+                  Value hi =
+                      e.vecLoad(sum, {page, g, e.idx(KMax), cp}, cpl, 4 * cpl);
+                  SketchRow sk = sketchRow(e, {lo}, {hi}, bits, d);
+                  Value rows[kTermRows] = {
+                      lo,
+                      e.fmul(sk.step[0],
+                             e.splat(e.f32(double(int64_t(1) << bits)), cpl)),
+                      sk.slack[0]};
+                  for (int64_t i = 0; i < kTermRows; ++i)
+                    vector::StoreOp::create(e.builder(), e.location(), rows[i],
+                                            terms, ValueRange{termAt(e, i, cp)},
+                                            /*nontemporal=*/false,
+                                            llvm::MaybeAlign(4 * cpl));
+                  e.syncWarp();
+                }
                 SmallVector<Value> init(4 * tiles + 1, e.f32(0.0));
                 llvm::append_range(init, loadStep(e, e.idx(0)));
                 int64_t nAcc = 4 * tiles + 1;
@@ -411,25 +472,12 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                     [&](Emitter &ee, Value ks,
                         ValueRange it) -> SmallVector<Value> {
                       GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                      Value more = e.lt(e.add(ks, e.idx(1)), e.idx(steps));
-                      SmallVector<Value> next =
-                          loadStep(e, e.select(more, e.add(ks, e.idx(1)), ks));
-                      Value lo = it[nAcc], hi = it[nAcc + 1], qv = it[nAcc + 2];
-                      SketchRow sk = sketchRow(e, {lo}, {hi}, bits, d);
-                      Value av = e.fmul(e.fmul(qv, sk.step[0]), scaleBits);
-                      Value part =
-                          e.fadd(e.reduceAdd(e.fsub(e.fmul(qv, lo), av)),
-                                 sketchSlack(e, target, {qv}, sk, 1));
-                      Value hiPart = topBits(e, av);
-                      Value rest = e.fsub(av, hiPart);
-                      Value midPart = topBits(e, rest);
-                      Value loPart = e.fsub(rest, midPart);
-                      SmallVector<Value> bLo = pairs(e, loPart),
-                                         bMid = pairs(e, midPart),
-                                         bHi = pairs(e, hiPart);
-                      SmallVector<Value> out;
+                      // This step's codes as A fragments first: their word
+                      // rows are then free for the next step's, loaded before
+                      // this step's arithmetic.
+                      SmallVector<SmallVector<Value>> A(tiles);
                       for (int64_t t = 0; t < tiles; ++t) {
-                        int64_t at = nAcc + 3 + (sharedRow ? t : 2 * t);
+                        int64_t at = nAcc + 1 + (sharedRow ? t : 2 * t);
                         auto bitsOf = [&](Value v) -> Value {
                           return arith::BitcastOp::create(
                               e.builder(), e.location(), v4i32, v);
@@ -439,15 +487,44 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                         auto w = [&](Value v, int64_t i) {
                           return e.extractElt(v, i);
                         };
-                        SmallVector<Value> A{
-                            biasedPair(e, w(wl, 0), w(wl, 1), lowTok),
-                            biasedPair(e, w(wh, 0), w(wh, 1), highTok),
-                            biasedPair(e, w(wl, 2), w(wl, 3), lowTok),
-                            biasedPair(e, w(wh, 2), w(wh, 3), highTok)};
+                        A[t] = {biasedPair(e, w(wl, 0), w(wl, 1), lowTok),
+                                biasedPair(e, w(wh, 0), w(wh, 1), highTok),
+                                biasedPair(e, w(wl, 2), w(wl, 3), lowTok),
+                                biasedPair(e, w(wh, 2), w(wh, 3), highTok)};
+                      }
+                      Value qv = it[nAcc], c0 = columnChannel(e, ks);
+                      Value more = e.lt(e.add(ks, e.idx(1)), e.idx(steps));
+                      SmallVector<Value> next =
+                          loadStep(e, e.select(more, e.add(ks, e.idx(1)), ks));
+                      auto term = [&](int64_t row) {
+                        return e.vecLoad(terms, {termAt(e, row, c0)}, cw,
+                                         4 * cw);
+                      };
+                      Value lo = term(0), bigStep = term(1), slack = term(2);
+                      // a_c = fl(q_c step_c 2^bits) (= fl(q_c step_c) 2^bits);
+                      // this lane's part of the constant, per channel
+                      // q_c lo_c - a_c + |q_c| (e_c + gamma m_c), each with
+                      // fewer roundings than the separate products.
+                      Value av = e.fmul(qv, bigStep);
+                      Value part = e.reduceAdd(e.fma(
+                          math::AbsFOp::create(e.builder(), e.location(), qv),
+                          slack,
+                          e.fma(qv, lo,
+                                arith::NegFOp::create(e.builder(), e.location(),
+                                                      av))));
+                      Value hiPart = topBits(e, av);
+                      Value rest = e.fsub(av, hiPart);
+                      Value midPart = topBits(e, rest);
+                      Value loPart = e.fsub(rest, midPart);
+                      SmallVector<Value> bLo = pairs(e, loPart),
+                                         bMid = pairs(e, midPart),
+                                         bHi = pairs(e, hiPart);
+                      SmallVector<Value> out;
+                      for (int64_t t = 0; t < tiles; ++t) {
                         SmallVector<Value> zeros(4, e.f32(0.0));
-                        SmallVector<Value> dk = mmaBF16(e, A, bLo, zeros);
-                        dk = mmaBF16(e, A, bMid, dk);
-                        dk = mmaBF16(e, A, bHi, dk);
+                        SmallVector<Value> dk = mmaBF16(e, A[t], bLo, zeros);
+                        dk = mmaBF16(e, A[t], bMid, dk);
+                        dk = mmaBF16(e, A[t], bHi, dk);
                         for (int64_t i = 0; i < 4; ++i)
                           out.push_back(e.fadd(it[4 * t + i], dk[i]));
                       }
@@ -457,6 +534,13 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                     });
                 res.resize(nAcc);
                 res.back() = quadSum(e, res.back());
+                if (half) {
+                  // Head h's sums are columns h and h + 4: lanes s and s ^ 2
+                  // hold them; its constant's halves lanes r and r ^ 4.
+                  for (int64_t i = 0; i + 1 < nAcc; ++i)
+                    res[i] = e.fadd(res[i], e.shuffleXor(res[i], 2));
+                  res.back() = e.fadd(res.back(), e.shuffleXor(res.back(), 16));
+                }
                 return res;
               };
               // A page that is not full has no sketch: its box bound.
@@ -472,9 +556,9 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                           e.vecLoad(sum, {page, g, e.idx(KMin), c0}, 4, 16);
                       Value hi =
                           e.vecLoad(sum, {page, g, e.idx(KMax), c0}, 4, 16);
-                      return {
-                          e.fadd(it[0], rowBoxDot(e, target, {queryAt(e, c0)},
-                                                  {lo}, {hi}, 1))};
+                      return {e.fadd(it[0],
+                                     rowBoxDot(e, target, {queryAt(e, c0, 4)},
+                                               {lo}, {hi}, 1))};
                     });
                 SmallVector<Value> out(4 * tiles, e.f32(0.0));
                 out.push_back(quadSum(e, box[0]));
@@ -484,12 +568,19 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
               SmallVector<Value> res =
                   e.ifElse(full, types, fullPage, partialPage);
               // Lane (r, s) holds tokens r and r + 8 of each tile for heads
-              // 2s and 2s + 1; their constants come from those heads' lanes.
-              Value h0 = e.mul(s, e.idx(2)), h1 = e.add(h0, e.idx(1));
+              // 2s and 2s + 1 (half columns: 2 (s % 2) and 2 (s % 2) + 1,
+              // stored by lanes s < 2); their constants come from those
+              // heads' lanes.
+              Value h0 = e.mul(half ? e.rems(s, e.idx(2)) : s, e.idx(2));
+              Value h1 = e.add(h0, e.idx(1));
               Value cst0 = e.shuffleIdx(res.back(), e.mul(h0, e.idx(4)));
               Value cst1 = e.shuffleIdx(res.back(), e.mul(h1, e.idx(4)));
               Value scale = e.f32(scaleValue);
               Value ok0 = e.lt(h0, e.idx(G)), ok1 = e.lt(h1, e.idx(G));
+              if (half) {
+                ok0 = e.band(ok0, e.lt(s, e.idx(2)));
+                ok1 = e.band(ok1, e.lt(s, e.idx(2)));
+              }
               for (int64_t t = 0; t < tiles; ++t)
                 for (int64_t half = 0; half < 2; ++half) {
                   Value tok = e.add(e.mul(j, e.idx(p)),

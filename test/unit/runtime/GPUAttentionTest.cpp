@@ -199,11 +199,11 @@ INSTANTIATE_TEST_SUITE_P(
 /// Uncertified token top-k of several budgets, exact and by 2- and 4-bit
 /// sketches, at pages of 64 on discrete and continuous keys (2-bit sketches
 /// of discrete keys make many near-equal bounds; each layer reports), with
-/// one query head a kv head (sketches scored on CUDA cores) and 7 (on
-/// tensor cores).
-TEST(GPUAttentionTokenTopK, UncertifiedBudgets) {
-  REQUIRE_GPU();
-  for (int64_t qHeads : {2, 14})
+/// one query head a kv head (sketches scored on CUDA cores), 3 and 4 (on
+/// tensor cores, two half columns a head) and 7 (one column a head).
+static void checkTokenTopK(std::initializer_list<int64_t> qHeadCounts,
+                           const std::vector<std::vector<int32_t>> &cases) {
+  for (int64_t qHeads : qHeadCounts)
     for (int64_t bits : {2, 4}) {
       ModelShape shape{0, qHeads, 2, 64, 64, KVType::BF16, 0.0f};
       std::vector<Policy> kinds;
@@ -223,14 +223,6 @@ TEST(GPUAttentionTokenTopK, UncertifiedBudgets) {
       auto exec = GPUExecutor::create(shape, s);
       ASSERT_TRUE(exec.ok()) << exec.message();
       std::mt19937 rng(std::random_device{}());
-      // The last cases are long enough for the selection's prefilter (8192
-      // tokens), and longer than its key cache in shared memory (56K keys
-      // on sm_90); on discrete keys most of a chunk shares the threshold's
-      // histogram bin.
-      const std::vector<std::vector<int32_t>> cases = {{37, 261, 300, 2000},
-                                                       {37, 261, 300, 2000},
-                                                       {70001, 1500},
-                                                       {9000, 20000, 300}};
       for (size_t ci = 0; ci < cases.size(); ++ci) {
         Values mode =
             ci == 0 || ci == 3 ? Values::Discrete : Values::Continuous;
@@ -249,6 +241,26 @@ TEST(GPUAttentionTokenTopK, UncertifiedBudgets) {
         }
       }
     }
+}
+
+TEST(GPUAttentionTokenTopK, UncertifiedBudgets) {
+  REQUIRE_GPU();
+  // The last cases are long enough for the selection's prefilter (8192
+  // tokens), and longer than its key cache in shared memory (56K keys on
+  // sm_90); on discrete keys most of a chunk shares the threshold's
+  // histogram bin.
+  checkTokenTopK({2, 6, 8, 14}, {{37, 261, 300, 2000},
+                                 {37, 261, 300, 2000},
+                                 {70001, 1500},
+                                 {9000, 20000, 300}});
+}
+
+/// The same on short caches only, for the sanitizers: the tensor-core
+/// sketch kernel with half columns (3 query heads a kv head) and whole
+/// ones (7), partial pages included.
+TEST(GPUAttentionTokenTopK, ShortCaches) {
+  REQUIRE_GPU();
+  checkTokenTopK({6, 14}, {{37, 261, 300, 2000}, {37, 261, 300, 2000}});
 }
 
 /// The GPU append writes the same bits as the CPU append, key sketches
