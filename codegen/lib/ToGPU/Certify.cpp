@@ -256,7 +256,7 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                 return out;
               });
           for (int64_t i = 0; i < G; ++i)
-            e.atomicAddF64(smZ, {e.idx(i)}, zForced[i]);
+            e.warpAtomicAddF64(smZ, {e.idx(i)}, zForced[i]);
           // The rank end's unit is complete once every thread's atomic is.
           e.barrier();
           for (int64_t i = 0; i < G; ++i)
@@ -341,7 +341,7 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                 return out;
               });
           for (int64_t i = 0; i < G; ++i)
-            e.atomicAddF64(smU, {e.idx(i)}, part[i]);
+            e.warpAtomicAddF64(smU, {e.idx(i)}, part[i]);
           e.barrier();
           for (int64_t i = 0; i < G; ++i)
             e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &ee) {
@@ -620,7 +620,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                 return out;
               });
           for (int64_t i = 0; i < G; ++i)
-            e.atomicAddF64(smU, {e.idx(i)}, part[i]);
+            e.warpAtomicAddF64(smU, {e.idx(i)}, part[i]);
           e.barrier();
         };
         sumOmitted(e, e.idx(0));

@@ -144,6 +144,36 @@ Value mlir::condensate::kernel::lop3(GPUEmitter &e, Value a, Value b, Value c,
       .getRes();
 }
 
+Value GPUEmitter::warpSumF64(Value v) {
+  OpBuilder &b = builder();
+  Location loc = location();
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  for (int64_t offset = kWarp / 2; offset >= 1; offset /= 2) {
+    Value bits = arith::BitcastOp::create(b, loc, i64, v);
+    Value lo = arith::TruncIOp::create(b, loc, i32, bits);
+    Value hi = arith::TruncIOp::create(
+        b, loc, i32,
+        arith::ShRUIOp::create(b, loc, bits,
+                               arith::ConstantIntOp::create(b, loc, i64, 32)));
+    lo = shuffleXor(lo, offset);
+    hi = shuffleXor(hi, offset);
+    Value joined = arith::OrIOp::create(
+        b, loc, arith::ExtUIOp::create(b, loc, i64, lo),
+        arith::ShLIOp::create(b, loc, arith::ExtUIOp::create(b, loc, i64, hi),
+                              arith::ConstantIntOp::create(b, loc, i64, 32)));
+    v = fadd(v, arith::BitcastOp::create(b, loc, b.getF64Type(), joined));
+  }
+  return v;
+}
+
+void GPUEmitter::warpAtomicAddF64(Value mem, ValueRange ivs, Value v) {
+  Value sum = warpSumF64(v);
+  SmallVector<Value> at(ivs.begin(), ivs.end());
+  ifThen(eq(rems(tid(), idx(kWarp)), idx(0)), [&](Emitter &ee) {
+    static_cast<GPUEmitter &>(ee).atomicAddF64(mem, at, sum);
+  });
+}
+
 gpu::GPUFuncOp KernelBuilder::createKernel(
     StringRef base, ValueRange operands, ArrayRef<Type> workgroup,
     const std::function<void(GPUEmitter &, ValueRange, ValueRange)> &body)

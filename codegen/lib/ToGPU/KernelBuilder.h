@@ -212,6 +212,13 @@ public:
     return memref::AtomicRMWOp::create(builder(), location(),
                                        arith::AtomicRMWKind::addf, v, mem, ivs);
   }
+  /// The f64 `v` summed over the warp (xor butterflies on its two 32-bit
+  /// halves; every lane gets the sum). Every lane of the warp must reach it.
+  Value warpSumF64(Value v);
+  /// Adds every thread's f64 `v` to `mem[ivs]`: summed over the warp first,
+  /// then one atomic a warp (lane 0 of a 1-D block's warp), not 32
+  /// contended ones. Every lane of the warp must reach it.
+  void warpAtomicAddF64(Value mem, ValueRange ivs, Value v);
   Value atomic(arith::AtomicRMWKind kind, Value mem, ValueRange ivs, Value v) {
     return memref::AtomicRMWOp::create(builder(), location(), kind, v, mem,
                                        ivs);
