@@ -698,7 +698,9 @@ func.func @score_tokens_group(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>
 // sequence) finds the rank end of the slots by shared unsigned-min and
 // signed-max atomics, sums Zhat per head in f64 shared memory and leaves
 // them with M in scratch; a grid over chunks of 1024 units adds Ulow (f64
-// atomics, shared then global); a warp per group takes the test.
+// atomics, shared then global); a warp per group takes the test. Each f64
+// partial is summed over its warp first (xor shuffles of its two 32-bit
+// halves, 16 down to 1), and one lane a warp adds it to shared memory.
 // CHECK-LABEL: func.func @precertify(
 // CHECK: %[[M:.*]] = memref.alloc(%{{.*}}) : memref<?x2x2xf32>
 // CHECK: %[[ZU:.*]] = memref.alloc(%{{.*}}) : memref<?x2x2x2xf64>
@@ -710,9 +712,17 @@ func.func @score_tokens_group(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>
 // CHECK: gpu.func @precertify_precertify({{.*}}) workgroup(%[[END:.*]] : memref<3xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<8x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[Z:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {{.*}}nvvm.maxntid = array<i32: 256, 1, 1>{{.*}} {
 // CHECK: memref.atomic_rmw minu %{{.*}}, %[[END]][%{{.*}}]
 // CHECK: memref.atomic_rmw maxs %{{.*}}, %[[END]][%{{.*}}]
-// CHECK: memref.atomic_rmw addf %{{.*}}, %[[Z]][%{{.*}}] : (f64,
+// CHECK: arith.bitcast %{{.*}} : f64 to i64
+// CHECK: gpu.shuffle  xor %{{.*}}, %c16_i32{{.*}} : i32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c16_i32{{.*}} : i32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}} : i32
+// CHECK: arith.bitcast %{{.*}} : i64 to f64
+// CHECK: scf.if
+// CHECK-NEXT: memref.atomic_rmw addf %{{.*}}, %[[Z]][%{{.*}}] : (f64,
 // CHECK: gpu.func @precertify_precertify_low(
-// CHECK: memref.atomic_rmw addf %{{.*}} : (f64, memref<2xf64, #gpu.address_space<workgroup>>) -> f64
+// CHECK: gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}} : i32
+// CHECK: scf.if
+// CHECK-NEXT: memref.atomic_rmw addf %{{.*}} : (f64, memref<2xf64, #gpu.address_space<workgroup>>) -> f64
 // CHECK: memref.atomic_rmw addf %{{.*}} : (f64, memref<?x2x2x2xf64>) -> f64
 func.func @precertify(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xf16>, %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %e: memref<?x2xi32>) {
   condensate.precertify token q(%q : memref<?x4x64xf32>) k(%k : memref<?x2x16x64xf16>) pages(%pt : memref<?x?xi32>) scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) early(%e : memref<?x2xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-2 : f64, scale = 0.125 : f32}
