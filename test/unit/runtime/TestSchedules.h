@@ -82,9 +82,11 @@ inline Schedule testSchedule(const Config &c, std::vector<std::vector<Policy>> &
   loosePage.tau = 0.5;
   loosePage.maxExtra = 2;
   kinds.push_back(loosePage);
-  // Key sketches: 2, 4 or 8 bits by configuration (one width a schedule).
+  // Key sketches: 2, 4 or 8 bits by configuration (one width a schedule;
+  // the GPU's two shapes with tensor-core sketch scoring, d128_kv8_g4_p64
+  // and d128_kv2_g7_p64, take 4 bits).
   const int64_t bits = int64_t(2) << ((c.headDim / 64 + c.pageSize / 16 +
-                                       c.kvHeads) % 3);
+                                       c.kvHeads + 2 * c.group) % 3);
   Policy sketch = policy(1, 8, 2 * P + 5, Selector::Sketch, P);
   sketch.sketchBits = bits;
   kinds.push_back(sketch);
