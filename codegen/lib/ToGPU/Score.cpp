@@ -443,7 +443,7 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
               auto fullPage = [&](Emitter &ee) -> SmallVector<Value> {
                 GPUEmitter &e = static_cast<GPUEmitter &>(ee);
                 // The page's per-channel terms once (Sketch.h's sketchRow,
-                // four channels a lane) instead of in each of the 8 lanes
+                // d / 32 channels a lane) instead of in each of the 8 lanes
                 // that share a channel at every k-step.
                 {
                   Value cp = e.mul(lane, e.idx(cpl));
@@ -501,7 +501,8 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                                          4 * cw);
                       };
                       Value lo = term(0), bigStep = term(1), slack = term(2);
-                      // a_c = fl(q_c step_c 2^bits) (= fl(q_c step_c) 2^bits);
+                      // a_c = fl(q_c step_c 2^bits) (Sketch.h: the same as
+                      // fl(q_c step_c) 2^bits barring underflow);
                       // this lane's part of the constant, per channel
                       // q_c lo_c - a_c + |q_c| (e_c + gamma m_c), each with
                       // fewer roundings than the separate products.
