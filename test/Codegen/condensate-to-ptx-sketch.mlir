@@ -1,6 +1,7 @@
 // The sketch selector's scoring through NVPTX: with a group of 7 query heads
 // (Qwen2.5's) it runs on tensor cores, codes turned into bf16 by a byte
-// permute, a rotate and one lop3 and multiplied by mma.sync; without
+// permute (shared by a byte's two tokens), a shift and one lop3 and
+// multiplied by mma.sync; without
 // tensor cores (or with a group of 3 or less) on CUDA cores, one fma per
 // code and head.
 // RUN: condensate-opt --condensate-to-ptx %s > %t.mlir
@@ -20,12 +21,22 @@ condensate.model @qwen layers = 1, q_heads = 14, kv_heads = 2, head_dim = 64,
 // PTX: .maxntid 256, 1, 1
 // PTX: .minnctapersm 4
 // PTX: ld.global.v4.b32
-// PTX: prmt.b32
-// PTX-NEXT: shf.l.wrap.b32
+// PTX: prmt.b32 [[P:%r[0-9]+]], %r{{[0-9]+}}, %r{{[0-9]+}}, 0x4400U;
+// PTX-NEXT: shl.b32 %r{{[0-9]+}}, [[P]], 3;
+// PTX: lop3.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, 234;
+// PTX: shr.u32 %r{{[0-9]+}}, [[P]], 1;
 // PTX: lop3.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, 234;
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // PTX: shfl.sync.idx.b32
 // PTX-LABEL: .visible .entry qwen_layer0_select_topk_clear(
+// The prefilter's count: the last block of a sequence (a counter bumped
+// after a fence) finds the threshold bin.
+// PTX-LABEL: .visible .entry qwen_layer0_select_topk_count(
+// PTX: atom.global.add.u32
+// PTX: membar.gl;
+// PTX: atom.global.add.u32
+// PTX: membar.gl;
+// PTX-LABEL: .visible .entry qwen_layer0_select_topk_compact(
 // NOMMA-LABEL: .visible .entry qwen_layer0_score_sketch(
 // NOMMA-NOT: mma.sync
 // NOMMA: fma.rn.f32

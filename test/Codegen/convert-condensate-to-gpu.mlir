@@ -146,28 +146,43 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 // -----
 
 // Token selection runs the prefilter first, on scratch of the launch plan:
-// the key histograms cleared (grid (hkv, B)), counted and each chunk of
-// 2048 tokens' candidates compacted (grid (chunks, hkv, B)); the ranking
-// block then gathers the chunks' candidates (their counts summed by a
-// warp's lanes) and walks them, the unit it writes read from the gathered
-// list.
+// the key histograms and each sequence's state (blocks done, threshold
+// bin) cleared (grid (hkv, B)), counted and each chunk of 2048 tokens'
+// candidates compacted (grid (chunks, hkv, B)): after its adds, a count
+// block fences, bumps the done counter, and the last one finds the
+// threshold bin from the whole histogram (a suffix scan); each compaction
+// block reads it and places its kept units by one warp's scan of the 64
+// (round, warp) counts. The ranking block then gathers the chunks'
+// candidates (their counts summed by a warp's lanes) and walks them, the
+// unit it writes read from the gathered list.
 // CHECK-LABEL: func.func @select_tokens(
 // CHECK: %[[CHUNKS:.*]] = arith.ceildivsi %{{.*}}, %c2048
 // CHECK: %[[HIST:.*]] = memref.alloc(%{{.*}}) : memref<?x2x4096xi32>
+// CHECK: %[[STATE:.*]] = memref.alloc(%{{.*}}) : memref<?x2x2xi32>
 // CHECK-COUNT-5: memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?xi32>
-// CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_clear blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%[[HIST]] : memref<?x2x4096xi32>)
-// CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_count blocks in (%[[CHUNKS]], %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %[[HIST]] : memref<?x2x4096xi32>)
-// CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_compact blocks in (%[[CHUNKS]], %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c256
+// CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_clear blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%[[HIST]] : memref<?x2x4096xi32>, %[[STATE]] : memref<?x2x2xi32>)
+// CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_count blocks in (%[[CHUNKS]], %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %[[HIST]] : memref<?x2x4096xi32>, %[[STATE]] : memref<?x2x2xi32>)
+// CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_compact blocks in (%[[CHUNKS]], %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %[[STATE]] : memref<?x2x2xi32>
 // CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c1024
 // CHECK: gpu.func @select_tokens_select_topk_count(
 // CHECK: nvvm.match.sync any
 // CHECK: memref.atomic_rmw addi %{{.*}}, %{{.*}} : (i32, memref<4096xi32, #gpu.address_space<workgroup>>) -> i32
 // CHECK: gpu.barrier
 // CHECK: memref.atomic_rmw addi %{{.*}}, %{{.*}} : (i32, memref<?x2x4096xi32>) -> i32
-// CHECK: gpu.func @select_tokens_select_topk_compact(
+// CHECK: nvvm.memory.barrier <gpu>
+// CHECK-NEXT: gpu.barrier
+// CHECK: memref.atomic_rmw addi %{{.*}}, %arg{{[0-9]+}}[%{{.*}}, %{{.*}}, %c0{{.*}}] : (i32, memref<?x2x2xi32>) -> i32
+// CHECK: gpu.barrier
+// CHECK: nvvm.memory.barrier <gpu>
 // CHECK: gpu.shuffle down
+// CHECK: memref.store %{{.*}}, %arg{{[0-9]+}}[%{{.*}}, %{{.*}}, %c1{{.*}}] : memref<?x2x2xi32>
+// CHECK: gpu.func @select_tokens_select_topk_compact(
+// CHECK-NOT: gpu.shuffle down
+// CHECK: memref.load %arg2[%{{.*}}, %{{.*}}, %c1{{.*}}] : memref<?x2x2xi32>
+// CHECK: gpu.shuffle up
 // CHECK: gpu.barrier
 // CHECK: gpu.shuffle up
+// CHECK: gpu.barrier
 // CHECK: gpu.func @select_tokens_select_topk(
 // CHECK: gpu.shuffle xor %{{.*}}, %c16_i32
 // CHECK: gpu.barrier
@@ -468,19 +483,26 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
 // Sketch scores of a group of 7 at pages of 64 on tensor cores (sm_90 by
 // default; without them, CUDA cores): a warp per page and kv head, the
 // page's four 16-token tiles the mma rows, 8 warps a block (512 tokens).
-// A full page's per-channel terms (lo_c, step_c 2^bits, slack weight) are
-// computed once, d / 32 = 2 channels a lane, into the warp's slice of
-// shared memory (3 x 64 floats a warp). Per k-step of 16 channels each
-// lane first turns its two tokens' code words into bf16 pairs 1 + code /
-// 16 (a byte permute, a rotate and one lop3: the A operand), then loads
-// the next step's query and code words, reads its 4 channels' terms from
-// shared memory, folds q_c lo_c - a_c and the slack into the constant by
-// two fma, and splits a_c exactly into three bf16 (hi, mid, lo: the low 16
-// bits of the f32 encoding cleared twice: the B operand); per tile three
-// mma.sync from zero (lo, mid, hi) are added to the tile's sums. The
+// Lane (r, s) holds tokens 8r .. 8r + 7 (tile t's rows r and r + 8 are
+// tokens 8r + 2t and 8r + 2t + 1: one word row), channels 4s .. 4s + 3 of
+// each k-step. The first pair of k-steps' code words (one 16-byte load a
+// step) go out before the page's box is read; a full page's per-channel
+// terms (lo_c, step_c 2^bits, slack weight) are computed once, d / 32 = 2
+// channels a lane, into the warp's slice of shared memory (3 x 64 floats a
+// warp). The loop takes two k-steps an iteration. Per k-step each lane
+// turns its words into bf16 pairs 1 + code / 16 (the A operand): a byte
+// permute per tile and channel pair (selector 0x4400: byte 0 of both
+// words), a shift (left 3 for the low nibble's token, right 1 for the high
+// nibble's) and one lop3; after the second step's codes, it loads the next
+// pair's words; it reads the query and its 4 channels' terms, folds
+// q_c lo_c - a_c and the slack into the constant by two fma, and splits
+// a_c into two bf16 (hi: its top 16 bits, packed by a permute, selector
+// 0x7632; mid: the rest rounded). Per tile the two steps' four mma.sync
+// (mid, hi) chain from zero and are added to the tile's sums once. The
 // head's constant (box for a page that is not full) is summed over its
-// four lanes, and each lane takes the constants of its two output heads by
-// index shuffles.
+// four lanes, each lane takes the constants of its two output heads by
+// index shuffles and stores each head's eight tokens as two 16-byte
+// stores where the row allows (one by one otherwise).
 // CHECK-LABEL: func.func @score_sketch_mma(
 // CHECK: %[[T:.*]] = arith.ceildivsi %{{.*}}, %c512 : index
 // CHECK: gpu.launch_func @condensate_kernels::@score_sketch_mma_score_sketch blocks in (%[[T]], %c1, {{.*}} threads in (%c256,
@@ -489,25 +511,31 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
 // CHECK: %[[ONE:.*]] = arith.constant 1065369472 : i32
 // CHECK: %[[TOP:.*]] = arith.constant -65536 : i32
 // CHECK: scf.if %{{.*}} -> ({{(f32, )+}}f32)
+// CHECK-COUNT-2: vector.load %arg1{{.*}} vector<4xf32>
 // CHECK-COUNT-2: vector.load %arg1{{.*}} vector<2xf32>
 // CHECK-COUNT-3: vector.store %{{.*}}, %[[TERMS]]{{.*}} vector<2xf32>
 // CHECK: nvvm.bar.warp.sync
-// CHECK: vector.load %arg0{{.*}} vector<4xf32>
-// CHECK-COUNT-8: vector.load %arg1{{.*}} vector<4xf32>
-// CHECK: scf.for {{.*}} to %c4{{.*}} iter_args({{.*}}) -> ({{(f32, )+(vector<4xf32>, )+}}vector<4xf32>)
-// CHECK: nvvm.prmt <default>
-// CHECK-NEXT: llvm.intr.fshl
-// CHECK-NEXT: llvm.inline_asm "lop3.b32 $0, $1, $2, $3, 234;", "=r,r,r,r" %{{.*}}, %[[CODE]], %[[ONE]]
+// CHECK: scf.for {{.*}} to %c4{{.*}} step %c2{{.*}} iter_args({{.*}}) -> ({{(f32, )+}}vector<4xf32>, vector<4xf32>)
+// CHECK: %[[P:.*]] = nvvm.prmt <default> %c17408_i32{{.*}}
+// CHECK: arith.shli %[[P]], %c3_i32
+// CHECK: llvm.inline_asm "lop3.b32 $0, $1, $2, $3, 234;", "=r,r,r,r" %{{.*}}, %[[CODE]], %[[ONE]]
+// CHECK: arith.shrui %[[P]], %c1_i32
 // CHECK-COUNT-15: llvm.inline_asm "lop3.b32
+// CHECK-NOT: vector.load %arg1
 // CHECK: vector.load %arg0{{.*}} vector<4xf32>
-// CHECK-COUNT-8: vector.load %arg1{{.*}} vector<4xf32>
 // CHECK-COUNT-3: vector.load %[[TERMS]]{{.*}} vector<4xf32>
 // CHECK: math.fma
 // CHECK: math.fma
 // CHECK: arith.andi %{{.*}}, %{{.*}} : vector<4xi32>
+// CHECK: nvvm.prmt <default> %c30258_i32
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: nvvm.mma.sync {{.*}} C[%[[Z:.*]], %[[Z]], %[[Z]], %[[Z]]]
-// CHECK-COUNT-11: nvvm.mma.sync
+// CHECK-COUNT-7: nvvm.mma.sync
+// CHECK-COUNT-16: llvm.inline_asm "lop3.b32
+// CHECK-COUNT-2: vector.load %arg1{{.*}} vector<4xf32>
+// CHECK: vector.load %arg0{{.*}} vector<4xf32>
+// CHECK-NOT: C[%[[Z]], %[[Z]], %[[Z]], %[[Z]]]
+// CHECK-COUNT-8: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: gpu.shuffle  xor
 // CHECK: gpu.shuffle  xor
@@ -515,6 +543,8 @@ func.func @undecomposed(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: 
 // CHECK: arith.maximumf
 // CHECK: gpu.shuffle  idx
 // CHECK: gpu.shuffle  idx
+// CHECK: memref.extract_aligned_pointer_as_index %arg4
+// CHECK-COUNT-2: vector.store %{{.*}}, %arg4[%block_id_z, %{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<?x7x?xf32>, vector<4xf32>
 // CHECK: memref.store %{{.*}}, %arg4[%block_id_z, %{{.*}}, %{{.*}}] : memref<?x7x?xf32>
 // NOMMA-LABEL: func.func @score_sketch_mma(
 // NOMMA-NOT: nvvm.mma.sync
@@ -548,13 +578,13 @@ func.func @score_sketch_mma_group(%q: memref<?x7x64xf32>, %s: memref<?x1x13x64xf
 
 // A group of 4 on tensor cores takes half columns: B column r is head
 // r % 4 over two of the lane's four channels (r < 4 the first two, else
-// the last two), the other register zero, so a lane loads and builds two
+// the last two), the other register zero, so a lane reads and builds two
 // a_c (vector<2xf32>) a k-step; after the page, columns h and h + 4 are
 // added (xor 2) and the constant's halves (xor 16), and only lanes s < 2
 // store. A group of 3 stays on CUDA cores.
 // CHECK-LABEL: func.func @score_sketch_mma_half(
 // CHECK: gpu.func @score_sketch_mma_half_score_sketch(
-// CHECK: scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}vector<2xf32>, {{(vector<4xf32>, )+}}vector<4xf32>)
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}vector<4xf32>, vector<4xf32>)
 // CHECK: vector.load %arg0{{.*}} vector<2xf32>
 // CHECK-COUNT-3: vector.load %{{.*}} : memref<3072xf32, #gpu.address_space<workgroup>>, vector<2xf32>
 // CHECK: arith.select %{{.*}}, %c0_i32, %{{.*}} : i32

@@ -10,11 +10,13 @@
 // stores code = round((k - lo) / step), so |k - (lo + code * step)| <=
 // step / 2 in exact arithmetic. Float32 evaluation moves the quotient by a
 // few ulps of L <= 255 (< 2^-14 code units), the recomputed step by an ulp
-// and the dequantised value by ulps of max(|lo|, |hi|); the per-channel
-// error used below,
-//     e_c = step_c (1/2 + 2^-10) + (|lo_c| + |hi_c|) 2^-20,
-// covers all three with a wide margin (kSketchStepSlack adds 2^-10 more
-// for tensor cores, below).
+// (< 2^-15 step_c at codes <= 255) and the dequantised value by ulps of
+// max(|lo|, |hi|); the per-channel error used below,
+//     e_c = step_c (1/2 + 2^-9) + (|lo_c| + |hi_c|) 2^-20
+// (kSketchStepSlack, kSketchMagnitudeSlack), covers the first two (under
+// 2^-13.4 step_c) and the tensor cores' split and accumulation (under
+// (2^-10 + 2^-10.8) step_c, below) with 17% to spare, and the third by the
+// magnitude term.
 //
 // The kernels evaluate q . (lo + code * step) in one of two forms:
 //  - dequantised: sum_c q_c * fma(code_c, step_c, lo_c), a chain of D
@@ -30,20 +32,28 @@
 //    q_c lo_c - a_c and its slack term |q_c| (e_c + gamma m_c) into the
 //    sum by fma: the same terms with fewer roundings.
 // On tensor cores (the GPU's score_sketch where sketchOnTensorCores holds,
-// bits <= 4, Score.cpp) the biased form's products are exact: a_c is split into
-// three bf16 by clearing the low 16 bits of its f32 encoding twice (hi, then
-// mid of the rest; lo, the rest, has at most 8 significant bits; all three
-// truncate toward zero, so |hi| + |mid| + |lo| = |a_c|), and v_c is a bf16
-// (bits <= 7). Each k-step of 16 channels sums its three products per channel
-// in three mma.sync starting from zero. We take an mma.sync's f32 result to be
-// within (16 + 2) 2^-22 (|c| + sum |products|) of c + sum products (products
-// exact, aligned to the largest and truncated keeping at least 23 bits: Fasi,
-// Higham, Mikaitis and Pranesh, "Numerical behavior of NVIDIA tensor cores",
-// PeerJ Computer Science 2021; twice their bound), so a k-step's sum is off by
-// at most 3 * 72 u sum_c |a_c| v_c
-// <= 432 u 2^bits (1 + u) sum_c |q_c| step_c: under 2^-11 |q_c| step_c a
-// channel for bits <= 4, which kSketchStepSlack's 2^-9 covers beside the
-// 2^-10 above. The k-steps' sums are then terms of the f32 sum below.
+// bits <= 4, Score.cpp) the biased form's products are exact: v_c is a bf16
+// (bits <= 7) and a_c is replaced by a'_c = hi_c + mid_c, two bf16: hi_c the
+// top 16 bits of a_c's f32 encoding (a_c truncated to 8 significant bits, so
+// that r_c = a_c - hi_c is exact in f32 and |r_c| < 2^-7 |a_c|) and mid_c =
+// r_c rounded to bf16, |r_c - mid_c| <= 2^-8 |r_c|. The constant keeps the
+// f32 a_c, so the sum moves by sum_c |a_c - a'_c| v_c < 2^-14 sum_c |a_c|
+// <= 2^(bits-14) (1 + u) sum_c |q_c| step_c (v_c < 2). A tile chains the
+// products of kSketchMmaStepsChained = 2 k-steps (32 channels) in the addend
+// of M = 4 mma.sync (mid before hi), starting from zero, and the chain's
+// result is a term of the float32 sum below. We take an mma.sync's f32
+// result to be within (16 + 2) 2^-22 (|c| + sum |products|) = 72 u (...) of
+// c + sum products (products exact, aligned to the largest and truncated
+// keeping at least 23 bits: Fasi, Higham, Mikaitis and Pranesh, "Numerical
+// behavior of NVIDIA tensor cores", PeerJ Computer Science 2021; twice their
+// bound). An addend is at most the earlier products' sum of magnitudes
+// (times (1 + 72 u) a step), so the chain is off by at most
+// 72 u M (1 + 72 u)^M sum_c |a'_c| v_c
+// <= 576 u 2^bits (1 + 2^-14) sum_c |q_c| step_c. For bits <= 4 the two
+// together stay under (2^-10 + 2^-10.8) |q_c| step_c a channel, which
+// kSketchStepSlack's 2^-9 covers beside the float32 quantisation's
+// 2^-13.4 above. (A part below bf16's normal range, flushed or not, moves
+// its channel by under 2^-125: inside kBoundMargin's absolute term.)
 // A sum of n terms, in any order, is off by at most gamma_n sum |terms|,
 // gamma_n <= (n + 1) u (u = 2^-24). With
 //     m_c = |lo_c| + 4 * 2^bits step_c,
@@ -67,6 +77,10 @@ namespace mlir::condensate {
 
 using ::condensate::abi::kSketchMagnitudeSlack;
 using ::condensate::abi::kSketchStepSlack;
+
+/// k-steps (16 channels each) whose tensor-core products are chained in
+/// one mma addend before their sum is added in float32 (the bound above).
+constexpr int64_t kSketchMmaStepsChained = 2;
 
 /// One channel's code (i32 in [0, 2^bits - 1]) of the stored key `k` (f32)
 /// against the page box [lo, hi] (f32 scalars); 0 when hi == lo or for

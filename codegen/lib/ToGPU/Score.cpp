@@ -15,6 +15,8 @@
 #include "../Common/Sketch.h"
 #include "KernelBuilder.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::condensate;
 using namespace mlir::condensate::kernel;
@@ -292,6 +294,8 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
   int64_t tiles = p / 16, steps = d / 16;
   constexpr int64_t kWarps = 8;
   constexpr int64_t kTermRows = 3; // lo_c, step_c 2^bits, slack weight
+  // k-steps whose products a tile chains in one mma addend (Sketch.h).
+  constexpr int64_t kStepsChained = kSketchMmaStepsChained;
   const int64_t cpl = d / kWarp;   // channels whose terms a lane computes
   // Groups of 4 or less take two B columns a head, each half of a k-step's
   // channels (the other half zero): a lane builds 2 of its a_c, not 4.
@@ -356,85 +360,116 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
               auto quadSum = [&](GPUEmitter &e, Value v) {
                 return laneSum(e, target, v, 4);
               };
-              // This lane's tokens' word offsets and the byte permute and
-              // rotate that bring their codes to bf16 mantissa bits.
-              struct TokenCode {
-                Value row, selector, rotate;
-              };
-              auto tokenCode = [&](GPUEmitter &e, int64_t plus) {
-                Value off = e.add(r, e.idx(plus)); // token in its tile
-                Value shift = e.mul(e.rems(off, e.idx(perWord)), e.idx(bits));
-                Value byte = e.toI32(e.divs(shift, e.idx(8)));
-                Value bit = e.toI32(e.rems(shift, e.idx(8)));
-                TokenCode tc;
-                tc.row = e.divs(off, e.idx(perWord));
-                // result byte 0 <- byte `byte` of the first word, byte 2 <- of
-                // the second (pool bytes 4-7)
-                tc.selector = e.bor(byte, arith::ShLIOp::create(
-                                              e.builder(), e.location(),
-                                              e.add(byte, e.i32(4)), e.i32(8)));
-                tc.rotate = e.band(
-                    e.add(e.sub(e.i32(7 - bits), bit), e.i32(32)), e.i32(31));
-                return tc;
-              };
-              TokenCode lowTok = tokenCode(e, 0), highTok = tokenCode(e, 8);
+              // Lane r's tokens are the eight 8 r .. 8 r + 7 of the page, which
+              // share a word row (a stretch of one with 2-bit codes): tile t's
+              // row r is token 8 r + 2 t, its row r + 8 token 8 r + 2 t + 1.
+              // A k-step's codes are then one 16-byte load a lane (the words
+              // of its four channels), and one byte permute a channel pair
+              // serves both rows of a tile.
+              const int64_t tokensPerLane = 2 * tiles;
+              assert(perWord % tokensPerLane == 0 && "bits <= 4");
+              Value tokenBase = e.mul(r, e.idx(tokensPerLane));
+              Value wordRow = e.add(e.idx(::condensate::abi::kSketchRow0),
+                                    e.divs(tokenBase, e.idx(perWord)));
+              // The bit offset of token 8 r in its word (2-bit codes: 0 or
+              // 16), shifted out first so that every later offset is a
+              // constant.
+              Value preShift =
+                  perWord > tokensPerLane
+                      ? e.toI32(e.mul(e.rems(tokenBase, e.idx(perWord)),
+                                      e.idx(bits)))
+                      : Value();
               Value codeMask =
                   e.i32((levels << (7 - bits)) | (levels << (23 - bits)));
               Value oneOne = e.i32(0x3F803F80);
-              auto biasedPair = [&](GPUEmitter &e, Value w0, Value w1,
-                                    const TokenCode &tc) {
-                Value x = NVVM::PermuteOp::create(e.builder(), e.location(),
-                                                  i32, w0, w1, tc.selector,
-                                                  NVVM::PermuteMode::DEFAULT);
-                x = LLVM::FshlOp::create(e.builder(), e.location(), x, x,
-                                         tc.rotate);
-                return lop3(e, x, codeMask, oneOne, 0xEA); // (x & m) | one
+              auto permute = [&](GPUEmitter &e, Value x, Value y,
+                                 int64_t selector) -> Value {
+                return NVVM::PermuteOp::create(e.builder(), e.location(), i32,
+                                               x, y, e.i32(selector),
+                                               NVVM::PermuteMode::DEFAULT);
               };
-              Value himask = e.splat(e.i32(-65536), cw); // 0xFFFF0000
-              auto topBits = [&](GPUEmitter &e, Value v) {
-                Value bitsOf = arith::BitcastOp::create(
-                    e.builder(), e.location(), VectorType::get({cw}, i32), v);
-                return arith::BitcastOp::create(e.builder(), e.location(),
-                                                VectorType::get({cw}, f32),
-                                                e.band(bitsOf, himask));
+              // The A fragments of every tile from the lane's four words:
+              // register 2 k + h of tile t is token 8 r + 2 t + h over
+              // channels 4 s + 2 k, 4 s + 2 k + 1, v = 1 + code 2^-bits as
+              // bf16 (0x3F80 | code << (7 - bits)): the code's byte of both
+              // words brought to bytes 0 and 2 by a permute (shared by the
+              // tokens of one byte), shifted to the mantissa's top bits and
+              // merged with 1.0 by one lop3.
+              auto decode = [&](GPUEmitter &e, SmallVector<Value> w) {
+                if (preShift)
+                  for (Value &x : w)
+                    x = arith::ShRUIOp::create(e.builder(), e.location(), x,
+                                               preShift);
+                std::map<std::pair<int64_t, int64_t>, Value> permuted;
+                SmallVector<SmallVector<Value>> A(tiles, SmallVector<Value>(4));
+                for (int64_t t = 0; t < tiles; ++t)
+                  for (int64_t k = 0; k < 2; ++k)
+                    for (int64_t h = 0; h < 2; ++h) {
+                      int64_t bit = (2 * t + h) * bits;
+                      int64_t byte = bit / 8, shift = (7 - bits) - bit % 8;
+                      Value &x = permuted[{byte, k}];
+                      if (!x)
+                        x = permute(e, w[2 * k], w[2 * k + 1],
+                                    byte | byte << 4 | (4 + byte) << 8 |
+                                        (4 + byte) << 12);
+                      Value y = x;
+                      if (shift > 0)
+                        y = arith::ShLIOp::create(e.builder(), e.location(), y,
+                                                  e.i32(shift));
+                      else if (shift < 0)
+                        y = arith::ShRUIOp::create(e.builder(), e.location(), y,
+                                                   e.i32(-shift));
+                      A[t][2 * k + h] = lop3(e, y, codeMask, oneOne, 0xEA);
+                    }
+                return A;
               };
               // The B fragment's two registers of one bf16 part: with half
               // columns the lane's pair sits in the first register (k rows
               // 2s, 2s + 1: channels 4s, 4s + 1) or the second (4s + 2,
               // 4s + 3), the other zero.
               Value zeroPair = e.i32(0);
-              auto pairs = [&](GPUEmitter &e, Value v) {
-                Type bf16 = e.builder().getBF16Type();
-                SmallVector<Value> h;
-                for (int64_t i = 0; i < cw; ++i)
-                  h.push_back(e.truncf(e.extractElt(v, i), bf16));
-                Value first = packBF16(e, h[0], h[1]);
+              auto placed = [&](GPUEmitter &e, SmallVector<Value> regs) {
                 if (!half)
-                  return SmallVector<Value>{first, packBF16(e, h[2], h[3])};
-                return SmallVector<Value>{e.select(upper, zeroPair, first),
-                                          e.select(upper, first, zeroPair)};
+                  return regs;
+                return SmallVector<Value>{e.select(upper, zeroPair, regs[0]),
+                                          e.select(upper, regs[0], zeroPair)};
               };
-              // A k-step's loads: the query and each tile's word rows of this
-              // lane's channels (one row where a word holds both its tokens:
-              // 2-bit codes).
-              bool sharedRow = perWord >= 16;
+              // a_c's two parts (Sketch.h): hi, its encoding's top 16 bits
+              // (a permute packs two channels' at once), and mid, the rest
+              // rounded to bf16.
+              Value himask = e.splat(e.i32(-65536), cw); // 0xFFFF0000
+              auto splitParts = [&](GPUEmitter &e, Value av) {
+                Type vi = VectorType::get({cw}, i32);
+                Value bitsOf =
+                    arith::BitcastOp::create(e.builder(), e.location(), vi, av);
+                Value top = arith::BitcastOp::create(e.builder(), e.location(),
+                                                     VectorType::get({cw}, f32),
+                                                     e.band(bitsOf, himask));
+                Value rest = e.fsub(av, top);
+                Type bf16 = e.builder().getBF16Type();
+                SmallVector<Value> hiRegs, midRegs;
+                for (int64_t i = 0; i < cw; i += 2) {
+                  hiRegs.push_back(permute(e, e.extractElt(bitsOf, i),
+                                           e.extractElt(bitsOf, i + 1),
+                                           0x7632));
+                  midRegs.push_back(
+                      packBF16(e, e.truncf(e.extractElt(rest, i), bf16),
+                               e.truncf(e.extractElt(rest, i + 1), bf16)));
+                }
+                return std::make_pair(placed(e, hiRegs), placed(e, midRegs));
+              };
+              // A k-step's loads ahead of use: the words of this lane's four
+              // channels for its eight tokens. (The query, the same for every
+              // page, is read where it is used: from L1, and without holding
+              // registers across the step.)
               auto loadStep = [&](GPUEmitter &e, Value ks) {
-                Value c0 = channel0(e, ks);
-                SmallVector<Value> v{queryAt(e, columnChannel(e, ks), cw)};
-                for (int64_t t = 0; t < tiles; ++t)
-                  for (const TokenCode *tc : {&lowTok, &highTok}) {
-                    if (sharedRow && tc == &highTok)
-                      continue;
-                    Value row = e.add(e.idx(::condensate::abi::kSketchRow0 +
-                                            t * 16 / perWord),
-                                      tc->row);
-                    v.push_back(e.vecLoad(sum, {page, g, row, c0}, 4, 16));
-                  }
-                return v;
+                return SmallVector<Value>{
+                    e.vecLoad(sum, {page, g, wordRow, channel0(e, ks)}, 4, 16)};
               };
-              // Full page: per k-step the B fragments, then each tile's three
-              // products; returns the tiles' 4 sums each and the constant. Each
-              // step loads the next step's rows before its arithmetic.
+              // Full page: per k-step the B fragments, then each tile's two
+              // products; returns the tiles' 4 sums each and the constant.
+              // Each pair of k-steps loads the next pair's words before its
+              // second step's arithmetic.
               Value terms = sm[0];
               Value termBase = e.mul(warp, e.idx(kTermRows * d));
               auto termAt = [&](GPUEmitter &e, int64_t row, Value c0) {
@@ -442,6 +477,21 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
               };
               auto fullPage = [&](Emitter &ee) -> SmallVector<Value> {
                 GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                // Two k-steps an iteration (d / 16 is even): their four
+                // products a tile chained in the mma's addend from zero, then
+                // added to the tile's sums once (Sketch.h bounds the chain).
+                static_assert(kStepsChained == 2, "one iteration a pair");
+                assert(steps % kStepsChained == 0 && "d is 64 or 128");
+                auto loadPair = [&](GPUEmitter &e, Value first) {
+                  SmallVector<Value> v = loadStep(e, first);
+                  llvm::append_range(v, loadStep(e, e.add(first, e.idx(1))));
+                  return v;
+                };
+                // The first pair's loads go out before the terms' (they do
+                // not depend on them): a warp has one page, and its first
+                // words would otherwise wait for the box's round trip.
+                SmallVector<Value> init(4 * tiles + 1, e.f32(0.0));
+                llvm::append_range(init, loadPair(e, e.idx(0)));
                 // The page's per-channel terms once (Sketch.h's sketchRow,
                 // d / 32 channels a lane) instead of in each of the 8 lanes
                 // that share a channel at every k-step.
@@ -464,72 +514,67 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                                             llvm::MaybeAlign(4 * cpl));
                   e.syncWarp();
                 }
-                SmallVector<Value> init(4 * tiles + 1, e.f32(0.0));
-                llvm::append_range(init, loadStep(e, e.idx(0)));
                 int64_t nAcc = 4 * tiles + 1;
                 SmallVector<Value> res = e.forLoop(
-                    e.idx(0), e.idx(steps), e.idx(1), init,
-                    [&](Emitter &ee, Value ks,
+                    e.idx(0), e.idx(steps), e.idx(kStepsChained), init,
+                    [&](Emitter &ee, Value ks0,
                         ValueRange it) -> SmallVector<Value> {
                       GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                      // This step's codes as A fragments first: their word
-                      // rows are then free for the next step's, loaded before
-                      // this step's arithmetic.
-                      SmallVector<SmallVector<Value>> A(tiles);
-                      for (int64_t t = 0; t < tiles; ++t) {
-                        int64_t at = nAcc + 1 + (sharedRow ? t : 2 * t);
-                        auto bitsOf = [&](Value v) -> Value {
-                          return arith::BitcastOp::create(
-                              e.builder(), e.location(), v4i32, v);
-                        };
-                        Value wl = bitsOf(it[at]);
-                        Value wh = sharedRow ? wl : bitsOf(it[at + 1]);
-                        auto w = [&](Value v, int64_t i) {
-                          return e.extractElt(v, i);
-                        };
-                        A[t] = {biasedPair(e, w(wl, 0), w(wl, 1), lowTok),
-                                biasedPair(e, w(wh, 0), w(wh, 1), highTok),
-                                biasedPair(e, w(wl, 2), w(wl, 3), lowTok),
-                                biasedPair(e, w(wh, 2), w(wh, 3), highTok)};
-                      }
-                      Value qv = it[nAcc], c0 = columnChannel(e, ks);
-                      Value more = e.lt(e.add(ks, e.idx(1)), e.idx(steps));
-                      SmallVector<Value> next =
-                          loadStep(e, e.select(more, e.add(ks, e.idx(1)), ks));
-                      auto term = [&](int64_t row) {
-                        return e.vecLoad(terms, {termAt(e, row, c0)}, cw,
-                                         4 * cw);
-                      };
-                      Value lo = term(0), bigStep = term(1), slack = term(2);
-                      // a_c = fl(q_c step_c 2^bits) (Sketch.h: the same as
-                      // fl(q_c step_c) 2^bits barring underflow);
-                      // this lane's part of the constant, per channel
-                      // q_c lo_c - a_c + |q_c| (e_c + gamma m_c), each with
-                      // fewer roundings than the separate products.
-                      Value av = e.fmul(qv, bigStep);
-                      Value part = e.reduceAdd(e.fma(
-                          math::AbsFOp::create(e.builder(), e.location(), qv),
-                          slack,
-                          e.fma(qv, lo,
-                                arith::NegFOp::create(e.builder(), e.location(),
-                                                      av))));
-                      Value hiPart = topBits(e, av);
-                      Value rest = e.fsub(av, hiPart);
-                      Value midPart = topBits(e, rest);
-                      Value loPart = e.fsub(rest, midPart);
-                      SmallVector<Value> bLo = pairs(e, loPart),
-                                         bMid = pairs(e, midPart),
-                                         bHi = pairs(e, hiPart);
-                      SmallVector<Value> out;
-                      for (int64_t t = 0; t < tiles; ++t) {
-                        SmallVector<Value> zeros(4, e.f32(0.0));
-                        SmallVector<Value> dk = mmaBF16(e, A[t], bLo, zeros);
-                        dk = mmaBF16(e, A[t], bMid, dk);
-                        dk = mmaBF16(e, A[t], bHi, dk);
+                      SmallVector<SmallVector<Value>> dk(
+                          tiles, SmallVector<Value>(4, e.f32(0.0)));
+                      Value part = it[4 * tiles];
+                      SmallVector<Value> next;
+                      for (int64_t sub = 0; sub < kStepsChained; ++sub) {
+                        Value ks = e.add(ks0, e.idx(sub));
+                        // This step's codes as A fragments first: after the
+                        // last step's, the words' registers are free for the
+                        // next pair's, loaded before the arithmetic.
+                        Value words = arith::BitcastOp::create(
+                            e.builder(), e.location(), v4i32, it[nAcc + sub]);
+                        SmallVector<Value> w;
                         for (int64_t i = 0; i < 4; ++i)
-                          out.push_back(e.fadd(it[4 * t + i], dk[i]));
+                          w.push_back(e.extractElt(words, i));
+                        SmallVector<SmallVector<Value>> A = decode(e, w);
+                        if (sub == kStepsChained - 1) {
+                          Value after = e.add(ks0, e.idx(kStepsChained));
+                          next = loadPair(e, e.select(e.lt(after, e.idx(steps)),
+                                                      after, ks0));
+                        }
+                        Value c0 = columnChannel(e, ks);
+                        Value qv = queryAt(e, c0, cw);
+                        auto term = [&](int64_t row) {
+                          return e.vecLoad(terms, {termAt(e, row, c0)}, cw,
+                                           4 * cw);
+                        };
+                        Value lo = term(0), bigStep = term(1), slack = term(2);
+                        // a_c = fl(q_c step_c 2^bits) (Sketch.h: the same as
+                        // fl(q_c step_c) 2^bits barring underflow); this
+                        // lane's part of the constant, per channel
+                        // q_c lo_c - a_c + |q_c| (e_c + gamma m_c), each with
+                        // fewer roundings than the separate products.
+                        Value av = e.fmul(qv, bigStep);
+                        part = e.fadd(
+                            part,
+                            e.reduceAdd(e.fma(
+                                math::AbsFOp::create(e.builder(), e.location(),
+                                                     qv),
+                                slack,
+                                e.fma(qv, lo,
+                                      arith::NegFOp::create(
+                                          e.builder(), e.location(), av)))));
+                        auto [bHi, bMid] = splitParts(e, av);
+                        // The small part first (Sketch.h's bound counts an
+                        // mma's addend, the chain so far).
+                        for (int64_t t = 0; t < tiles; ++t) {
+                          dk[t] = mmaBF16(e, A[t], bMid, dk[t]);
+                          dk[t] = mmaBF16(e, A[t], bHi, dk[t]);
+                        }
                       }
-                      out.push_back(e.fadd(it[4 * tiles], part));
+                      SmallVector<Value> out;
+                      for (int64_t t = 0; t < tiles; ++t)
+                        for (int64_t i = 0; i < 4; ++i)
+                          out.push_back(e.fadd(it[4 * t + i], dk[t][i]));
+                      out.push_back(part);
                       llvm::append_range(out, next);
                       return out;
                     });
@@ -568,10 +613,10 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
               SmallVector<Type> types(4 * tiles + 1, f32);
               SmallVector<Value> res =
                   e.ifElse(full, types, fullPage, partialPage);
-              // Lane (r, s) holds tokens r and r + 8 of each tile for heads
-              // 2s and 2s + 1 (half columns: 2 (s % 2) and 2 (s % 2) + 1,
-              // stored by lanes s < 2); their constants come from those
-              // heads' lanes.
+              // Lane (r, s) holds tokens 8 r + m (m = 2 t + h: tile t's
+              // sums 2 h and 2 h + 1) for heads 2s and 2s + 1 (half columns:
+              // 2 (s % 2) and 2 (s % 2) + 1, stored by lanes s < 2); their
+              // constants come from those heads' lanes.
               Value h0 = e.mul(half ? e.rems(s, e.idx(2)) : s, e.idx(2));
               Value h1 = e.add(h0, e.idx(1));
               Value cst0 = e.shuffleIdx(res.back(), e.mul(h0, e.idx(4)));
@@ -582,36 +627,65 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                 ok0 = e.band(ok0, e.lt(s, e.idx(2)));
                 ok1 = e.band(ok1, e.lt(s, e.idx(2)));
               }
-              for (int64_t t = 0; t < tiles; ++t)
-                for (int64_t half = 0; half < 2; ++half) {
-                  Value tok = e.add(e.mul(j, e.idx(p)),
-                                    e.add(e.idx(16 * t + 8 * half), r));
-                  Value inside = e.lt(tok, n);
-                  auto value = [&](Value acc, Value cst) {
-                    return e.select(inside, e.fmul(e.fadd(acc, cst), scale),
-                                    e.negInf());
-                  };
-                  Value v0 = value(res[4 * t + 2 * half], cst0);
-                  Value v1 = value(res[4 * t + 2 * half + 1], cst1);
-                  Value inRange = e.lt(tok, nt);
-                  if (perGroup) {
-                    Value m = e.fmax(e.select(ok0, v0, e.negInf()),
-                                     e.select(ok1, v1, e.negInf()));
-                    m = laneMax(e, target, m, 4);
-                    e.ifThen(e.band(inRange, e.eq(s, e.idx(0))),
-                             [&](Emitter &e) {
-                               e.store(m, scores, {bb, g, tok});
-                             });
-                    continue;
+              Value tok0 = e.add(e.mul(j, e.idx(p)), tokenBase);
+              SmallVector<Value> v0s, v1s;
+              for (int64_t m = 0; m < tokensPerLane; ++m) {
+                Value inside = e.lt(e.add(tok0, e.idx(m)), n);
+                auto value = [&](Value acc, Value cst) {
+                  return e.select(inside, e.fmul(e.fadd(acc, cst), scale),
+                                  e.negInf());
+                };
+                int64_t at = 4 * (m / 2) + 2 * (m % 2);
+                v0s.push_back(value(res[at], cst0));
+                v1s.push_back(value(res[at + 1], cst1));
+              }
+              // A row's eight tokens as two 16-byte stores where the scores
+              // allow (aligned rows, all eight inside the width), else one
+              // by one.
+              Value base = memref::ExtractAlignedPointerAsIndexOp::create(
+                  e.builder(), e.location(), scores);
+              Value whole =
+                  e.band(e.band(e.eq(e.rems(base, e.idx(16)), e.idx(0)),
+                                e.eq(e.rems(nt, e.idx(4)), e.idx(0))),
+                         e.le(e.add(tok0, e.idx(tokensPerLane)), nt));
+              auto storeRow = [&](Emitter &e, Value row, ArrayRef<Value> v) {
+                e.ifThen(whole, [&](Emitter &e) {
+                  for (int64_t m0 = 0; m0 < tokensPerLane; m0 += 4) {
+                    Value four = vector::FromElementsOp::create(
+                        e.builder(), e.location(), VectorType::get({4}, f32),
+                        v.slice(m0, 4));
+                    vector::StoreOp::create(
+                        e.builder(), e.location(), four, scores,
+                        ValueRange{bb, row, e.add(tok0, e.idx(m0))},
+                        /*nontemporal=*/false, llvm::MaybeAlign(16));
                   }
-                  Value row0 = e.add(e.mul(g, e.idx(G)), h0);
-                  e.ifThen(e.band(inRange, ok0), [&](Emitter &e) {
-                    e.store(v0, scores, {bb, row0, tok});
-                  });
-                  e.ifThen(e.band(inRange, ok1), [&](Emitter &e) {
-                    e.store(v1, scores, {bb, e.add(row0, e.idx(1)), tok});
-                  });
-                }
+                });
+                e.ifThen(e.bnot(whole), [&](Emitter &e) {
+                  for (int64_t m = 0; m < tokensPerLane; ++m) {
+                    Value tok = e.add(tok0, e.idx(m));
+                    e.ifThen(e.lt(tok, nt), [&](Emitter &e) {
+                      e.store(v[m], scores, {bb, row, tok});
+                    });
+                  }
+                });
+              };
+              if (perGroup) {
+                SmallVector<Value> best;
+                for (int64_t m = 0; m < tokensPerLane; ++m)
+                  best.push_back(
+                      laneMax(e, target,
+                              e.fmax(e.select(ok0, v0s[m], e.negInf()),
+                                     e.select(ok1, v1s[m], e.negInf())),
+                              4));
+                e.ifThen(e.eq(s, e.idx(0)),
+                         [&](Emitter &e) { storeRow(e, g, best); });
+                return;
+              }
+              Value row0 = e.add(e.mul(g, e.idx(G)), h0);
+              e.ifThen(ok0, [&](Emitter &e) { storeRow(e, row0, v0s); });
+              e.ifThen(ok1, [&](Emitter &e) {
+                storeRow(e, e.add(row0, e.idx(1)), v1s);
+              });
             });
       });
   KernelBuilder::launchBounds(fn, threads, 4);

@@ -85,7 +85,8 @@ SelectContext selectContext(GPUEmitter &e, SelectTopKOp op, Value scores,
 /// candidates (unit and key, at the chunk's own offset), and the
 /// candidates gathered in unit order by the ranking block.
 struct Prefilter {
-  Value hist, counts, chunkUnits, chunkKeys, units, keys;
+  /// state[bb, g]: [0] the count blocks done, [1] the threshold bin.
+  Value hist, state, counts, chunkUnits, chunkKeys, units, keys;
   Value batch, chunks; // host values: the grid
 };
 
@@ -102,6 +103,7 @@ Prefilter allocPrefilter(OpBuilder &b, Location loc, SelectTopKOp op) {
   };
   Prefilter pf;
   pf.hist = alloc({dyn, hkv, kPrefilterBins}, {batch});
+  pf.state = alloc({dyn, hkv, 2}, {batch});
   pf.counts = alloc({dyn, hkv, dyn}, {batch, chunks});
   pf.chunkUnits = alloc({dyn, hkv, dyn}, {batch, width});
   pf.chunkKeys = alloc({dyn, hkv, dyn}, {batch, width});
@@ -137,9 +139,67 @@ Value binOf(Emitter &e, Value key) {
                                           e.i32(32 - kPrefilterBits)));
 }
 
+/// The threshold bin of sequence bb's keys for kv head g: the highest bin
+/// whose count from the top reaches `slots` (0, every candidate, when
+/// fewer), stored at state[bb, g, 1]. Run by a whole block of
+/// kPrefilterThreads; `sums` (a value a warp) and `found` (one) are shared.
+void storeThresholdBin(GPUEmitter &e, Value hist, Value state, Value bb,
+                       Value g, int64_t slots, Value sums, Value found) {
+  constexpr int64_t perThread = kPrefilterBins / kPrefilterThreads;
+  const int64_t warps = kPrefilterThreads / kWarp;
+  Value tid = e.tid();
+  Value lane = e.rems(tid, e.idx(kWarp)), warp = e.divs(tid, e.idx(kWarp));
+  // Thread t holds bins [perThread t, perThread (t + 1)).
+  Value firstBin = e.mul(tid, e.idx(perThread));
+  Value mine = e.i32(0);
+  for (int64_t j = 0; j < perThread; ++j)
+    mine = e.add(mine, e.load(hist, {bb, g, e.add(firstBin, e.idx(j))}));
+  // Counts in the bins of higher threads: within the warp by a suffix
+  // scan, across warps through shared memory.
+  Value suffix = mine;
+  for (int64_t o = 1; o < kWarp; o *= 2) {
+    Value down = e.shuffleDown(suffix, o);
+    suffix = e.select(e.lt(e.add(lane, e.idx(o)), e.idx(kWarp)),
+                      e.add(suffix, down), suffix);
+  }
+  e.ifThen(e.eq(lane, e.idx(0)),
+           [&](Emitter &e) { e.store(suffix, sums, {warp}); });
+  e.ifThen(e.eq(tid, e.idx(0)),
+           [&](Emitter &e) { e.store(e.i32(0), found, {e.idx(0)}); });
+  e.barrier();
+  Value later =
+      e.forLoop(e.add(warp, e.idx(1)), e.idx(warps), e.idx(1), {e.i32(0)},
+                [&](Emitter &e, Value w, ValueRange acc) -> SmallVector<Value> {
+                  return {e.add(acc[0], e.load(sums, {w}))};
+                })[0];
+  Value above = e.add(later, e.sub(suffix, mine));
+  Value k = e.i32(slots);
+  Value crosses =
+      e.band(e.cmp(arith::CmpIPredicate::sge, e.add(above, mine), k),
+             e.cmp(arith::CmpIPredicate::slt, above, k));
+  e.ifThen(crosses, [&](Emitter &e) {
+    Value bin = e.forLoop(
+        e.idx(0), e.idx(perThread), e.idx(1), {above, e.i32(-1)},
+        [&](Emitter &e, Value jj, ValueRange acc) -> SmallVector<Value> {
+          Value b = e.add(firstBin, e.sub(e.idx(perThread - 1), jj));
+          Value cum = e.add(acc[0], e.load(hist, {bb, g, b}));
+          Value hit = e.band(e.eq(acc[1], e.i32(-1)),
+                             e.cmp(arith::CmpIPredicate::sge, cum, k));
+          return {cum, e.select(hit, e.toI32(b), acc[1])};
+        })[1];
+    e.store(bin, found, {e.idx(0)});
+  });
+  e.barrier();
+  e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
+    e.store(e.load(found, {e.idx(0)}), state, {bb, g, e.idx(1)});
+  });
+}
+
 /// The prefilter's kernels, launched before the ranking block: the
-/// histograms cleared (grid (hkv, B)), counted (grid (chunks, hkv, B)),
-/// and each chunk's candidates compacted in unit order (the same grid).
+/// histograms cleared (grid (hkv, B)), counted (grid (chunks, hkv, B);
+/// the last block of a sequence and kv head to finish finds the threshold
+/// bin, once), and each chunk's candidates compacted in unit order (the
+/// same grid).
 void emitPrefilter(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                    StringRef name, const Prefilter &pf) {
   Location loc = op.getLoc();
@@ -172,7 +232,7 @@ void emitPrefilter(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
 
   // Clearing.
   auto clear = kb.createKernel(
-      (name + "_clear").str(), {pf.hist}, {},
+      (name + "_clear").str(), {pf.hist, pf.state}, {},
       [&](GPUEmitter &e, ValueRange a, ValueRange) {
         Value g = e.bid(gpu::Dimension::x), bb = e.bid(gpu::Dimension::y);
         e.forLoop(e.tid(), e.idx(kPrefilterBins), e.idx(T), {},
@@ -180,19 +240,27 @@ void emitPrefilter(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                     e.store(e.i32(0), a[0], {bb, g, i});
                     return {};
                   });
+        e.ifThen(e.eq(e.tid(), e.idx(0)), [&](Emitter &e) {
+          e.store(e.i32(0), a[1], {bb, g, e.idx(0)});
+        });
       });
-  launchPerGroup(b, loc, clear, op.getScores(), hkv, T, {pf.hist});
+  launchPerGroup(b, loc, clear, op.getScores(), hkv, T, {pf.hist, pf.state});
 
   // Counting: a block's histogram in shared memory (the lanes of a warp
   // with one bin add their count once: most keys share their top bits),
   // then its non-empty bins added to the sequence's.
   SmallVector<Value> histOperands(inputs);
   histOperands.push_back(pf.hist);
+  histOperands.push_back(pf.state);
   auto count = kb.createKernel(
       (name + "_count").str(), histOperands,
-      {KernelBuilder::workgroupType(ctx, {kPrefilterBins}, i32)},
+      {KernelBuilder::workgroupType(ctx, {kPrefilterBins}, i32),
+       KernelBuilder::workgroupType(ctx, {warps}, i32), // sums
+       KernelBuilder::workgroupType(ctx, {1}, i32),     // last block
+       KernelBuilder::workgroupType(ctx, {1}, i32)},    // bin
       [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
-        Value local = sm[0], hist = a[nIn];
+        Value local = sm[0], hist = a[nIn], state = a[nIn + 1];
+        Value sums = sm[1], flag = sm[2], bin = sm[3];
         e.forLoop(e.tid(), e.idx(kPrefilterBins), e.idx(T), {},
                   [&](Emitter &e, Value i, ValueRange) -> SmallVector<Value> {
                     e.store(e.i32(0), local, {i});
@@ -232,76 +300,54 @@ void emitPrefilter(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                 });
                 return {};
               });
+          // The last of the sequence's blocks to get here (a counter; each
+          // block's adds made visible first) finds the threshold bin from
+          // the complete histogram: once, not in each compaction block.
+          NVVM::MembarOp::create(e.builder(), e.location(),
+                                 NVVM::MemScopeKind::GPU);
+          e.barrier();
+          Value blocks = e.ceilDiv(sc.nu, e.idx(kPrefilterChunk));
+          e.ifThen(e.eq(e.tid(), e.idx(0)), [&](Emitter &ee) {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            Value done =
+                e.atomicAddI32(state, {sc.bb, sc.g, e.idx(0)}, e.i32(1));
+            Value last = e.eq(e.toIndex(done), e.sub(blocks, e.idx(1)));
+            e.store(e.select(last, e.i32(1), e.i32(0)), flag, {e.idx(0)});
+          });
+          e.barrier();
+          e.ifThen(e.ne(e.load(flag, {e.idx(0)}), e.i32(0)), [&](Emitter &ee) {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            NVVM::MembarOp::create(e.builder(), e.location(),
+                                   NVVM::MemScopeKind::GPU);
+            storeThresholdBin(e, hist, state, sc.bb, sc.g, slots, sums, bin);
+          });
         });
       });
   launch(b, loc, count, chunks, hkvV, batch, T, histOperands);
 
-  // Compaction: the threshold bin (the highest whose count from the top
-  // reaches `slots`; 0, every candidate, when fewer), then the chunk's
-  // units at or above it written in unit order at the chunk's offset.
-  constexpr int64_t perThread = kPrefilterBins / kPrefilterThreads;
+  // Compaction: the chunk's units at or above the threshold bin (the
+  // count's last block found it) written in unit order at the chunk's
+  // offset.
+  constexpr int64_t places = kPrefilterRounds * warps;
+  static_assert(places == 2 * kWarp, "one warp scans the places, 2 a lane");
   SmallVector<Value> compactOperands(inputs);
-  llvm::append_range(compactOperands, ValueRange{pf.hist, pf.counts,
+  llvm::append_range(compactOperands, ValueRange{pf.state, pf.counts,
                                                  pf.chunkUnits, pf.chunkKeys});
   auto compact = kb.createKernel(
       (name + "_compact").str(), compactOperands,
-      {KernelBuilder::workgroupType(ctx, {warps}, i32), // sums
-       KernelBuilder::workgroupType(ctx, {1}, i32),     // bin
-       KernelBuilder::workgroupType(ctx, {kPrefilterRounds * warps}, i32)},
+      {KernelBuilder::workgroupType(ctx, {places}, i32),      // kept a place
+       KernelBuilder::workgroupType(ctx, {places + 1}, i32)}, // offsets
       [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
-        Value hist = a[nIn], counts = a[nIn + 1], outUnits = a[nIn + 2],
+        Value state = a[nIn], counts = a[nIn + 1], outUnits = a[nIn + 2],
               outKeys = a[nIn + 3];
-        Value sums = sm[0], thrBin = sm[1], warpCounts = sm[2];
+        Value warpCounts = sm[0], offsets = sm[1];
         Value tid = e.tid();
         Value lane = e.rems(tid, e.idx(kWarp)),
               warp = e.divs(tid, e.idx(kWarp));
         chunkBody(e, a, [&](GPUEmitter &e, const SelectContext &sc, Value x) {
-          // Thread t holds bins [perThread t, perThread (t + 1)).
-          Value firstBin = e.mul(tid, e.idx(perThread));
-          Value mine = e.i32(0);
-          for (int64_t j = 0; j < perThread; ++j)
-            mine = e.add(
-                mine, e.load(hist, {sc.bb, sc.g, e.add(firstBin, e.idx(j))}));
-          // Counts in the bins of higher threads: within the warp by a
-          // suffix scan, across warps through shared memory.
-          Value suffix = mine;
-          for (int64_t o = 1; o < kWarp; o *= 2) {
-            Value down = e.shuffleDown(suffix, o);
-            suffix = e.select(e.lt(e.add(lane, e.idx(o)), e.idx(kWarp)),
-                              e.add(suffix, down), suffix);
-          }
-          e.ifThen(e.eq(lane, e.idx(0)),
-                   [&](Emitter &e) { e.store(suffix, sums, {warp}); });
-          e.ifThen(e.eq(tid, e.idx(0)),
-                   [&](Emitter &e) { e.store(e.i32(0), thrBin, {e.idx(0)}); });
-          e.barrier();
-          Value later = e.forLoop(
-              e.add(warp, e.idx(1)), e.idx(warps), e.idx(1), {e.i32(0)},
-              [&](Emitter &e, Value w, ValueRange acc) -> SmallVector<Value> {
-                return {e.add(acc[0], e.load(sums, {w}))};
-              })[0];
-          Value above = e.add(later, e.sub(suffix, mine));
-          Value k = e.i32(slots);
-          Value crosses =
-              e.band(e.cmp(arith::CmpIPredicate::sge, e.add(above, mine), k),
-                     e.cmp(arith::CmpIPredicate::slt, above, k));
-          e.ifThen(crosses, [&](Emitter &e) {
-            Value found = e.forLoop(
-                e.idx(0), e.idx(perThread), e.idx(1), {above, e.i32(-1)},
-                [&](Emitter &e, Value jj,
-                    ValueRange acc) -> SmallVector<Value> {
-                  Value bin = e.add(firstBin, e.sub(e.idx(perThread - 1), jj));
-                  Value cum = e.add(acc[0], e.load(hist, {sc.bb, sc.g, bin}));
-                  Value hit = e.band(e.eq(acc[1], e.i32(-1)),
-                                     e.cmp(arith::CmpIPredicate::sge, cum, k));
-                  return {cum, e.select(hit, e.toI32(bin), acc[1])};
-                })[1];
-            e.store(found, thrBin, {e.idx(0)});
-          });
-          e.barrier();
-          Value threshold = arith::ShLIOp::create(e.builder(), e.location(),
-                                                  e.load(thrBin, {e.idx(0)}),
-                                                  e.i32(32 - kPrefilterBits));
+          Value threshold = arith::ShLIOp::create(
+              e.builder(), e.location(), e.load(state, {sc.bb, sc.g, e.idx(1)}),
+              e.i32(32 - kPrefilterBits));
           // Kept: candidates (key not 0) at or above the threshold's bin.
           SmallVector<ChunkRound> rounds = chunkRounds(e, sc, x);
           SmallVector<Value> keeps, incls;
@@ -313,6 +359,7 @@ void emitPrefilter(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
             incls.push_back(
                 e.warpScanI32(e.select(keep, e.i32(1), e.i32(0)), lane));
           }
+          // Place (round r, warp w) = r warps + w, in unit order.
           for (int64_t r = 0; r < kPrefilterRounds; ++r) {
             Value total =
                 shuffle(e, incls[r], kWarp - 1, gpu::ShuffleMode::IDX);
@@ -321,33 +368,34 @@ void emitPrefilter(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
             });
           }
           e.barrier();
-          // Round r, warp w: after every warp of the earlier rounds and the
-          // earlier warps of round r.
+          // The places' offsets: one warp's scan, two places a lane.
+          e.ifThen(e.eq(warp, e.idx(0)), [&](Emitter &ee) {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            Value first = e.mul(lane, e.idx(2));
+            Value c0 = e.load(warpCounts, {first});
+            Value c1 = e.load(warpCounts, {e.add(first, e.idx(1))});
+            Value incl = e.warpScanI32(e.add(c0, c1), lane);
+            Value excl = e.sub(incl, e.add(c0, c1));
+            e.store(excl, offsets, {first});
+            e.store(e.add(excl, c0), offsets, {e.add(first, e.idx(1))});
+            e.ifThen(e.eq(lane, e.idx(kWarp - 1)), [&](Emitter &e) {
+              e.store(incl, offsets, {e.idx(places)});
+            });
+          });
+          e.barrier();
           Value chunkFirst = e.mul(x, e.idx(kPrefilterChunk));
-          Value before = e.i32(0);
           for (int64_t r = 0; r < kPrefilterRounds; ++r) {
-            Value mineBefore = e.forLoop(
-                e.idx(0), warp, e.idx(1), {before},
-                [&](Emitter &e, Value w, ValueRange acc) -> SmallVector<Value> {
-                  return {e.add(acc[0], e.load(warpCounts,
-                                               {e.add(e.idx(r * warps), w)}))};
-                })[0];
+            Value before = e.load(offsets, {e.add(e.idx(r * warps), warp)});
             Value at =
                 e.add(chunkFirst,
-                      e.toIndex(e.sub(e.add(mineBefore, incls[r]), e.i32(1))));
+                      e.toIndex(e.sub(e.add(before, incls[r]), e.i32(1))));
             e.ifThen(keeps[r], [&](Emitter &e) {
               e.store(e.toI32(rounds[r].u), outUnits, {sc.bb, sc.g, at});
               e.store(rounds[r].key, outKeys, {sc.bb, sc.g, at});
             });
-            before = e.forLoop(
-                e.idx(0), e.idx(warps), e.idx(1), {before},
-                [&](Emitter &e, Value w, ValueRange acc) -> SmallVector<Value> {
-                  return {e.add(acc[0], e.load(warpCounts,
-                                               {e.add(e.idx(r * warps), w)}))};
-                })[0];
           }
           e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
-            e.store(before, counts, {sc.bb, sc.g, x});
+            e.store(e.load(offsets, {e.idx(places)}), counts, {sc.bb, sc.g, x});
           });
         });
       });

@@ -263,6 +263,15 @@ TEST(GPUAttentionTokenTopK, ShortCaches) {
   checkTokenTopK({8, 14}, {{37, 261, 300, 2000}, {37, 261, 300, 2000}});
 }
 
+/// One group through the selection's prefilter (two sequences past 8192
+/// tokens, one short beside them), small enough for the sanitizers: the
+/// count kernel's last block per sequence and kv head, found by a counter,
+/// fixes the threshold bin the compaction reads.
+TEST(GPUAttentionTokenTopK, PrefilterCaches) {
+  REQUIRE_GPU();
+  checkTokenTopK({14}, {{300, 9000, 17000}});
+}
+
 /// The GPU append writes the same bits as the CPU append, key sketches
 /// (none, 2, 4 and 8 bits) included.
 TEST(GPUAppend, MatchesCPUAppend) {
