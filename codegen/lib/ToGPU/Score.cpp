@@ -256,9 +256,12 @@ bool sketchOnTensorCores(const KernelBuilder &kb, int64_t bits, int64_t p,
 /// score_sketch on tensor cores: a warp per (page, kv head), the page's
 /// tokens the 16 rows of mma.sync.m16n8k16 tiles, 16 channels a k-step.
 /// Lane l (r = l / 4, s = l % 4) holds channels 16 ks + 4 s + [0, 4) of
-/// k-step ks for tokens r and r + 8 of the A operand (v_c), the k order
-/// permuted so that they are one 16-byte load: logical k 2s, 2s + 1 are
-/// channels 4s, 4s + 1 and logical k 2s + 8, 2s + 9 are 4s + 2, 4s + 3.
+/// k-step ks of the A operand (v_c), the k order permuted so that they are
+/// one 16-byte load: logical k 2s, 2s + 1 are channels 4s, 4s + 1 and
+/// logical k 2s + 8, 2s + 9 are 4s + 2, 4s + 3. Its rows r and r + 8 of
+/// tile t are tokens 8r + 2t and 8r + 2t + 1: the lane's eight tokens share
+/// one word row, so a k-step is one load (reports/gpu/session23: eight
+/// before, one token used of each word).
 /// B column r (a_c, Sketch.h) is head r of the group, or for groups of 4
 /// or less ("half columns") head r % 4 over channels 4s, 4s + 1 (r < 4) or
 /// 4s + 2, 4s + 3 (r >= 4), the other two rows zero, so that a lane builds
@@ -267,23 +270,28 @@ bool sketchOnTensorCores(const KernelBuilder &kb, int64_t bits, int64_t p,
 ///    weight e_c + gamma m_c) are computed once, d / 32 channels a lane,
 ///    into the warp's slice of shared memory, rather than by each of the 8
 ///    lanes that share a channel at every k-step;
-///  - a_c = fl(q_c step_c 2^bits) is split exactly into three bf16 (the
-///    low 16 bits of its encoding cleared twice), v_c = 1 + code 2^-bits
-///    is exact in bf16 (0x3F80 | code << (7 - bits): a byte permute, a
-///    rotate and one lop3 from the packed words), so every product is
-///    exact in f32;
-///  - each k-step's three products (lo, mid, hi) start from zero and are
-///    added to the tile's f32 sums: the tensor cores' own rounding is
-///    bounded per k-step (Sketch.h);
+///  - a_c = fl(q_c step_c 2^bits) becomes two bf16, its top 16 bits (one
+///    permute packs two channels') and the rest rounded; v_c = 1 + code
+///    2^-bits is exact in bf16 (0x3F80 | code << (7 - bits): a byte
+///    permute, shared by the byte's two tokens, then a shift and one lop3),
+///    so every product is exact in f32;
+///  - two k-steps' four products a tile (mid before hi) are chained in the
+///    mma addend from zero and then added to the tile's f32 sums: the
+///    dropped third part and the tensor cores' own rounding are bounded per
+///    chain (Sketch.h, kSketchMmaStepsChained);
 ///  - the page's constant (sum_c q_c lo_c - a_c plus the slack, each
 ///    channel's terms by two fma) and, for a page that is not full, its
 ///    box bound, are this lane's channels' partial sums added over the
 ///    lanes of a head;
-///  - a k-step's codes become A fragments first, then the next step's rows
-///    are loaded (into the registers the codes held) before the step's
-///    arithmetic, and ptxas is asked for 4 blocks a SM (64 registers): a
-///    warp has one page, so only many resident warps hide the loads
-///    (reports/gpu/session21/README.md, run4 and run5).
+///  - the first two k-steps' words are loaded before the page's box; each
+///    iteration's second codes become A fragments first, then the next
+///    pair's words are loaded (into the registers the codes held) before
+///    its arithmetic, the query read where it is used; ptxas is asked for
+///    4 blocks a SM (64 registers): a warp has one page, so only many
+///    resident warps hide the loads (reports/gpu/session21/README.md, run4
+///    and run5);
+///  - each head's eight scores of a lane are two 16-byte stores where the
+///    row is aligned (one by one otherwise).
 void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                          const KernelBuilder &kb, StringRef name) {
   Location loc = op.getLoc();
