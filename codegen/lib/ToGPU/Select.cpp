@@ -150,10 +150,14 @@ void storeThresholdBin(GPUEmitter &e, Value hist, Value state, Value bb,
   Value tid = e.tid();
   Value lane = e.rems(tid, e.idx(kWarp)), warp = e.divs(tid, e.idx(kWarp));
   // Thread t holds bins [perThread t, perThread (t + 1)).
+  // (Kept in registers for the crossing thread's walk below.)
   Value firstBin = e.mul(tid, e.idx(perThread));
+  SmallVector<Value> counts;
   Value mine = e.i32(0);
-  for (int64_t j = 0; j < perThread; ++j)
-    mine = e.add(mine, e.load(hist, {bb, g, e.add(firstBin, e.idx(j))}));
+  for (int64_t j = 0; j < perThread; ++j) {
+    counts.push_back(e.load(hist, {bb, g, e.add(firstBin, e.idx(j))}));
+    mine = e.add(mine, counts.back());
+  }
   // Counts in the bins of higher threads: within the warp by a suffix
   // scan, across warps through shared memory.
   Value suffix = mine;
@@ -178,15 +182,13 @@ void storeThresholdBin(GPUEmitter &e, Value hist, Value state, Value bb,
       e.band(e.cmp(arith::CmpIPredicate::sge, e.add(above, mine), k),
              e.cmp(arith::CmpIPredicate::slt, above, k));
   e.ifThen(crosses, [&](Emitter &e) {
-    Value bin = e.forLoop(
-        e.idx(0), e.idx(perThread), e.idx(1), {above, e.i32(-1)},
-        [&](Emitter &e, Value jj, ValueRange acc) -> SmallVector<Value> {
-          Value b = e.add(firstBin, e.sub(e.idx(perThread - 1), jj));
-          Value cum = e.add(acc[0], e.load(hist, {bb, g, b}));
-          Value hit = e.band(e.eq(acc[1], e.i32(-1)),
-                             e.cmp(arith::CmpIPredicate::sge, cum, k));
-          return {cum, e.select(hit, e.toI32(b), acc[1])};
-        })[1];
+    Value cum = above, bin = e.i32(-1);
+    for (int64_t j = perThread - 1; j >= 0; --j) {
+      cum = e.add(cum, counts[size_t(j)]);
+      Value hit = e.band(e.eq(bin, e.i32(-1)),
+                         e.cmp(arith::CmpIPredicate::sge, cum, k));
+      bin = e.select(hit, e.toI32(e.add(firstBin, e.idx(j))), bin);
+    }
     e.store(bin, found, {e.idx(0)});
   });
   e.barrier();
