@@ -57,8 +57,8 @@ constexpr int64_t sketchRows(int64_t pageSize, int64_t bits) {
 /// over a row of `headDim` channels, in either form the kernels use, is off
 /// by at most sketchGamma(headDim) * sum_c |q_c| * sketchMagnitude(lo_c,
 /// step_c, bits).
-/// (step_c's factor: 1/2, and 2^-9 for float32 quantisation, under
-/// 2^-13.4, and the tensor cores' split and accumulation, under 2^-9.3.)
+/// (step_c's factor: 1/2 plus the margin for float32 quantisation and the
+/// tensor cores' split and accumulation; its apportionment is Sketch.h's.)
 constexpr double kSketchStepSlack = 0.5 + 1.0 / 512.0;
 constexpr double kSketchMagnitudeSlack = 1.0 / 1048576.0;
 constexpr double sketchGamma(int64_t headDim) {
