@@ -172,6 +172,12 @@ public:
   /// Rotates the heads of Q or K in place at the rows' positions, with
   /// layer `layer`'s RoPE base and scaling (ModelConfig::ropeThetaFor).
   virtual Status rope(Buf qOrK, int64_t layer) = 0;
+  /// splitQKV, then rope of Q and of K (a backend may do it in one pass).
+  virtual Status splitRope(int64_t layer) {
+    CONDENSATE_RETURN_IF_ERROR(splitQKV());
+    CONDENSATE_RETURN_IF_ERROR(rope(Buf::Q, layer));
+    return rope(Buf::K, layer);
+  }
   /// Writes K and V at the rows' positions (and the page summaries).
   virtual Status append(int64_t layer) = 0;
   /// Attn = decode attention of Q under the program (statistics kept).

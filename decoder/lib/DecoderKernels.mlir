@@ -33,9 +33,12 @@ gpu.module @decoder_kernels {
   // y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w, or y[t] += that when
   // accumulate != 0; one 256-thread block per row: strided partial sums,
   // warp shuffles, then the 8 warp sums. y may be x (each thread reads an
-  // element before it writes it, after the barrier).
+  // element before it writes it, after the barrier). When round != 0, yb[t]
+  // also gets y[t] rounded as round_bf16 rounds it: the input rows of the
+  // bfloat16 projection that follows, without a round_bf16 launch.
   gpu.func @rmsnorm(%x: memref<?x?xf32>, %w: memref<?xf32>,
-                    %y: memref<?x?xf32>, %eps: f32, %accumulate: i32)
+                    %y: memref<?x?xf32>, %yb: memref<?x?xbf16>, %eps: f32,
+                    %accumulate: i32, %round: i32)
       workgroup(%red: memref<8xf32, #gpu.address_space<workgroup>>)
       kernel {
     %c0 = arith.constant 0 : index
@@ -88,6 +91,7 @@ gpu.module @decoder_kernels {
     %inv = math.rsqrt %me : f32
     %zeroI = arith.constant 0 : i32
     %acc = arith.cmpi ne, %accumulate, %zeroI : i32
+    %rnd = arith.cmpi ne, %round, %zeroI : i32
     scf.for %i = %tid to %n step %c256 {
       %v = memref.load %x[%t, %i] : memref<?x?xf32>
       %g = memref.load %w[%i] : memref<?xf32>
@@ -97,6 +101,10 @@ gpu.module @decoder_kernels {
       %sum = arith.addf %old, %b : f32
       %r = arith.select %acc, %sum, %b : f32
       memref.store %r, %y[%t, %i] : memref<?x?xf32>
+      scf.if %rnd {
+        %rb = arith.truncf %r : f32 to bf16
+        memref.store %rb, %yb[%t, %i] : memref<?x?xbf16>
+      }
     }
     gpu.return
   }
@@ -144,8 +152,11 @@ gpu.module @decoder_kernels {
     gpu.return
   }
 
-  // act[t, i] = silu(gu[t, i]) * gu[t, ffn + i]; grid (ceil(ffn/256), rows).
-  gpu.func @silu_mul(%gu: memref<?x?xf32>, %act: memref<?x?xf32>) kernel {
+  // act[t, i] = silu(gu[t, i]) * gu[t, ffn + i], and with round != 0 its
+  // bf16 rounding in actb[t, i] (the down projection's input, as
+  // rmsnorm's yb); grid (ceil(ffn/256), rows).
+  gpu.func @silu_mul(%gu: memref<?x?xf32>, %act: memref<?x?xf32>,
+                     %actb: memref<?x?xbf16>, %round: i32) kernel {
     %c1 = arith.constant 1 : index
     %c256 = arith.constant 256 : index
     %tid = gpu.thread_id x
@@ -166,15 +177,22 @@ gpu.module @decoder_kernels {
       %s = arith.divf %g, %den : f32
       %r = arith.mulf %s, %u : f32
       memref.store %r, %act[%t, %i] : memref<?x?xf32>
+      %zeroI = arith.constant 0 : i32
+      %rnd = arith.cmpi ne, %round, %zeroI : i32
+      scf.if %rnd {
+        %rb = arith.truncf %r : f32 to bf16
+        memref.store %rb, %actb[%t, %i] : memref<?x?xbf16>
+      }
     }
     gpu.return
   }
 
   // act[t, i] = gelu(gu[t, i]) * gu[t, ffn + i] with gelu's tanh form,
   // 0.5 g (1 + tanh(v)), v = sqrt(2/pi) (g + 0.044715 g^3), and tanh(|v|) =
-  // (1 - e) / (1 + e), e = exp(-2|v|) <= 1 (no overflow); grid
-  // (ceil(ffn/256), rows).
-  gpu.func @gelu_mul(%gu: memref<?x?xf32>, %act: memref<?x?xf32>) kernel {
+  // (1 - e) / (1 + e), e = exp(-2|v|) <= 1 (no overflow); actb and round
+  // as in silu_mul; grid (ceil(ffn/256), rows).
+  gpu.func @gelu_mul(%gu: memref<?x?xf32>, %act: memref<?x?xf32>,
+                     %actb: memref<?x?xbf16>, %round: i32) kernel {
     %c1 = arith.constant 1 : index
     %c256 = arith.constant 256 : index
     %tid = gpu.thread_id x
@@ -210,6 +228,12 @@ gpu.module @decoder_kernels {
       %gel = arith.mulf %hg, %onep : f32
       %r = arith.mulf %gel, %u : f32
       memref.store %r, %act[%t, %i] : memref<?x?xf32>
+      %zeroI = arith.constant 0 : i32
+      %rnd = arith.cmpi ne, %round, %zeroI : i32
+      scf.if %rnd {
+        %rb = arith.truncf %r : f32 to bf16
+        memref.store %rb, %actb[%t, %i] : memref<?x?xbf16>
+      }
     }
     gpu.return
   }
@@ -244,6 +268,96 @@ gpu.module @decoder_kernels {
         } else {
           %m = arith.subi %j, %kd : index
           memref.store %x, %v[%t, %m] : memref<?x?xf32>
+        }
+      }
+    }
+    gpu.return
+  }
+
+  // split_qkv and the rope of q's and k's heads in one kernel: block (h, t)
+  // takes head h of row t of the fused projection (q's heads, then k's,
+  // then v's: head h's elements start at column h * head_dim), thread i
+  // elements (2i, 2i + 1) of it, or for i < invFreq's size on a q or k head
+  // the pair @rope rotates (the same arithmetic, so the same values).
+  // With hasBias != 0 the projection's bias is added first, as @add_bias
+  // adds it. Grid (qHeads + 2 kvHeads, rows), at least head_dim / 2
+  // threads.
+  gpu.func @split_rope(%qkv: memref<?x?xf32>, %q: memref<?x?x?xf32>,
+                       %k: memref<?x?x?xf32>, %v: memref<?x?x?xf32>,
+                       %positions: memref<?xi32>, %invFreq: memref<?xf32>,
+                       %adjacent: i32, %bias: memref<?xf32>,
+                       %hasBias: i32) kernel {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %tid = gpu.thread_id x
+    %h = gpu.block_id x
+    %t = gpu.block_id y
+    %qh = memref.dim %q, %c1 : memref<?x?x?xf32>
+    %kh = memref.dim %k, %c1 : memref<?x?x?xf32>
+    %d = memref.dim %q, %c2 : memref<?x?x?xf32>
+    %halfD = arith.divui %d, %c2 : index
+    %pairs = memref.dim %invFreq, %c0 : memref<?xf32>
+    %in = arith.cmpi slt, %tid, %halfD : index
+    scf.if %in {
+      %qkh = arith.addi %qh, %kh : index
+      %isQ = arith.cmpi slt, %h, %qh : index
+      %isQK = arith.cmpi slt, %h, %qkh : index
+      %base = arith.muli %h, %d : index
+      %twoI = arith.muli %tid, %c2 : index
+      %twoI1 = arith.addi %twoI, %c1 : index
+      %isPair = arith.cmpi slt, %tid, %pairs : index
+      %rot = arith.andi %isQK, %isPair : i1
+      %zero = arith.constant 0 : i32
+      %adj = arith.cmpi ne, %adjacent, %zero : i32
+      %hiI = arith.addi %tid, %pairs : index
+      %ra = arith.select %adj, %twoI, %tid : index
+      %rb = arith.select %adj, %twoI1, %hiI : index
+      %a = arith.select %rot, %ra, %twoI : index
+      %b = arith.select %rot, %rb, %twoI1 : index
+      %ca = arith.addi %base, %a : index
+      %cb = arith.addi %base, %b : index
+      %u0 = memref.load %qkv[%t, %ca] : memref<?x?xf32>
+      %u1 = memref.load %qkv[%t, %cb] : memref<?x?xf32>
+      %withBias = arith.cmpi ne, %hasBias, %zero : i32
+      %x0, %x1 = scf.if %withBias -> (f32, f32) {
+        %b0 = memref.load %bias[%ca] : memref<?xf32>
+        %b1 = memref.load %bias[%cb] : memref<?xf32>
+        %s0 = arith.addf %u0, %b0 : f32
+        %s1 = arith.addf %u1, %b1 : f32
+        scf.yield %s0, %s1 : f32, f32
+      } else {
+        scf.yield %u0, %u1 : f32, f32
+      }
+      %y0, %y1 = scf.if %rot -> (f32, f32) {
+        %pos = memref.load %positions[%t] : memref<?xi32>
+        %posF = arith.sitofp %pos : i32 to f32
+        %f = memref.load %invFreq[%tid] : memref<?xf32>
+        %angle = arith.mulf %posF, %f : f32
+        %cos = math.cos %angle : f32
+        %sin = math.sin %angle : f32
+        %p0 = arith.mulf %x0, %cos : f32
+        %p1 = arith.mulf %x1, %sin : f32
+        %r0 = arith.subf %p0, %p1 : f32
+        %q0 = arith.mulf %x0, %sin : f32
+        %q1 = arith.mulf %x1, %cos : f32
+        %r1 = arith.addf %q0, %q1 : f32
+        scf.yield %r0, %r1 : f32, f32
+      } else {
+        scf.yield %x0, %x1 : f32, f32
+      }
+      scf.if %isQ {
+        memref.store %y0, %q[%t, %h, %a] : memref<?x?x?xf32>
+        memref.store %y1, %q[%t, %h, %b] : memref<?x?x?xf32>
+      } else {
+        scf.if %isQK {
+          %hk = arith.subi %h, %qh : index
+          memref.store %y0, %k[%t, %hk, %a] : memref<?x?x?xf32>
+          memref.store %y1, %k[%t, %hk, %b] : memref<?x?x?xf32>
+        } else {
+          %hv = arith.subi %h, %qkh : index
+          memref.store %y0, %v[%t, %hv, %a] : memref<?x?x?xf32>
+          memref.store %y1, %v[%t, %hv, %b] : memref<?x?x?xf32>
         }
       }
     }

@@ -156,6 +156,7 @@ public:
                 bool accumulate, Rows rows) override;
   Status splitQKV() override;
   Status rope(Buf qOrK, int64_t layer) override;
+  Status splitRope(int64_t layer) override;
   Status append(int64_t layer) override;
   Status attend(int64_t layer) override;
   Status prefillAttend(int64_t layer) override;
@@ -222,6 +223,26 @@ private:
   /// [maxRows_, widest input] (linearInputCols_).
   cuda::DeviceBuffer linearInput_;
   int64_t linearInputCols_ = 0;
+  /// The rows linearInput_ holds when the kernel that wrote `buf` (a norm,
+  /// an activation) also wrote their bfloat16 rounding there: the next
+  /// linear over exactly those rows skips its round_bf16 launch.
+  struct Rounded {
+    Buf buf = Buf::X;
+    int64_t rows = -1, cols = -1;
+    bool operator==(const Rounded &o) const {
+      return buf == o.buf && rows == o.rows && cols == o.cols;
+    }
+  } rounded_;
+  /// The bias of the fused q/k/v projection when linear left it for the
+  /// split to add (splitRope in its pass, splitQKV by add_bias first).
+  Param qkvBias_;
+  /// The rounded copy's arguments of a kernel writing `n` rows of `cols`
+  /// of `buf`: with bfloat16 weights and `round`, linearInput_ (and
+  /// rounded_ set); otherwise none (round 0, rounded_ cleared).
+  void pushRounded(cuda::KernelArgs &a, Buf buf, int64_t n, int64_t cols,
+                   bool round);
+  /// out[:n] += bias (add_bias).
+  Status addBias(Buf out, const Param &bias, int64_t n);
   std::vector<cuda::DeviceBuffer> bufs_ =
       std::vector<cuda::DeviceBuffer>(kNumBufs);
   cuda::DeviceBuffer tokens_, positions_, lens_, pageTable_, windows_;
@@ -322,8 +343,9 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
   if (!module.ok())
     return module.status();
   d.kernels_ = module.take();
-  for (const char *name : {"embed", "rmsnorm", "rope", "silu_mul", "gelu_mul",
-                           "add_bias", "split_qkv", "round_bf16"}) {
+  for (const char *name :
+       {"embed", "rmsnorm", "rope", "silu_mul", "gelu_mul", "add_bias",
+        "split_qkv", "split_rope", "round_bf16"}) {
     auto f = d.kernels_.getFunction(name);
     if (!f.ok())
       return f.status();
@@ -527,6 +549,8 @@ Status GPUBackend::begin(const ForwardBatch &batch) {
                          " pages; sized for " + std::to_string(maxRows_) +
                          " x " + std::to_string(width_));
   batch_ = &batch;
+  rounded_ = Rounded{};
+  qkvBias_ = Param();
   const size_t R = size_t(batch.rows);
   CONDENSATE_RETURN_IF_ERROR(
       tokens_.copyFromHostAsync(batch.tokens.data(), R * 4, stream_));
@@ -622,6 +646,14 @@ Status GPUBackend::embed(float scale) {
                 {256, 1, 1}, a);
 }
 
+void GPUBackend::pushRounded(cuda::KernelArgs &a, Buf buf, int64_t n,
+                             int64_t cols, bool round) {
+  round = round && bf16Weights() && cols <= linearInputCols_;
+  rounded_ = round ? Rounded{buf, n, cols} : Rounded{};
+  pushMemRef(a, round ? linearInput_.address() : DevicePtr(0),
+             {round ? n : 0, round ? cols : 0});
+}
+
 Status GPUBackend::rmsNorm(Buf in, const Param &weight, Buf out, Rows r,
                            bool accumulate) {
   const int64_t H = width(in), n = count(r);
@@ -629,8 +661,11 @@ Status GPUBackend::rmsNorm(Buf in, const Param &weight, Buf out, Rows r,
   pushMemRef(a, addr(in) + DevicePtr(r.first * H * 4), {n, H});
   pushMemRef(a, weight.address, {H});
   pushMemRef(a, addr(out), {n, H});
+  // A norm's output (not a residual it adds to) feeds a projection.
+  pushRounded(a, out, n, H, !accumulate);
   a.f32(static_cast<float>(cfg_.rmsEps));
   a.i32(accumulate ? 1 : 0);
+  a.i32(rounded_.rows >= 0 ? 1 : 0);
   return launch("rmsnorm", {unsigned(n), 1, 1}, {256, 1, 1}, a);
 }
 
@@ -641,7 +676,9 @@ Status GPUBackend::headNorm(Buf qOrK, const Param &weight) {
   pushMemRef(a, addr(qOrK), {n, D});
   pushMemRef(a, weight.address, {D});
   pushMemRef(a, addr(qOrK), {n, D});
+  pushRounded(a, qOrK, n, D, false);
   a.f32(static_cast<float>(cfg_.rmsEps));
+  a.i32(0);
   a.i32(0);
   return launch("rmsnorm", {unsigned(n), 1, 1}, {256, 1, 1}, a);
 }
@@ -656,7 +693,13 @@ Status GPUBackend::linear(Buf in, const Param &weight, const Param &bias,
   cuda::GemmOptions o;
   o.beta = accumulate ? 1.0f : 0.0f;
   DevicePtr input = addr(in) + DevicePtr(r.first * K * 4);
-  if (bf16Weights()) {
+  // The kernel that wrote these rows also rounded them (rmsNorm,
+  // activation): linearInput_ holds them already.
+  const bool rounded = r.first == 0 && rounded_ == Rounded{in, n, K};
+  rounded_ = Rounded{};
+  if (bf16Weights() && rounded) {
+    input = linearInput_.address();
+  } else if (bf16Weights()) {
     // cublasGemmEx takes A and B of one type: the rows are rounded into
     // linearInput_; accumulation and output stay float32.
     if (K > linearInputCols_)
@@ -676,6 +719,16 @@ Status GPUBackend::linear(Buf in, const Param &weight, const Param &bias,
                                         input, weight.address, addr(out), o));
   if (!bias.present())
     return Status::success();
+  if (out == Buf::QKV && r.first == 0 && n == rows()) {
+    // The split that follows adds it (one launch fewer).
+    qkvBias_ = bias;
+    return Status::success();
+  }
+  return addBias(out, bias, n);
+}
+
+Status GPUBackend::addBias(Buf out, const Param &bias, int64_t n) {
+  const int64_t N = width(out);
   cuda::KernelArgs a;
   pushMemRef(a, addr(out), {n, N});
   pushMemRef(a, bias.address, {N});
@@ -683,6 +736,10 @@ Status GPUBackend::linear(Buf in, const Param &weight, const Param &bias,
 }
 
 Status GPUBackend::splitQKV() {
+  if (qkvBias_.present()) {
+    CONDENSATE_RETURN_IF_ERROR(addBias(Buf::QKV, qkvBias_, rows()));
+    qkvBias_ = Param();
+  }
   cuda::KernelArgs a;
   pushMemRef(a, addr(Buf::QKV), {rows(), cfg_.qkvDim()});
   pushMemRef(a, addr(Buf::Q), {rows(), cfg_.qDim()});
@@ -705,6 +762,27 @@ Status GPUBackend::rope(Buf qOrK, int64_t layer) {
   const unsigned threads = static_cast<unsigned>((pairs + 31) / 32 * 32);
   return launch("rope", {unsigned(heads), unsigned(rows()), 1}, {threads, 1, 1},
                 a);
+}
+
+Status GPUBackend::splitRope(int64_t layer) {
+  const int64_t D = cfg_.headDim, pairs = cfg_.ropeDim / 2;
+  cuda::KernelArgs a;
+  pushMemRef(a, addr(Buf::QKV), {rows(), cfg_.qkvDim()});
+  pushMemRef(a, addr(Buf::Q), {rows(), cfg_.qHeads, D});
+  pushMemRef(a, addr(Buf::K), {rows(), cfg_.kvHeads, D});
+  pushMemRef(a, addr(Buf::V), {rows(), cfg_.kvHeads, D});
+  pushMemRef(a, positions_.address(), {rows()});
+  pushMemRef(a, (cfg_.localLayer(layer) ? invFreqLocal_ : invFreq_).address(),
+             {pairs});
+  a.i32(cfg_.ropeMode == RopeMode::Adjacent ? 1 : 0);
+  pushMemRef(a, qkvBias_.present() ? qkvBias_.address : DevicePtr(0),
+             {qkvBias_.present() ? cfg_.qkvDim() : 0});
+  a.i32(qkvBias_.present() ? 1 : 0);
+  qkvBias_ = Param();
+  const unsigned threads = static_cast<unsigned>((D / 2 + 31) / 32 * 32);
+  return launch("split_rope",
+                {unsigned(cfg_.qHeads + 2 * cfg_.kvHeads), unsigned(rows()), 1},
+                {threads, 1, 1}, a);
 }
 
 AppendArgs GPUBackend::appendArgs(int64_t l) const {
@@ -786,6 +864,9 @@ Status GPUBackend::activation(Activation kind) {
   cuda::KernelArgs a;
   pushMemRef(a, addr(Buf::GU), {rows(), 2 * cfg_.ffn});
   pushMemRef(a, addr(Buf::Act), {rows(), cfg_.ffn});
+  // Act feeds the down projection.
+  pushRounded(a, Buf::Act, rows(), cfg_.ffn, true);
+  a.i32(rounded_.rows >= 0 ? 1 : 0);
   return launch(name, {blocksFor(cfg_.ffn), unsigned(rows()), 1}, {256, 1, 1},
                 a);
 }

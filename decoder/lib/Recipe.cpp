@@ -57,13 +57,16 @@ Status forward(Backend &be, const ModelConfig &c, const ForwardBatch &batch,
       CONDENSATE_RETURN_IF_ERROR(
           be.linear(Buf::H, L.wqkv, L.bqkv, Buf::QKV, false));
       lap.to(prof.qkv);
-      CONDENSATE_RETURN_IF_ERROR(be.splitQKV());
       if (c.qkNorm) {
+        // The heads are normalised between the split and the rotation.
+        CONDENSATE_RETURN_IF_ERROR(be.splitQKV());
         CONDENSATE_RETURN_IF_ERROR(be.headNorm(Buf::Q, L.qNorm));
         CONDENSATE_RETURN_IF_ERROR(be.headNorm(Buf::K, L.kNorm));
+        CONDENSATE_RETURN_IF_ERROR(be.rope(Buf::Q, l));
+        CONDENSATE_RETURN_IF_ERROR(be.rope(Buf::K, l));
+      } else {
+        CONDENSATE_RETURN_IF_ERROR(be.splitRope(l));
       }
-      CONDENSATE_RETURN_IF_ERROR(be.rope(Buf::Q, l));
-      CONDENSATE_RETURN_IF_ERROR(be.rope(Buf::K, l));
       if (decode)
         CONDENSATE_RETURN_IF_ERROR(be.keepQueries(l));
       lap.to(prof.norms);

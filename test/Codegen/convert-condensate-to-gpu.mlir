@@ -147,8 +147,11 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 
 // Token selection runs the prefilter first, on scratch of the launch plan:
 // the key histograms and each sequence's state (blocks done, threshold
-// bin) cleared (grid (hkv, B)), counted and each chunk of 2048 tokens'
-// candidates compacted (grid (chunks, hkv, B)): after its adds, a count
+// bin) cleared (grid (hkv, B)), counted (a block per k chunks of 2048
+// tokens, k = min(4, ceil(chunks hkv B / 768)) from the launch, its chunks
+// looped into one shared histogram; the kernel finds k from its grid) and
+// each chunk's candidates compacted (grid (chunks, hkv, B)): after its
+// adds, a count
 // block fences, bumps the done counter, and the last one finds the
 // threshold bin from the whole histogram (a suffix scan); each compaction
 // block reads it and places its kept units by one warp's scan of the 64
@@ -161,10 +164,19 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 // CHECK: %[[STATE:.*]] = memref.alloc(%{{.*}}) : memref<?x2x2xi32>
 // CHECK-COUNT-5: memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?xi32>
 // CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_clear blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%[[HIST]] : memref<?x2x4096xi32>, %[[STATE]] : memref<?x2x2xi32>)
-// CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_count blocks in (%[[CHUNKS]], %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %[[HIST]] : memref<?x2x4096xi32>, %[[STATE]] : memref<?x2x2xi32>)
+// CHECK: %[[ROWS:.*]] = arith.muli %[[CHUNKS]], %c2{{(_[0-9]+)?}} : index
+// CHECK: %[[TOTAL:.*]] = arith.muli %[[ROWS]], %{{.*}} : index
+// CHECK: %[[K:.*]] = arith.ceildivsi %[[TOTAL]], %c768
+// CHECK: %[[KMIN:.*]] = arith.minsi %c4, %[[K]]
+// CHECK: %[[PER:.*]] = arith.maxsi %c1{{(_[0-9]+)?}}, %[[KMIN]]
+// CHECK: %[[COUNTS:.*]] = arith.ceildivsi %[[CHUNKS]], %[[PER]]
+// CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_count blocks in (%[[COUNTS]], %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %[[HIST]] : memref<?x2x4096xi32>, %[[STATE]] : memref<?x2x2xi32>)
 // CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk_compact blocks in (%[[CHUNKS]], %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %[[STATE]] : memref<?x2x2xi32>
 // CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c1024
 // CHECK: gpu.func @select_tokens_select_topk_count(
+// CHECK: gpu.barrier
+// CHECK: gpu.grid_dim x
+// CHECK: scf.for
 // CHECK: nvvm.match.sync any
 // CHECK: memref.atomic_rmw addi %{{.*}}, %{{.*}} : (i32, memref<4096xi32, #gpu.address_space<workgroup>>) -> i32
 // CHECK: gpu.barrier

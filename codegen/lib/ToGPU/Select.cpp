@@ -41,6 +41,17 @@ constexpr int64_t kPrefilterBins = int64_t(1) << kPrefilterBits;
 constexpr int64_t kPrefilterChunk = 2048;
 constexpr int64_t kPrefilterThreads = 256;
 constexpr int64_t kPrefilterRounds = kPrefilterChunk / kPrefilterThreads;
+/// A count block takes k = min(kMaxCountChunks, ceil(chunks hkv B /
+/// kCountBlocksPerChunk)) chunks, so that where the grid would have many
+/// blocks (over about 6 a multiprocessor on 132) its histogram's fixed
+/// costs (clearing and flushing kPrefilterBins bins, the fence and the
+/// done counter) are paid once for several chunks' units. On the H200,
+/// 128K tokens (reports/gpu/session24, run 2; medians of 4): 4 chunks a
+/// block against 1 took 50.5 -> 40.2 us at 8 sequences of 8 kv heads and
+/// 26.3 -> 21.4 at 8 of 4, but 12.3 -> 14.2 and 9.2 -> 13.3 with one
+/// sequence (fewer blocks than multiprocessors), where k stays 1.
+constexpr int64_t kMaxCountChunks = 4;
+constexpr int64_t kCountBlocksPerChunk = 768;
 /// The prefilter runs where a sequence has at least this many units and
 /// at least twice the slots: below, the ranking block reads them all at
 /// about the cost of the prefilter's launches.
@@ -198,10 +209,10 @@ void storeThresholdBin(GPUEmitter &e, Value hist, Value state, Value bb,
 }
 
 /// The prefilter's kernels, launched before the ranking block: the
-/// histograms cleared (grid (hkv, B)), counted (grid (chunks, hkv, B);
-/// the last block of a sequence and kv head to finish finds the threshold
-/// bin, once), and each chunk's candidates compacted in unit order (the
-/// same grid).
+/// histograms cleared (grid (hkv, B)), counted (grid (ceil(chunks / k),
+/// hkv, B), k chunks a block; the last block of a sequence and kv head to
+/// finish finds the threshold bin, once), and each chunk's candidates
+/// compacted in unit order (grid (chunks, hkv, B)).
 void emitPrefilter(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                    StringRef name, const Prefilter &pf) {
   Location loc = op.getLoc();
@@ -270,26 +281,49 @@ void emitPrefilter(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                   });
         e.barrier();
         Value lane = e.rems(e.tid(), e.idx(kWarp));
+        Value x = e.bid(gpu::Dimension::x), g = e.bid(gpu::Dimension::y),
+              bb = e.bid(gpu::Dimension::z);
+        SelectContext sc = selectContext(e, op, a[0], a[1],
+                                         hasWindows ? a[2] : Value(), bb, g);
+        // The grid's width gives the chunks a block takes (the launch
+        // chose it from the batch): per = ceil(chunks / blocks).
+        Value per = e.ceilDiv(e.ceilDiv(e.dim(a[0], 2), e.idx(kPrefilterChunk)),
+                              gpu::GridDimOp::create(e.builder(), e.location(),
+                                                     gpu::Dimension::x));
+        Value liveChunks = e.ceilDiv(sc.nu, e.idx(kPrefilterChunk));
+        Value firstChunk = e.mul(x, per);
+        Value run =
+            e.band(sc.prefiltered(e, slots), e.lt(firstChunk, liveChunks));
         // Uniform over the block: every lane reaches the match below.
-        chunkBody(e, a, [&](GPUEmitter &e, const SelectContext &sc, Value x) {
-          SmallVector<ChunkRound> rounds = chunkRounds(e, sc, x);
-          SmallVector<Value> bins, peers;
-          for (const ChunkRound &r : rounds)
-            bins.push_back(e.select(e.ne(r.key, e.i32(0)),
-                                    e.toI32(binOf(e, r.key)),
-                                    e.i32(kPrefilterBins)));
-          for (Value bin : bins)
-            peers.push_back(e.matchAny(bin));
-          for (size_t j = 0; j < bins.size(); ++j) {
-            Value lowest = e.band(peers[j], e.sub(e.i32(0), peers[j]));
-            Value leader = e.eq(lowest, e.laneBit(lane));
-            e.ifThen(e.band(e.ne(rounds[j].key, e.i32(0)), leader),
-                     [&](Emitter &ee) {
-                       GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                       e.atomicAddI32(local, {e.toIndex(bins[j])},
-                                      e.popc(peers[j]));
-                     });
-          }
+        e.ifThen(run, [&](Emitter &ee) {
+          GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+          // The block's chunks one after another (those inside the
+          // context), into one shared histogram.
+          Value lastChunk = e.mins(e.add(firstChunk, per), liveChunks);
+          e.forLoop(
+              firstChunk, lastChunk, e.idx(1), {},
+              [&](Emitter &ee, Value c, ValueRange) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                SmallVector<ChunkRound> rounds = chunkRounds(e, sc, c);
+                SmallVector<Value> bins, peers;
+                for (const ChunkRound &r : rounds)
+                  bins.push_back(e.select(e.ne(r.key, e.i32(0)),
+                                          e.toI32(binOf(e, r.key)),
+                                          e.i32(kPrefilterBins)));
+                for (Value bin : bins)
+                  peers.push_back(e.matchAny(bin));
+                for (size_t j = 0; j < bins.size(); ++j) {
+                  Value lowest = e.band(peers[j], e.sub(e.i32(0), peers[j]));
+                  Value leader = e.eq(lowest, e.laneBit(lane));
+                  e.ifThen(e.band(e.ne(rounds[j].key, e.i32(0)), leader),
+                           [&](Emitter &ee) {
+                             GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                             e.atomicAddI32(local, {e.toIndex(bins[j])},
+                                            e.popc(peers[j]));
+                           });
+                }
+                return {};
+              });
           e.barrier();
           e.forLoop(
               e.tid(), e.idx(kPrefilterBins), e.idx(T), {},
@@ -308,7 +342,7 @@ void emitPrefilter(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
           NVVM::MembarOp::create(e.builder(), e.location(),
                                  NVVM::MemScopeKind::GPU);
           e.barrier();
-          Value blocks = e.ceilDiv(sc.nu, e.idx(kPrefilterChunk));
+          Value blocks = e.ceilDiv(liveChunks, per);
           e.ifThen(e.eq(e.tid(), e.idx(0)), [&](Emitter &ee) {
             GPUEmitter &e = static_cast<GPUEmitter &>(ee);
             Value done =
@@ -325,7 +359,19 @@ void emitPrefilter(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
           });
         });
       });
-  launch(b, loc, count, chunks, hkvV, batch, T, histOperands);
+  auto cst = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value total = arith::MulIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, chunks, hkvV), batch);
+  // (At least 1: an empty batch or table launches nothing, yet divides.)
+  Value per = arith::MaxSIOp::create(
+      b, loc, cst(1),
+      arith::MinSIOp::create(b, loc, cst(kMaxCountChunks),
+                             arith::CeilDivSIOp::create(
+                                 b, loc, total, cst(kCountBlocksPerChunk))));
+  Value countBlocks = arith::CeilDivSIOp::create(b, loc, chunks, per);
+  launch(b, loc, count, countBlocks, hkvV, batch, T, histOperands);
 
   // Compaction: the chunk's units at or above the threshold bin (the
   // count's last block found it) written in unit order at the chunk's

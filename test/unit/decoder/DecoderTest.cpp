@@ -638,7 +638,8 @@ TEST(BFloat16, WeightTypeOption) {
 
 // The GPU's kernels lower to PTX without a GPU (but with CUDA's libdevice,
 // whose math they call); round_bf16 rounds with the hardware's
-// round-to-nearest-even conversion.
+// round-to-nearest-even conversion, and so do the kernels that write a
+// projection's bf16 input rows beside their own (rmsnorm, the activations).
 TEST(BFloat16, DecoderKernelsLowerToPTX) {
   if (libdevicePath().empty())
     GTEST_SKIP() << "no CUDA libdevice (set CUDA_HOME to a CUDA toolkit)";
@@ -649,6 +650,21 @@ TEST(BFloat16, DecoderKernelsLowerToPTX) {
   ASSERT_TRUE(ptx.ok()) << ptx.message();
   EXPECT_NE(ptx->find(".entry round_bf16("), std::string::npos);
   EXPECT_NE(ptx->find("cvt.rn.bf16.f32"), std::string::npos);
+  // Each kernel the GPU backend looks up, and the rounding in those that
+  // write bf16 rows: the text from its entry to the next one's.
+  auto body = [&](const std::string &name) {
+    size_t at = ptx->find(".entry " + name + "(");
+    if (at == std::string::npos)
+      return std::string();
+    size_t next = ptx->find(".entry ", at + 1);
+    return ptx->substr(at, next == std::string::npos ? std::string::npos
+                                                     : next - at);
+  };
+  for (const char *name : {"embed", "rmsnorm", "rope", "silu_mul", "gelu_mul",
+                           "add_bias", "split_qkv", "split_rope"})
+    EXPECT_FALSE(body(name).empty()) << name;
+  for (const char *name : {"rmsnorm", "silu_mul", "gelu_mul"})
+    EXPECT_NE(body(name).find("cvt.rn.bf16.f32"), std::string::npos) << name;
 }
 
 //===----------------------------------------------------------------------===//

@@ -137,8 +137,8 @@ TEST(GPUDecoder, BF16WeightsStayCloseToF32) {
     GTEST_SKIP() << why;
   using namespace condensate::decoder::testsupport;
   for (bool tied : {true, false}) {
-    SCOPED_TRACE(tied ? "tied output, float32 weights"
-                      : "output matrix, Q8_0 weights");
+    SCOPED_TRACE(tied ? "llama, tied output, float32 weights"
+                      : "qwen2 (q/k/v biases), output matrix, Q8_0 weights");
     TinySpec s;
     s.layers = 4;
     s.hidden = 128;
@@ -148,6 +148,11 @@ TEST(GPUDecoder, BF16WeightsStayCloseToF32) {
     s.vocab = 300;
     s.tied = tied;
     s.q8 = !tied;
+    // Qwen2's biases: the q/k/v one is added by the split (split_rope).
+    if (!tied) {
+      s.arch = "qwen2";
+      s.bias = true;
+    }
     TensorMap tensors = tinyTensors(s, 21);
     auto w = loadTiny(s, tensors,
                       tied ? WeightStorage::Float32 : WeightStorage::Quantized);
@@ -205,8 +210,8 @@ TEST(GPUDecoder, BF16WeightsStayCloseToF32) {
     std::printf("bf16 against f32 weights (%s), %lld positions: relative L2 "
                 "%.2e over the run, %.2e at worst; top-1 agrees on "
                 "%lld\n",
-                tied ? "tied" : "Q8_0, untied", (long long)T, rel, worstRow,
-                (long long)agree);
+                tied ? "llama, tied" : "qwen2, Q8_0, untied", (long long)T, rel,
+                worstRow, (long long)agree);
     EXPECT_LT(rel, 5e-2);
     EXPECT_GT(rel, 1e-3);
     EXPECT_LT(worstRow, 0.15);
