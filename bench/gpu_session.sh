@@ -160,13 +160,18 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
           --batch 8 --steps 2 --warmup 1 --policy "$sk" ;;
     ncu-step) # every kernel of one decode step of each policy (dense,
         # sketch top-1024, block_minmax), dummy NCU_STEP_MODEL (default
-        # Llama-3-8B) at 32K x 8: condensate-bench --profile brackets the
-        # step, ncu times its kernels; bench/ncu_step.py sums them by name
+        # Llama-3-8B) at NCU_STEP_CONTEXT x NCU_STEP_BATCH (default 32768
+        # x 8): condensate-bench --profile brackets the step, ncu times its
+        # kernels; bench/ncu_step.py sums them by name. Under ncu the
+        # prefill's launches (an append a position) are slow: Llama-3.2-1B
+        # at 130000 x 8 took 166 s, Qwen2.5-7B at 130000 x 4 over 280 s
+        # (reports/gpu/session24/run1).
         step ncu-step ${NCU_STEP_SECONDS:-400} ncu --target-processes all \
           --profile-from-start off --metrics gpu__time_duration.sum --csv \
           --log-file "$OUT/ncu-step.csv" \
-          $BIN/condensate-bench --dummy ${NCU_STEP_MODEL:-llama-3-8b} --context 32768 \
-          --batch 8 --steps 2 --warmup 1 --profile \
+          $BIN/condensate-bench --dummy ${NCU_STEP_MODEL:-llama-3-8b} \
+          --context ${NCU_STEP_CONTEXT:-32768} --batch ${NCU_STEP_BATCH:-8} \
+          --steps 2 --warmup 1 --profile \
           --policy '{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}' \
           --policy '{"anchor":1,"window":64,"topk":1024,"selector":"block_minmax"}'
         python3 bench/ncu_step.py "$OUT/ncu-step.csv" | tee "$OUT/ncu-step.txt" ;;
