@@ -397,26 +397,14 @@ public:
     a.vCache = c.v.data();
     a.summaries = c.summaries.data();
     const CPUProgram &program = *program_->program;
-    if (batch_->kind == ForwardKind::Decode) {
-      a.batch = batch_->rows;
-      a.kNew = buf(Buf::K);
-      a.vNew = buf(Buf::V);
-      a.pageTable = batch_->pageTable.data();
-      a.positions = batch_->positions.data();
-      return program.append(a);
-    }
-    // Prefill rows are one sequence: one position at a time, as positions of
-    // one page appended together would race on its summary.
-    const int64_t kvDim = cfg_.kvDim();
-    a.batch = 1;
-    for (int64_t r = 0; r < batch_->rows; ++r) {
-      a.kNew = buf(Buf::K) + r * kvDim;
-      a.vNew = buf(Buf::V) + r * kvDim;
-      a.pageTable = batch_->pageTable.data() + r * batch_->tableWidth;
-      a.positions = batch_->positions.data() + r;
-      CONDENSATE_RETURN_IF_ERROR(program.append(a));
-    }
-    return Status::success();
+    // One call for every row: a prefill's rows of one page are
+    // consecutive, in position order, which append_kv asks.
+    a.batch = batch_->rows;
+    a.kNew = buf(Buf::K);
+    a.vNew = buf(Buf::V);
+    a.pageTable = batch_->pageTable.data();
+    a.positions = batch_->positions.data();
+    return program.append(a);
   }
   Status attend(int64_t l) override {
     const int64_t B = batch_->rows;

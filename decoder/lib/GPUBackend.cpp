@@ -794,22 +794,12 @@ AppendArgs GPUBackend::appendArgs(int64_t l) const {
 }
 
 Status GPUBackend::append(int64_t l) {
+  // One call for every row: a prefill's rows of one page are consecutive,
+  // in position order, which append_kv asks (one block appends them).
   AppendArgs a = appendArgs(l);
   if (batch_->kind == ForwardKind::Decode)
     return program_->program->append(a, stream_);
-  // Prefill rows are one sequence: one position at a time, as positions of
-  // one page appended by concurrent blocks would race on its summary.
-  const int64_t kvDim = cfg_.kvDim();
-  a.batch = 1;
-  for (int64_t t = 0; t < rows(); ++t) {
-    a.kNew = dev<const float>(addr(Buf::K) + DevicePtr(t * kvDim * 4));
-    a.vNew = dev<const float>(addr(Buf::V) + DevicePtr(t * kvDim * 4));
-    a.pageTable =
-        dev<const int32_t>(pageTable_.address() + DevicePtr(t * width_ * 4));
-    a.positions = dev<const int32_t>(positions_.address() + DevicePtr(t * 4));
-    CONDENSATE_RETURN_IF_ERROR(dense_->program->append(a, stream_));
-  }
-  return Status::success();
+  return dense_->program->append(a, stream_);
 }
 
 AttentionArgs GPUBackend::attentionArgs(int64_t l) const {

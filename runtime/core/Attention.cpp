@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <unordered_set>
 
 namespace condensate {
 
@@ -163,6 +164,12 @@ Status checkAppendArgs(const ModelShape &s, const AppendArgs &a,
     return Status::error("append: a required buffer is null");
   if (!hostTables)
     return Status::success();
+  // Rows that land in one page must be consecutive, in position order
+  // (append_kv's contract: a page's tokens are folded in that order, and
+  // the GPU gives each run to one block).
+  std::unordered_set<int32_t> closed;
+  int32_t runPage = -1;
+  int64_t runPos = 0;
   for (int64_t b = 0; b < a.batch; ++b) {
     int64_t pos = a.positions[b];
     if (pos < 0 || pos >= a.maxPages * s.pageSize)
@@ -175,6 +182,22 @@ Status checkAppendArgs(const ModelShape &s, const AppendArgs &a,
                            std::to_string(pos / s.pageSize) + "] = " +
                            std::to_string(page) + " outside [0, " +
                            std::to_string(a.numPages) + ")");
+    if (b > 0 && page == runPage && pos != runPos + 1)
+      return Status::error(
+          "append: rows " + std::to_string(b - 1) + " and " +
+          std::to_string(b) + " land in page " + std::to_string(page) +
+          " at positions " + std::to_string(runPos) + " and " +
+          std::to_string(pos) + "; a page's rows must be in position order");
+    if (b > 0 && page != runPage) {
+      closed.insert(runPage);
+      if (closed.count(page))
+        return Status::error("append: row " + std::to_string(b) +
+                             " lands in page " + std::to_string(page) +
+                             " after other rows; a page's rows must be "
+                             "consecutive");
+    }
+    runPage = page;
+    runPos = pos;
   }
   // A NaN or infinite key or value would poison its page's summaries,
   // sketch and every bound built on them.

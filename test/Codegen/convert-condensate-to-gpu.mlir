@@ -446,14 +446,36 @@ func.func @merge_box(%po: memref<?x4x2x64xf32>, %pml: memref<?x4x2x3xf32>, %f: m
 
 // -----
 
-// Append: one 128-thread block per sequence, threads over (kv head,
-// channel); bf16 stores and summary updates (reset on a page's first token).
+// Append: one 128-thread block per row, threads over (kv head, channel);
+// the block of a page's first row (row 0, or a row whose page differs from
+// the row before) appends that page's rows in order, at most 16 - offset
+// of them: bf16 stores and summary updates (reset on a page's first token).
 // CHECK-LABEL: func.func @append_kv(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x2x64xf32>
 // CHECK: gpu.launch_func @condensate_kernels::@append_kv_append_kv blocks in (%[[B]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x2x64xf32>, %arg1 : memref<?x2x64xf32>, %arg2 : memref<?x2x16x64xbf16>, %arg3 : memref<?x2x16x64xbf16>, %arg4 : memref<?x?xi32>, %arg5 : memref<?xi32>, %arg6 : memref<?x2x5x64xf32>)
 // CHECK: gpu.func @append_kv_append_kv({{.*}}) kernel {
-// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %c0 : index
+// CHECK: %[[BID:.*]] = gpu.block_id  x
+// CHECK: %[[ROWS:.*]] = memref.dim %arg0, %c0 : memref<?x2x64xf32>
+// CHECK: %[[PT:.*]] = memref.load %arg4[%[[BID]], %{{.*}}] : memref<?x?xi32>
+// CHECK: %[[PAGE:.*]] = arith.index_cast %[[PT]] : i32 to index
+// CHECK: %[[OFF:.*]] = arith.remsi %{{.*}}, %c16{{.*}} : index
+// CHECK: %[[PREV:.*]] = arith.maxsi %{{.*}}, %c0{{.*}} : index
+// CHECK: %[[PPT:.*]] = memref.load %arg4[%[[PREV]], %{{.*}}] : memref<?x?xi32>
+// CHECK: %[[PREVPAGE:.*]] = arith.index_cast %[[PPT]] : i32 to index
+// CHECK: %[[NEWPAGE:.*]] = arith.cmpi ne, %[[PREVPAGE]], %[[PAGE]] : index
+// CHECK: %[[ROW0:.*]] = arith.cmpi eq, %[[BID]], %c0{{.*}} : index
+// CHECK: %[[LEAD:.*]] = arith.ori %[[ROW0]], %[[NEWPAGE]] : i1
+// CHECK: scf.if %[[LEAD]] {
+// CHECK: %[[LEFT:.*]] = arith.subi %[[ROWS]], %[[BID]] : index
+// CHECK: %[[ROOM:.*]] = arith.subi %c16{{.*}}, %[[OFF]] : index
+// CHECK: %[[LEN:.*]] = arith.minsi %[[ROOM]], %[[LEFT]] : index
+// CHECK: scf.for %[[J:.*]] = %{{.*}} to %[[LEN]] step %c1{{.*}} {
+// CHECK: %[[R:.*]] = arith.addi %[[BID]], %[[J]] : index
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %c0{{.*}} : index
+// CHECK: %[[SAME:.*]] = arith.cmpi eq, %{{.*}}, %[[PAGE]] : index
+// CHECK: scf.if %[[SAME]] {
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c128{{.*}} step %c128{{.*}} {
+// CHECK: memref.load %arg0[%[[R]], {{.*}}] : memref<?x2x64xf32>
 // CHECK: %[[K:.*]] = arith.truncf %{{.*}} : f32 to bf16
 // CHECK: memref.store %[[K]], %arg2[{{.*}}] : memref<?x2x16x64xbf16>
 // CHECK: arith.minimumf

@@ -194,8 +194,11 @@ class Plan:
                k_cache: torch.Tensor, v_cache: torch.Tensor,
                page_table: torch.Tensor, positions: torch.Tensor,
                summaries: torch.Tensor) -> None:
-        """Writes k_new/v_new [B, Hkv, D] f32 at positions[b] of sequence b
-        and updates the page summaries (and key sketches)."""
+        """Writes k_new/v_new [B, Hkv, D] f32 row b at positions[b] of the
+        sequence whose page table is row b and updates the page summaries
+        (and key sketches). Rows that land in one page must be consecutive,
+        in position order (one row per decoding sequence, or a prefill's
+        run of positions with its page table repeated per row)."""
         torch.ops.condensate.append_kv(self.id, k_new, v_new, k_cache, v_cache,
                                        page_table, positions, summaries)
 

@@ -29,6 +29,8 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace condensate::test {
 
@@ -134,6 +136,45 @@ inline AppendArgs appendArgs(CacheCase &c, const std::vector<int32_t> &table,
   a.positions = positions.data();
   a.summaries = c.summaries.data();
   return a;
+}
+
+/// Rows of several sequences' prefills in one append (append_kv's
+/// contract: a page's rows consecutive, in position order): sequence s
+/// (page-table row s of `table`, `maxPages` wide) gets rows at positions
+/// runs[s].first .. runs[s].first + runs[s].second - 1, its page-table row
+/// repeated for each, and random keys and values.
+struct PrefillRows {
+  std::vector<int32_t> table, positions;
+  std::vector<float> kNew, vNew;
+  int64_t rows() const { return static_cast<int64_t>(positions.size()); }
+};
+inline PrefillRows prefillRows(
+    const ModelShape &s, const std::vector<int32_t> &table, int64_t maxPages,
+    const std::vector<std::pair<int32_t, int32_t>> &runs, std::mt19937 &rng) {
+  PrefillRows r;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (size_t q = 0; q < runs.size(); ++q)
+    for (int32_t t = 0; t < runs[q].second; ++t) {
+      r.positions.push_back(runs[q].first + t);
+      r.table.insert(r.table.end(), table.begin() + q * maxPages,
+                     table.begin() + (q + 1) * maxPages);
+      for (int64_t i = 0; i < s.kvHeads * s.headDim; ++i) {
+        r.kNew.push_back(normal(rng));
+        r.vNew.push_back(normal(rng));
+      }
+    }
+  return r;
+}
+
+/// `base` (caches, sizes) with `rows`' rows r0 .. r0 + count - 1.
+inline AppendArgs rowsArgs(AppendArgs base, const PrefillRows &rows, int64_t r0,
+                           int64_t count, int64_t kvDim) {
+  base.batch = count;
+  base.kNew = rows.kNew.data() + r0 * kvDim;
+  base.vNew = rows.vNew.data() + r0 * kvDim;
+  base.pageTable = rows.table.data() + r0 * base.maxPages;
+  base.positions = rows.positions.data() + r0;
+  return base;
 }
 
 /// Fills a cache of `lens` through the executor's append kernel and checks

@@ -214,6 +214,79 @@ TEST(CPUAttentionAPI, AppendRejectsNonFiniteKeysAndValues) {
   EXPECT_EQ(st.message(), "append: v_new[0, 0, 3] is infinite");
 }
 
+// A prefill's rows in one append call store the same bits as one row a
+// call (rows of a page in position order; runs that start mid-page, fill
+// pages and end mid-page; key sketches written by the row that fills a
+// page), and an append whose rows break the order is refused.
+TEST(CPUAttentionAPI, AppendTakesPrefillRunsInOneCall) {
+  std::mt19937 rng(std::random_device{}());
+  for (int64_t bits : {0, 4})
+    for (KVType t : {KVType::F32, KVType::BF16}) {
+      ModelShape shape{1, 4, 2, 64, 16, t, 0.0f};
+      Policy p =
+          bits ? policy(1, 16, 16, Selector::Sketch, 16) : Policy::makeDense();
+      p.sketchBits = bits;
+      auto program = CPUProgram::compile(shape, Schedule::uniform(1, p));
+      ASSERT_TRUE(program.ok()) << program.message();
+      const ModelShape &s = (*program)->shape();
+      const int64_t maxPages = 8, numPages = 3 * maxPages, kvDim = 2 * 64;
+      std::vector<int32_t> table(3 * maxPages);
+      std::iota(table.begin(), table.end(), 0);
+      std::shuffle(table.begin(), table.end(), rng);
+      std::vector<uint8_t> kc(numPages * kvDim * 16 * kvTypeBytes(t), 0xff);
+      std::vector<uint8_t> vc = kc;
+      std::vector<float> sum(
+          condensate::abi::summaryElements(numPages, modelDims(s)),
+          std::numeric_limits<float>::quiet_NaN());
+      AppendArgs base{0,         maxPages,  numPages, nullptr, nullptr,
+                      kc.data(), vc.data(), nullptr,  nullptr, sum.data()};
+      // What is already cached: 5, 0 and 37 positions.
+      PrefillRows before =
+          prefillRows(s, table, maxPages, {{0, 5}, {0, 0}, {0, 37}}, rng);
+      for (int64_t r = 0; r < before.rows(); ++r)
+        ASSERT_TRUE(
+            (*program)->append(rowsArgs(base, before, r, 1, kvDim)).ok());
+      // The prefill: 70 rows from 5, one row at 0, 40 rows from 37.
+      PrefillRows rows =
+          prefillRows(s, table, maxPages, {{5, 70}, {0, 1}, {37, 40}}, rng);
+      std::vector<uint8_t> kOne = kc, vOne = vc;
+      std::vector<float> sumOne = sum;
+      for (int64_t r = 0; r < rows.rows(); ++r)
+        ASSERT_TRUE((*program)->append(rowsArgs(base, rows, r, 1, kvDim)).ok());
+      AppendArgs all = rowsArgs(base, rows, 0, rows.rows(), kvDim);
+      all.kCache = kOne.data();
+      all.vCache = vOne.data();
+      all.summaries = sumOne.data();
+      ASSERT_TRUE((*program)->append(all).ok());
+      EXPECT_EQ(kOne, kc) << kvTypeName(t);
+      EXPECT_EQ(vOne, vc) << kvTypeName(t);
+      EXPECT_EQ(0, std::memcmp(sumOne.data(), sum.data(), sum.size() * 4))
+          << kvTypeName(t) << ", " << bits << "-bit sketches";
+      // Rows of one page out of position order.
+      std::swap(rows.positions[3], rows.positions[4]);
+      Status st = (*program)->append(all);
+      EXPECT_EQ(st.message(),
+                "append: rows 2 and 3 land in page " +
+                    std::to_string(table[0]) +
+                    " at positions 7 and 9; a page's rows must be in "
+                    "position order");
+      std::swap(rows.positions[3], rows.positions[4]);
+      // A page revisited after another page's row.
+      PrefillRows twice =
+          prefillRows(s, table, maxPages, {{0, 2}, {0, 1}}, rng);
+      twice.positions.push_back(2);
+      twice.table.insert(twice.table.end(), table.begin(),
+                         table.begin() + maxPages);
+      twice.kNew.resize(4 * kvDim, 1.0f);
+      twice.vNew.resize(4 * kvDim, 1.0f);
+      st = (*program)->append(rowsArgs(base, twice, 0, 4, kvDim));
+      EXPECT_EQ(st.message(), "append: row 3 lands in page " +
+                                  std::to_string(table[0]) +
+                                  " after other rows; a page's rows must be "
+                                  "consecutive");
+    }
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 #define CONDENSATE_TEST_ASAN 1
 #elif defined(__has_feature)

@@ -344,6 +344,80 @@ TEST(GPUAppend, MatchesCPUAppend) {
   }
 }
 
+/// A prefill's rows in one GPU append (one block a page's run, in position
+/// order) write the same bits as the CPU appending one row a call: runs
+/// that start mid-page, fill pages (key sketches) and end mid-page, in
+/// several sequences at once.
+TEST(GPUAppend, PrefillRunsInOneCall) {
+  REQUIRE_GPU();
+  std::mt19937 rng(std::random_device{}());
+  for (int64_t bits : {0, 4, 8})
+    for (KVType t : {KVType::F32, KVType::BF16}) {
+      ModelShape shape{1, 8, 2, 128, 16, t, 0.0f};
+      shape.sketchBits = bits;
+      Schedule schedule = Schedule::uniform(1, Policy::makeDense());
+      auto cpu = CPUProgram::compile(shape, schedule);
+      ASSERT_TRUE(cpu.ok()) << cpu.message();
+      GPUCompileOptions options;
+      options.cacheDir = "";
+      auto lib = getGPULibrary(shape, schedule, options);
+      ASSERT_TRUE(lib.ok()) << lib.message();
+      auto gpu = GPUProgram::load(*lib);
+      ASSERT_TRUE(gpu.ok()) << gpu.message();
+      auto stream = cuda::Stream::create();
+      ASSERT_TRUE(stream.ok());
+      const ModelShape &s = (*cpu)->shape();
+      const int64_t maxPages = 12, numPages = 4 * maxPages, kvDim = 2 * 128;
+      std::vector<int32_t> table(4 * maxPages);
+      std::iota(table.begin(), table.end(), 0);
+      std::shuffle(table.begin(), table.end(), rng);
+      std::vector<uint8_t> kc(numPages * kvDim * 16 * kvTypeBytes(t), 0xff);
+      std::vector<uint8_t> vc = kc;
+      std::vector<float> sum(
+          condensate::abi::summaryElements(numPages, modelDims(s)), NAN);
+      AppendArgs base{0,         maxPages,  numPages, nullptr, nullptr,
+                      kc.data(), vc.data(), nullptr,  nullptr, sum.data()};
+      PrefillRows before = prefillRows(s, table, maxPages,
+                                       {{0, 3}, {0, 0}, {0, 40}, {0, 16}}, rng);
+      for (int64_t r = 0; r < before.rows(); ++r)
+        ASSERT_TRUE((*cpu)->append(rowsArgs(base, before, r, 1, kvDim)).ok());
+      std::vector<uint8_t> gk = kc, gv = vc;
+      std::vector<float> gsum = sum;
+      PrefillRows rows = prefillRows(
+          s, table, maxPages, {{3, 150}, {0, 1}, {40, 9}, {16, 32}}, rng);
+      for (int64_t r = 0; r < rows.rows(); ++r)
+        ASSERT_TRUE((*cpu)->append(rowsArgs(base, rows, r, 1, kvDim)).ok());
+      Mirror dk, dv, ds, dpt, dpos, dkn, dvn;
+      ASSERT_TRUE(dk.upload(gk.data(), gk.size()).ok());
+      ASSERT_TRUE(dv.upload(gv.data(), gv.size()).ok());
+      ASSERT_TRUE(ds.upload(gsum.data(), gsum.size() * 4).ok());
+      ASSERT_TRUE(dpt.upload(rows.table.data(), rows.table.size() * 4).ok());
+      ASSERT_TRUE(
+          dpos.upload(rows.positions.data(), rows.positions.size() * 4).ok());
+      ASSERT_TRUE(dkn.upload(rows.kNew.data(), rows.kNew.size() * 4).ok());
+      ASSERT_TRUE(dvn.upload(rows.vNew.data(), rows.vNew.size() * 4).ok());
+      AppendArgs d = rowsArgs(base, rows, 0, rows.rows(), kvDim);
+      d.kNew = static_cast<const float *>(dkn.device(rows.kNew.data()));
+      d.vNew = static_cast<const float *>(dvn.device(rows.vNew.data()));
+      d.kCache = const_cast<void *>(dk.device(gk.data()));
+      d.vCache = const_cast<void *>(dv.device(gv.data()));
+      d.pageTable = static_cast<const int32_t *>(dpt.device(rows.table.data()));
+      d.positions =
+          static_cast<const int32_t *>(dpos.device(rows.positions.data()));
+      d.summaries = const_cast<float *>(
+          static_cast<const float *>(ds.device(gsum.data())));
+      ASSERT_TRUE((*gpu)->append(d, *stream).ok());
+      ASSERT_TRUE(stream->synchronize().ok());
+      ASSERT_TRUE(dk.download(gk.data(), gk.size()).ok());
+      ASSERT_TRUE(dv.download(gv.data(), gv.size()).ok());
+      ASSERT_TRUE(ds.download(gsum.data(), gsum.size() * 4).ok());
+      EXPECT_EQ(gk, kc) << kvTypeName(t);
+      EXPECT_EQ(gv, vc) << kvTypeName(t);
+      EXPECT_EQ(0, std::memcmp(gsum.data(), sum.data(), sum.size() * 4))
+          << kvTypeName(t) << ", " << bits << "-bit sketches";
+    }
+}
+
 /// The GPU computes the same certificate as the CPU: on the same caches,
 /// the same extra-unit and fallback decisions and the same eps_hat (up to
 /// float rounding of the two softmax sums).

@@ -159,13 +159,18 @@ def Condensate_DecodeAttentionOp : Condensate_Op<"decode_attention",
 
 def Condensate_AppendKVOp : Condensate_Op<"append_kv",
     [AllTypesMatch<["k_cache", "v_cache"]>]> {
-  let summary = "Writes one token per sequence into the paged KV cache";
+  let summary = "Writes rows of keys and values into the paged KV cache";
   let description = [{
     Stores k_new[b] and v_new[b] (memref<B x Hkv x D x f32>, converted to
-    the cache type) at position positions[b] of sequence b, and updates that
-    page's summaries: key min/max/sum and value min/max per channel, taken
-    over the values as stored (after conversion). The first token of a page
-    resets its summaries. O(Hkv * D) work per sequence. With `sketch_bits`
+    the cache type) at position positions[b] of the sequence whose page
+    table is row b, and updates that page's summaries: key min/max/sum and
+    value min/max per channel, taken over the values as stored (after
+    conversion). The first token of a page resets its summaries. Rows are
+    appended in order: a row is one decoding sequence's new token, or one
+    of a prefill's tokens, and rows that land in one page must be
+    consecutive, in position order (a decode batch's one row per sequence
+    is; so is a prefill's run of positions); the GPU gives each such run
+    to one block. O(Hkv * D) work per row. With `sketch_bits`
     (2, 4 or 8) the summaries carry key sketches (AttentionABI.h): the token
     that fills a page also quantises the page's keys against its final key
     box, O(P * Hkv * D) work once per page.

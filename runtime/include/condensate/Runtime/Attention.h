@@ -56,8 +56,11 @@ struct AttentionArgs {
   }
 };
 
-/// Buffers of one append: kNew/vNew [B, Hkv, D] f32 written at positions[b]
-/// of sequence b, page summaries updated.
+/// Buffers of one append: kNew/vNew [B, Hkv, D] f32 row b written at
+/// positions[b] of the sequence whose page table is row b, page summaries
+/// updated. Rows that land in one page must be consecutive, in position
+/// order (append_kv's contract; one decoding row per sequence, or a
+/// prefill's run of positions, is; the CPU refuses other orders).
 struct AppendArgs {
   int64_t batch = 0;
   int64_t maxPages = 0;
