@@ -86,6 +86,7 @@ void mlir::condensate::buildCondensateToPTXPipeline(
   toGPU.chip = options.chip;
   toGPU.tensorCores = options.tensorCores;
   toGPU.attendWarps = options.attendWarps;
+  toGPU.sketchOccupancy = options.sketchOccupancy;
   pm.addPass(createConvertCondensateToGPU(toGPU));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

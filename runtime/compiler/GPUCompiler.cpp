@@ -109,6 +109,7 @@ compileModule(mlir::MLIRContext *ctx, mlir::OwningOpRef<mlir::ModuleOp> module,
   options.splits = tuning.sparseSplits;
   options.denseSplits = tuning.denseSplits;
   options.attendWarps = tuning.attendWarps;
+  options.sketchOccupancy = tuning.sketchOccupancy;
   mc::buildCondensateToPTXPipeline(back, options);
   if (mlir::failed(back.run(*module)))
     return diags.error(bufferName + ": lowering to PTX for " + chip +

@@ -457,6 +457,11 @@ std::vector<Knob> searchSpace() {
       {"splits",
        {0, 1, 2, 4, 8, 16},
        [](GPUTuning &t, int64_t v) { t.sparseSplits = v; }},
+      // Models without key sketches compile the same PTX for every value
+      // and are not timed again.
+      {"sketch-occupancy",
+       {0, 16, 24},
+       [](GPUTuning &t, int64_t v) { t.sketchOccupancy = v; }},
   };
 }
 

@@ -29,21 +29,26 @@ Status GPUTuning::validate() const {
       inRange("dense_splits", denseSplits, limits::kMaxSplits));
   CONDENSATE_RETURN_IF_ERROR(
       inRange("splits", sparseSplits, limits::kMaxSplits));
-  return inRange("attend_warps", attendWarps, limits::kMaxAttendWarps);
+  CONDENSATE_RETURN_IF_ERROR(
+      inRange("attend_warps", attendWarps, limits::kMaxAttendWarps));
+  return inRange("sketch_occupancy", sketchOccupancy,
+                 limits::kMaxSketchOccupancy);
 }
 
 std::string GPUTuning::options() const {
   return std::string("tensor-cores=") + (tensorCores ? "1" : "0") +
          " dense-splits=" + std::to_string(denseSplits) +
          " splits=" + std::to_string(sparseSplits) +
-         " attend-warps=" + std::to_string(attendWarps);
+         " attend-warps=" + std::to_string(attendWarps) +
+         " sketch-occupancy=" + std::to_string(sketchOccupancy);
 }
 
 std::string GPUTuning::toJSON() const {
   json j = {{"tensor_cores", tensorCores},
             {"dense_splits", denseSplits},
             {"splits", sparseSplits},
-            {"attend_warps", attendWarps}};
+            {"attend_warps", attendWarps},
+            {"sketch_occupancy", sketchOccupancy}};
   return j.dump();
 }
 
@@ -64,10 +69,11 @@ Result<GPUTuning> GPUTuning::fromJSON(const std::string &text,
       t.tensorCores = it->get<bool>();
       continue;
     }
-    int64_t *field = key == "dense_splits"   ? &t.denseSplits
-                     : key == "splits"       ? &t.sparseSplits
-                     : key == "attend_warps" ? &t.attendWarps
-                                             : nullptr;
+    int64_t *field = key == "dense_splits"       ? &t.denseSplits
+                     : key == "splits"           ? &t.sparseSplits
+                     : key == "attend_warps"     ? &t.attendWarps
+                     : key == "sketch_occupancy" ? &t.sketchOccupancy
+                                                 : nullptr;
     if (!field)
       return Status::error(what + ": unknown key '" + key + "'");
     if (!it->is_number_integer())

@@ -10,6 +10,24 @@
 // RUN: condensate-opt --condensate-to-ptx="tensor-cores=0" %s > %t.nomma.mlir
 // RUN: sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' %t.nomma.mlir > %t.nomma.ptx
 // RUN: FileCheck %s --check-prefix=NOMMA --input-file=%t.nomma.ptx
+// The sketch-occupancy knob (docs/TUNING.md) sets the scoring kernels'
+// launch bounds, on tensor cores and on CUDA cores: 24 resident warps are
+// 3 blocks of 256 threads; out of range is refused.
+// RUN: condensate-opt --condensate-to-ptx="sketch-occupancy=24" %s > %t.occ.mlir
+// RUN: sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' %t.occ.mlir > %t.occ.ptx
+// RUN: FileCheck %s --check-prefix=OCC --input-file=%t.occ.ptx
+// RUN: condensate-opt --condensate-to-ptx="sketch-occupancy=24 tensor-cores=0" %s > %t.occ.nomma.mlir
+// RUN: sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' %t.occ.nomma.mlir > %t.occ.nomma.ptx
+// RUN: FileCheck %s --check-prefix=OCCNOMMA --input-file=%t.occ.nomma.ptx
+// RUN: not condensate-opt --condensate-to-ptx="sketch-occupancy=65" %s 2>&1 | FileCheck %s --check-prefix=BADOCC
+// OCC-LABEL: .visible .entry qwen_layer0_score_sketch(
+// OCC: .maxntid 256, 1, 1
+// OCC: .minnctapersm 3
+// OCCNOMMA-LABEL: .visible .entry qwen_layer0_score_sketch(
+// OCCNOMMA: .maxntid 256, 1, 1
+// OCCNOMMA: .minnctapersm 3
+// OCCNOMMA-NOT: mma.sync
+// BADOCC: error: sketch-occupancy must be in [0, 64], got 65
 
 condensate.model @qwen layers = 1, q_heads = 14, kv_heads = 2, head_dim = 64,
     page_size = 64, kv_type = bf16,

@@ -75,6 +75,18 @@ struct ConvertCondensateToGPUPass
                        b.getI64IntegerAttr(attendWarps));
     else
       kernels->removeAttr(kernel::kAttendWarpsAttr);
+    if (sketchOccupancy < 0 ||
+        sketchOccupancy > ::condensate::limits::kMaxSketchOccupancy) {
+      module.emitError() << "sketch-occupancy must be in [0, "
+                         << ::condensate::limits::kMaxSketchOccupancy
+                         << "], got " << static_cast<int64_t>(sketchOccupancy);
+      return signalPassFailure();
+    }
+    if (sketchOccupancy > 0)
+      kernels->setAttr(kernel::kSketchOccupancyAttr,
+                       b.getI64IntegerAttr(sketchOccupancy));
+    else
+      kernels->removeAttr(kernel::kSketchOccupancyAttr);
     RewritePatternSet patterns(&getContext());
     populateCondensateToGPUPatterns(patterns, kernels);
     FrozenRewritePatternSet frozen(std::move(patterns));

@@ -82,6 +82,13 @@ int64_t KernelBuilder::attendWarps() const {
   return 0;
 }
 
+int64_t KernelBuilder::sketchOccupancy() const {
+  gpu::GPUModuleOp module = kernels;
+  if (auto a = module->getAttrOfType<IntegerAttr>(kSketchOccupancyAttr))
+    return a.getInt();
+  return 0;
+}
+
 Value mlir::condensate::kernel::dynamicSharedArray(Emitter &e, int64_t count,
                                                    Type elt) {
   MLIRContext *ctx = e.builder().getContext();

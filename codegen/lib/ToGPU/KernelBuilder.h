@@ -68,6 +68,11 @@ constexpr const char *kTensorCoresAttr = "condensate.tensor_cores";
 /// block) to the attention lowerings; absent: their own choice.
 constexpr const char *kAttendWarpsAttr = "condensate.attend_warps";
 
+/// The gpu.module attribute (i64) through which convert-condensate-to-gpu
+/// passes its sketch-occupancy option (resident warps per SM of the
+/// key-sketch scoring kernels); absent: their own choice.
+constexpr const char *kSketchOccupancyAttr = "condensate.sketch_occupancy";
+
 /// The gpu.module attribute through which convert-condensate-to-gpu tells
 /// the stage lowerings sharedBytesOptin of its chip.
 constexpr const char *kSharedOptinAttr = "condensate.shared_bytes_optin";
@@ -238,6 +243,9 @@ public:
   /// Warps or lane groups per attention block requested through
   /// kAttendWarpsAttr; 0 when the lowering chooses.
   int64_t attendWarps() const;
+  /// The sketch-occupancy option: resident warps per SM (0: the
+  /// lowering's own rule).
+  int64_t sketchOccupancy() const;
 
   /// Creates kernel `name` taking `operands`' types; `body` receives the
   /// kernel arguments and an emitter at the kernel entry.

@@ -247,6 +247,17 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
 /// reports/gpu/session22). Pages of 16 or 32 (one or two tiles for the
 /// same B) were not measured and stay on CUDA cores; the kernel takes up
 /// to 4 tiles (their accumulators in registers).
+/// Resident blocks per SM of a key-sketch scoring kernel of `threads`
+/// threads: the sketch-occupancy option's warps (at least one block), or
+/// `fallback` when it is 0.
+int64_t sketchBlocks(const KernelBuilder &kb, int64_t threads,
+                     int64_t fallback) {
+  int64_t warps = kb.sketchOccupancy();
+  if (warps == 0)
+    return fallback;
+  return std::max<int64_t>(1, warps * 32 / threads);
+}
+
 bool sketchOnTensorCores(const KernelBuilder &kb, int64_t bits, int64_t p,
                          int64_t d, int64_t G) {
   return kb.tensorCores() && bits <= 4 && p == 64 && (d == 64 || d == 128) &&
@@ -696,7 +707,9 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
               });
             });
       });
-  KernelBuilder::launchBounds(fn, threads, 4);
+  // 32 resident warps (64 registers a thread) unless sketch-occupancy says.
+  KernelBuilder::launchBounds(fn, threads,
+                              sketchBlocks(kb, threads, 1024 / threads));
   launchTokens(b, loc, fn, op.getQ(), op.getScores(), hkv, p * kWarps, threads,
                operands);
 }
@@ -1049,10 +1062,12 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
         });
       });
   // Half the SM's threads resident (64 registers a thread) where the
-  // accumulators and one chunk's words and a_c leave room.
-  if (tpl * Gh + 2 * chunk + Gh * vec <= 48)
-    KernelBuilder::launchBounds(fn, threads,
-                                std::max<int64_t>(1, 1024 / threads));
+  // accumulators and one chunk's words and a_c leave room, unless
+  // sketch-occupancy says.
+  if (kb.sketchOccupancy() > 0 || tpl * Gh + 2 * chunk + Gh * vec <= 48)
+    KernelBuilder::launchBounds(
+        fn, threads,
+        sketchBlocks(kb, threads, std::max<int64_t>(1, 1024 / threads)));
   launchTokens(b, loc, fn, op.getQ(), op.getScores(), hkv, p * pages, threads,
                operands);
 }

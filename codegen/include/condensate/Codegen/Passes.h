@@ -77,6 +77,11 @@ struct PTXPipelineOptions : public PassPipelineOptions<PTXPipelineOptions> {
       *this, "attend-warps",
       llvm::cl::desc("Warps or lane groups per attention block (0: auto)"),
       llvm::cl::init(0)};
+  Option<int64_t> sketchOccupancy{
+      *this, "sketch-occupancy",
+      llvm::cl::desc("Resident warps per SM of the key-sketch scoring "
+                     "kernels (0: auto)"),
+      llvm::cl::init(0)};
 };
 
 /// condensate-to-ptx: schedule expansion, specialisation for the chip,

@@ -134,7 +134,13 @@ def ConvertCondensateToGPU
            "Warps (tensor-core body) or lane groups (CUDA-core body) per "
            "attention block; 0: as many as 128 threads and the combine's "
            "shared memory allow. A request the shared memory cannot hold "
-           "is cut to what it can">
+           "is cut to what it can">,
+    Option<"sketchOccupancy", "sketch-occupancy", "int64_t",
+           /*default=*/"0",
+           "Resident warps per SM the key-sketch scoring kernels are built "
+           "for (launch bounds: ptxas keeps each thread within 65536 / (32 "
+           "N) registers, spilling if it must); 0: the lowering's rule (32 "
+           "warps where the kernel's live values fit in 64 registers)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -40,6 +40,9 @@ constexpr int64_t kMaxHeadDim = 512;
 constexpr int64_t kMaxSplits = 4096;
 /// Warps (or lane groups) per attention block a kernel may be built with.
 constexpr int64_t kMaxAttendWarps = 32;
+/// Resident warps per SM the key-sketch scoring kernels may ask ptxas for
+/// (sketch-occupancy; 64 warps, 2,048 threads, is an SM's most).
+constexpr int64_t kMaxSketchOccupancy = 64;
 
 /// Nesting of brackets in a JSON document or an MLIR policy, schedule or
 /// model text (arrays, objects, attributes, regions).

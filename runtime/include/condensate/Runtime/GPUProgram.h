@@ -34,21 +34,24 @@ struct GPUTuning {
   int64_t denseSplits = 0;  ///< dense-splits: dense splits per sequence
   int64_t sparseSplits = 0; ///< splits: sparse-attention splits
   int64_t attendWarps = 0;  ///< attend-warps: warps per attention block
+  int64_t sketchOccupancy = 0; ///< sketch-occupancy: sketch kernels' warps/SM
 
   /// Checks each knob against docs/LIMITS.md.
   Status validate() const;
   /// The knobs as condensate-to-ptx options:
-  /// "tensor-cores=1 dense-splits=0 splits=0 attend-warps=0".
+  /// "tensor-cores=1 dense-splits=0 splits=0 attend-warps=0
+  /// sketch-occupancy=0".
   std::string options() const;
   /// {"tensor_cores": true, "dense_splits": 0, "splits": 0,
-  ///  "attend_warps": 0}
+  ///  "attend_warps": 0, "sketch_occupancy": 0}
   std::string toJSON() const;
   /// Reads toJSON()'s form (every key optional, no others), validated.
   static Result<GPUTuning> fromJSON(const std::string &json,
                                     const std::string &what = "tuning");
   bool operator==(const GPUTuning &o) const {
     return tensorCores == o.tensorCores && denseSplits == o.denseSplits &&
-           sparseSplits == o.sparseSplits && attendWarps == o.attendWarps;
+           sparseSplits == o.sparseSplits && attendWarps == o.attendWarps &&
+           sketchOccupancy == o.sketchOccupancy;
   }
   bool operator!=(const GPUTuning &o) const { return !(*this == o); }
 };
