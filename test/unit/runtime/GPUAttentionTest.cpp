@@ -272,76 +272,128 @@ TEST(GPUAttentionTokenTopK, PrefilterCaches) {
   checkTokenTopK({14}, {{300, 9000, 17000}});
 }
 
+/// The CPU and GPU appends of one cache shape (a dense one-layer model:
+/// the append is the same function whatever the policy) over caches of
+/// `numPages` pages that start poisoned; start() copies the CPU's caches to
+/// the device, expectSame() compares the device's with the CPU's, bit for
+/// bit.
+struct AppendPair {
+  std::shared_ptr<const CPUProgram> cpu;
+  std::unique_ptr<GPUProgram> gpu;
+  cuda::Stream stream;
+  std::vector<uint8_t> kc, vc, gk, gv;
+  std::vector<float> sum, gsum;
+  Mirror dk, dv, ds, dkn, dvn, dpt, dpos;
+  int64_t numPages = 0;
+
+  Status create(const ModelShape &shape, int64_t pages) {
+    numPages = pages;
+    Schedule schedule = Schedule::uniform(1, Policy::makeDense());
+    auto c = CPUProgram::compile(shape, schedule);
+    if (!c.ok())
+      return c.status();
+    cpu = *c;
+    GPUCompileOptions options;
+    options.cacheDir = "";
+    auto lib = getGPULibrary(shape, schedule, options);
+    if (!lib.ok())
+      return lib.status();
+    auto g = GPUProgram::load(*lib);
+    if (!g.ok())
+      return g.status();
+    gpu = g.take();
+    auto st = cuda::Stream::create();
+    if (!st.ok())
+      return st.status();
+    stream = st.take();
+    const ModelShape &s = cpu->shape();
+    kc.assign(numPages * s.kvHeads * s.pageSize * s.headDim *
+                  kvTypeBytes(s.kvType),
+              0xff);
+    vc = kc;
+    sum.assign(condensate::abi::summaryElements(numPages, modelDims(s)), NAN);
+    return Status::success();
+  }
+  /// The host arguments of an append into the CPU's caches.
+  AppendArgs cpuArgs(int64_t maxPages) {
+    return AppendArgs{0,         maxPages,  numPages, nullptr, nullptr,
+                      kc.data(), vc.data(), nullptr,  nullptr, sum.data()};
+  }
+  Status start() {
+    gk = kc;
+    gv = vc;
+    gsum = sum;
+    CONDENSATE_RETURN_IF_ERROR(dk.upload(gk.data(), gk.size()));
+    CONDENSATE_RETURN_IF_ERROR(dv.upload(gv.data(), gv.size()));
+    return ds.upload(gsum.data(), gsum.size() * 4);
+  }
+  /// The rows of `a` (host buffers) appended on the device's caches.
+  Status gpuAppend(const AppendArgs &a) {
+    const ModelShape &s = cpu->shape();
+    size_t rowBytes = a.batch * s.kvHeads * s.headDim * 4;
+    CONDENSATE_RETURN_IF_ERROR(dkn.upload(a.kNew, rowBytes));
+    CONDENSATE_RETURN_IF_ERROR(dvn.upload(a.vNew, rowBytes));
+    CONDENSATE_RETURN_IF_ERROR(
+        dpt.upload(a.pageTable, a.batch * a.maxPages * 4));
+    CONDENSATE_RETURN_IF_ERROR(dpos.upload(a.positions, a.batch * 4));
+    AppendArgs d = a;
+    d.kNew = static_cast<const float *>(dkn.device(a.kNew));
+    d.vNew = static_cast<const float *>(dvn.device(a.vNew));
+    d.kCache = const_cast<void *>(dk.device(gk.data()));
+    d.vCache = const_cast<void *>(dv.device(gv.data()));
+    d.pageTable = static_cast<const int32_t *>(dpt.device(a.pageTable));
+    d.positions = static_cast<const int32_t *>(dpos.device(a.positions));
+    d.summaries =
+        const_cast<float *>(static_cast<const float *>(ds.device(gsum.data())));
+    CONDENSATE_RETURN_IF_ERROR(gpu->append(d, stream));
+    return stream.synchronize();
+  }
+  void expectSame(const std::string &what) {
+    ASSERT_TRUE(dk.download(gk.data(), gk.size()).ok());
+    ASSERT_TRUE(dv.download(gv.data(), gv.size()).ok());
+    ASSERT_TRUE(ds.download(gsum.data(), gsum.size() * 4).ok());
+    EXPECT_EQ(gk, kc) << what;
+    EXPECT_EQ(gv, vc) << what;
+    EXPECT_EQ(0, std::memcmp(gsum.data(), sum.data(), sum.size() * 4)) << what;
+  }
+};
+
 /// The GPU append writes the same bits as the CPU append, key sketches
 /// (none, 2, 4 and 8 bits) included.
 TEST(GPUAppend, MatchesCPUAppend) {
   REQUIRE_GPU();
   for (int64_t bits : {0, 2, 4, 8})
-  for (KVType t : {KVType::F32, KVType::F16, KVType::BF16}) {
-    ModelShape shape{1, 8, 2, 128, 16, t, 0.0f};
-    shape.sketchBits = bits;
-    Schedule schedule = Schedule::uniform(1, Policy::makeDense());
-    auto cpu = CPUProgram::compile(shape, schedule);
-    ASSERT_TRUE(cpu.ok()) << cpu.message();
-    GPUCompileOptions options;
-    options.cacheDir = "";
-    auto lib = getGPULibrary(shape, schedule, options);
-    ASSERT_TRUE(lib.ok()) << lib.message();
-    auto gpu = GPUProgram::load(*lib);
-    ASSERT_TRUE(gpu.ok()) << gpu.message();
-    auto stream = cuda::Stream::create();
-    ASSERT_TRUE(stream.ok());
-    std::mt19937 rng(std::random_device{}());
-    int64_t batch = 5, maxPages = 8, numPages = batch * maxPages;
-    size_t kvElems = numPages * 2 * 16 * 128;
-    int bytes = kvTypeBytes(t);
-    std::vector<uint8_t> kc(kvElems * bytes, 0xff), vc = kc;
-    std::vector<float> sum(
-        condensate::abi::summaryElements(numPages, modelDims(shape)), NAN);
-    std::vector<int32_t> pt(batch * maxPages);
-    for (size_t i = 0; i < pt.size(); ++i)
-      pt[i] = static_cast<int32_t>((i * 7) % numPages);
-    std::vector<uint8_t> gk = kc, gv = vc;
-    std::vector<float> gsum = sum;
-    Mirror dk, dv, ds, dpt, dpos, dkn, dvn;
-    ASSERT_TRUE(dk.upload(gk.data(), gk.size()).ok());
-    ASSERT_TRUE(dv.upload(gv.data(), gv.size()).ok());
-    ASSERT_TRUE(ds.upload(gsum.data(), gsum.size() * 4).ok());
-    ASSERT_TRUE(dpt.upload(pt.data(), pt.size() * 4).ok());
-    for (int32_t pos = 0; pos < 100; ++pos) {
-      std::vector<float> kn(batch * 2 * 128), vn(kn.size());
-      for (float &x : kn)
-        x = std::normal_distribution<float>()(rng);
-      for (float &x : vn)
-        x = std::normal_distribution<float>()(rng);
-      std::vector<int32_t> positions(batch, pos);
-      AppendArgs a{batch, maxPages, numPages, kn.data(), vn.data(),
-                   kc.data(), vc.data(), pt.data(), positions.data(),
-                   sum.data()};
-      ASSERT_TRUE((*cpu)->append(a).ok());
-      ASSERT_TRUE(dkn.upload(kn.data(), kn.size() * 4).ok());
-      ASSERT_TRUE(dvn.upload(vn.data(), vn.size() * 4).ok());
-      ASSERT_TRUE(dpos.upload(positions.data(), batch * 4).ok());
-      AppendArgs d = a;
-      d.kNew = static_cast<const float *>(dkn.device(kn.data()));
-      d.vNew = static_cast<const float *>(dvn.device(vn.data()));
-      d.kCache = const_cast<void *>(dk.device(gk.data()));
-      d.vCache = const_cast<void *>(dv.device(gv.data()));
-      d.pageTable = static_cast<const int32_t *>(dpt.device(pt.data()));
-      d.positions = static_cast<const int32_t *>(dpos.device(positions.data()));
-      d.summaries = const_cast<float *>(
-          static_cast<const float *>(ds.device(gsum.data())));
-      ASSERT_TRUE((*gpu)->append(d, *stream).ok());
-      ASSERT_TRUE(stream->synchronize().ok());
+    for (KVType t : {KVType::F32, KVType::F16, KVType::BF16}) {
+      ModelShape shape{1, 8, 2, 128, 16, t, 0.0f};
+      shape.sketchBits = bits;
+      int64_t batch = 5, maxPages = 8, numPages = batch * maxPages;
+      AppendPair pair;
+      Status made = pair.create(shape, numPages);
+      ASSERT_TRUE(made.ok()) << made.message();
+      ASSERT_TRUE(pair.start().ok());
+      std::mt19937 rng(std::random_device{}());
+      std::vector<int32_t> pt(batch * maxPages);
+      for (size_t i = 0; i < pt.size(); ++i)
+        pt[i] = static_cast<int32_t>((i * 7) % numPages);
+      for (int32_t pos = 0; pos < 100; ++pos) {
+        std::vector<float> kn(batch * 2 * 128), vn(kn.size());
+        for (float &x : kn)
+          x = std::normal_distribution<float>()(rng);
+        for (float &x : vn)
+          x = std::normal_distribution<float>()(rng);
+        std::vector<int32_t> positions(batch, pos);
+        AppendArgs a = pair.cpuArgs(maxPages);
+        a.batch = batch;
+        a.kNew = kn.data();
+        a.vNew = vn.data();
+        a.pageTable = pt.data();
+        a.positions = positions.data();
+        ASSERT_TRUE(pair.cpu->append(a).ok());
+        ASSERT_TRUE(pair.gpuAppend(a).ok());
+      }
+      pair.expectSame(std::string(kvTypeName(t)) + ", " + std::to_string(bits) +
+                      "-bit sketches");
     }
-    ASSERT_TRUE(dk.download(gk.data(), gk.size()).ok());
-    ASSERT_TRUE(dv.download(gv.data(), gv.size()).ok());
-    ASSERT_TRUE(ds.download(gsum.data(), gsum.size() * 4).ok());
-    EXPECT_EQ(gk, kc) << kvTypeName(t);
-    EXPECT_EQ(gv, vc) << kvTypeName(t);
-    EXPECT_EQ(0, std::memcmp(gsum.data(), sum.data(), sum.size() * 4))
-        << kvTypeName(t) << ", " << bits << "-bit sketches";
-  }
 }
 
 /// A prefill's rows in one GPU append (one block a page's run, in position
@@ -355,66 +407,28 @@ TEST(GPUAppend, PrefillRunsInOneCall) {
     for (KVType t : {KVType::F32, KVType::BF16}) {
       ModelShape shape{1, 8, 2, 128, 16, t, 0.0f};
       shape.sketchBits = bits;
-      Schedule schedule = Schedule::uniform(1, Policy::makeDense());
-      auto cpu = CPUProgram::compile(shape, schedule);
-      ASSERT_TRUE(cpu.ok()) << cpu.message();
-      GPUCompileOptions options;
-      options.cacheDir = "";
-      auto lib = getGPULibrary(shape, schedule, options);
-      ASSERT_TRUE(lib.ok()) << lib.message();
-      auto gpu = GPUProgram::load(*lib);
-      ASSERT_TRUE(gpu.ok()) << gpu.message();
-      auto stream = cuda::Stream::create();
-      ASSERT_TRUE(stream.ok());
-      const ModelShape &s = (*cpu)->shape();
       const int64_t maxPages = 12, numPages = 4 * maxPages, kvDim = 2 * 128;
+      AppendPair pair;
+      Status made = pair.create(shape, numPages);
+      ASSERT_TRUE(made.ok()) << made.message();
+      const ModelShape &s = pair.cpu->shape();
       std::vector<int32_t> table(4 * maxPages);
       std::iota(table.begin(), table.end(), 0);
       std::shuffle(table.begin(), table.end(), rng);
-      std::vector<uint8_t> kc(numPages * kvDim * 16 * kvTypeBytes(t), 0xff);
-      std::vector<uint8_t> vc = kc;
-      std::vector<float> sum(
-          condensate::abi::summaryElements(numPages, modelDims(s)), NAN);
-      AppendArgs base{0,         maxPages,  numPages, nullptr, nullptr,
-                      kc.data(), vc.data(), nullptr,  nullptr, sum.data()};
+      AppendArgs base = pair.cpuArgs(maxPages);
       PrefillRows before = prefillRows(s, table, maxPages,
                                        {{0, 3}, {0, 0}, {0, 40}, {0, 16}}, rng);
       for (int64_t r = 0; r < before.rows(); ++r)
-        ASSERT_TRUE((*cpu)->append(rowsArgs(base, before, r, 1, kvDim)).ok());
-      std::vector<uint8_t> gk = kc, gv = vc;
-      std::vector<float> gsum = sum;
+        ASSERT_TRUE(pair.cpu->append(rowsArgs(base, before, r, 1, kvDim)).ok());
+      ASSERT_TRUE(pair.start().ok());
       PrefillRows rows = prefillRows(
           s, table, maxPages, {{3, 150}, {0, 1}, {40, 9}, {16, 32}}, rng);
       for (int64_t r = 0; r < rows.rows(); ++r)
-        ASSERT_TRUE((*cpu)->append(rowsArgs(base, rows, r, 1, kvDim)).ok());
-      Mirror dk, dv, ds, dpt, dpos, dkn, dvn;
-      ASSERT_TRUE(dk.upload(gk.data(), gk.size()).ok());
-      ASSERT_TRUE(dv.upload(gv.data(), gv.size()).ok());
-      ASSERT_TRUE(ds.upload(gsum.data(), gsum.size() * 4).ok());
-      ASSERT_TRUE(dpt.upload(rows.table.data(), rows.table.size() * 4).ok());
+        ASSERT_TRUE(pair.cpu->append(rowsArgs(base, rows, r, 1, kvDim)).ok());
       ASSERT_TRUE(
-          dpos.upload(rows.positions.data(), rows.positions.size() * 4).ok());
-      ASSERT_TRUE(dkn.upload(rows.kNew.data(), rows.kNew.size() * 4).ok());
-      ASSERT_TRUE(dvn.upload(rows.vNew.data(), rows.vNew.size() * 4).ok());
-      AppendArgs d = rowsArgs(base, rows, 0, rows.rows(), kvDim);
-      d.kNew = static_cast<const float *>(dkn.device(rows.kNew.data()));
-      d.vNew = static_cast<const float *>(dvn.device(rows.vNew.data()));
-      d.kCache = const_cast<void *>(dk.device(gk.data()));
-      d.vCache = const_cast<void *>(dv.device(gv.data()));
-      d.pageTable = static_cast<const int32_t *>(dpt.device(rows.table.data()));
-      d.positions =
-          static_cast<const int32_t *>(dpos.device(rows.positions.data()));
-      d.summaries = const_cast<float *>(
-          static_cast<const float *>(ds.device(gsum.data())));
-      ASSERT_TRUE((*gpu)->append(d, *stream).ok());
-      ASSERT_TRUE(stream->synchronize().ok());
-      ASSERT_TRUE(dk.download(gk.data(), gk.size()).ok());
-      ASSERT_TRUE(dv.download(gv.data(), gv.size()).ok());
-      ASSERT_TRUE(ds.download(gsum.data(), gsum.size() * 4).ok());
-      EXPECT_EQ(gk, kc) << kvTypeName(t);
-      EXPECT_EQ(gv, vc) << kvTypeName(t);
-      EXPECT_EQ(0, std::memcmp(gsum.data(), sum.data(), sum.size() * 4))
-          << kvTypeName(t) << ", " << bits << "-bit sketches";
+          pair.gpuAppend(rowsArgs(base, rows, 0, rows.rows(), kvDim)).ok());
+      pair.expectSame(std::string(kvTypeName(t)) + ", " + std::to_string(bits) +
+                      "-bit sketches");
     }
 }
 
