@@ -63,30 +63,28 @@ struct ConvertCondensateToGPUPass
       kernels->setAttr(kernel::kTensorCoresAttr, b.getUnitAttr());
     else
       kernels->removeAttr(kernel::kTensorCoresAttr);
-    if (attendWarps < 0 ||
-        attendWarps > ::condensate::limits::kMaxAttendWarps) {
-      module.emitError() << "attend-warps must be in [0, "
-                         << ::condensate::limits::kMaxAttendWarps << "], got "
-                         << static_cast<int64_t>(attendWarps);
+    // A count knob: refused out of [0, max]; 0 leaves the lowering's rule
+    // (no attribute), anything else is passed on as `attr`.
+    auto countKnob = [&](const char *name, int64_t value, int64_t max,
+                         StringRef attr) {
+      if (value < 0 || value > max) {
+        module.emitError() << name << " must be in [0, " << max << "], got "
+                           << value;
+        return false;
+      }
+      if (value > 0)
+        kernels->setAttr(attr, b.getI64IntegerAttr(value));
+      else
+        kernels->removeAttr(attr);
+      return true;
+    };
+    if (!countKnob("attend-warps", attendWarps,
+                   ::condensate::limits::kMaxAttendWarps,
+                   kernel::kAttendWarpsAttr) ||
+        !countKnob("sketch-occupancy", sketchOccupancy,
+                   ::condensate::limits::kMaxSketchOccupancy,
+                   kernel::kSketchOccupancyAttr))
       return signalPassFailure();
-    }
-    if (attendWarps > 0)
-      kernels->setAttr(kernel::kAttendWarpsAttr,
-                       b.getI64IntegerAttr(attendWarps));
-    else
-      kernels->removeAttr(kernel::kAttendWarpsAttr);
-    if (sketchOccupancy < 0 ||
-        sketchOccupancy > ::condensate::limits::kMaxSketchOccupancy) {
-      module.emitError() << "sketch-occupancy must be in [0, "
-                         << ::condensate::limits::kMaxSketchOccupancy
-                         << "], got " << static_cast<int64_t>(sketchOccupancy);
-      return signalPassFailure();
-    }
-    if (sketchOccupancy > 0)
-      kernels->setAttr(kernel::kSketchOccupancyAttr,
-                       b.getI64IntegerAttr(sketchOccupancy));
-    else
-      kernels->removeAttr(kernel::kSketchOccupancyAttr);
     RewritePatternSet patterns(&getContext());
     populateCondensateToGPUPatterns(patterns, kernels);
     FrozenRewritePatternSet frozen(std::move(patterns));
