@@ -1364,7 +1364,10 @@ TEST(Certificate, DISABLED_PagePruningOnRealKV) {
 //           token's quantisation residual, one more number per token),
 //   s8      the 8-bit sketch bound,
 // each with Z the base set's exact mass (as built) and with Z plus the
-// taken extras' lower bounds (+L). Rounding terms are left out: this
+// taken extras' lower bounds (+L); and, for the sketch bounds, "K first":
+// the extras' keys read in bound order, exact logits replacing their
+// bounds, and only the read tokens that matter attended (bytes counted as
+// half a position a key or value row). Rounding terms are left out: this
 // measures the bounds' shape, not the kernels.
 TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
   if (!fileExists(modelPath()))
@@ -1384,6 +1387,8 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
   const char *names[kBounds] = {"exact", "s4", "s4cs", "s8"};
   // [tau][bound][with L] mean fraction of n read; [tau] oracle fraction.
   double read[3][kBounds][2] = {}, oracle[3] = {}, groupOracle[3] = {};
+  // [tau][bound]: K first's bytes, key rows and value rows, in positions.
+  double kFirst[3][kBounds][3] = {};
   double heads = 0.0, groups = 0.0;
   for (int64_t l = 0; l < real->numLayers; ++l) {
     const auto *kc = static_cast<const float *>(d.cache(l).k);
@@ -1516,6 +1521,67 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
             const int64_t positions = std::min<int64_t>(n, anchor + window) + e;
             read[ti][b][withL] += G * double(positions) / double(n);
           }
+        // K first: the extras' keys are read in bound order (exact logits
+        // replace their bounds in U) until the unread tokens' bounds are
+        // at most a share f of tau; then the read tokens with the largest
+        // exact logits (the group's max) are attended (their values read,
+        // their mass moved from U to Z) until every head meets tau. A key
+        // or a value row is half a position's K+V bytes; the best f of
+        // 1/4, 1/2, 3/4 is kept.
+        if (b == kExact)
+          continue;
+        for (int ti = 0; ti < 3; ++ti) {
+          double best = INFINITY, bestK = 0.0, bestV = 0.0;
+          for (double f : {0.25, 0.5, 0.75}) {
+            std::vector<double> un(u), ex(G, 0.0), zz(z);
+            auto over = [&](double share) {
+              for (int64_t i = 0; i < G; ++i)
+                if (share == 1.0
+                        ? (un[i] + ex[i]) / (zz[i] + un[i] + ex[i]) > taus[ti]
+                        : un[i] / (zz[i] + un[i] + ex[i]) > share * taus[ti])
+                  return true;
+              return false;
+            };
+            int64_t e = nb;
+            std::vector<int64_t> readK;
+            while (over(f) && e < int64_t(order.size())) {
+              const int64_t t = order[size_t(e++)];
+              readK.push_back(t);
+              for (int64_t i = 0; i < G; ++i) {
+                un[i] = std::max(0.0, un[i] - std::exp(up[b][i][t] - m[i]));
+                ex[i] += std::exp(exact[i][t] - m[i]);
+              }
+            }
+            std::vector<double> best1(n, -INFINITY);
+            for (int64_t t : readK)
+              for (int64_t i = 0; i < G; ++i)
+                best1[t] = std::max(best1[t], exact[i][t]);
+            std::stable_sort(
+                readK.begin(), readK.end(),
+                [&](int64_t a, int64_t c) { return best1[a] > best1[c]; });
+            int64_t attended = 0;
+            while (over(1.0) && attended < int64_t(readK.size())) {
+              const int64_t t = readK[size_t(attended++)];
+              for (int64_t i = 0; i < G; ++i) {
+                const double w = std::exp(exact[i][t] - m[i]);
+                ex[i] = std::max(0.0, ex[i] - w);
+                zz[i] += w;
+              }
+            }
+            const double full =
+                double(std::min<int64_t>(n, anchor + window) + nb);
+            const double cost =
+                full + 0.5 * double(readK.size()) + 0.5 * double(attended);
+            if (cost < best) {
+              best = cost;
+              bestK = full + double(readK.size());
+              bestV = full + double(attended);
+            }
+          }
+          kFirst[ti][b][0] += G * best / double(n);
+          kFirst[ti][b][1] += G * bestK / double(n);
+          kFirst[ti][b][2] += G * bestV / double(n);
+        }
       }
     }
   }
@@ -1530,6 +1596,12 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
                   names[b], 100.0 * read[ti][b][0] / heads,
                   read[ti][b][0] / oracle[ti], 100.0 * read[ti][b][1] / heads,
                   read[ti][b][1] / oracle[ti]);
+    for (int b = kS4; b < kBounds; ++b)
+      std::printf("[walk]   %-5s K first: bytes %.1f%% of the positions' K+V "
+                  "(keys %.1f%%, values %.1f%%)\n",
+                  names[b], 100.0 * kFirst[ti][b][0] / heads,
+                  100.0 * kFirst[ti][b][1] / heads,
+                  100.0 * kFirst[ti][b][2] / heads);
   }
 }
 
