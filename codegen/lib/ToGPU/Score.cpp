@@ -235,6 +235,17 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
                threads, operands);
 }
 
+/// Resident blocks per SM of a key-sketch scoring kernel of `threads`
+/// threads: the sketch-occupancy option's warps (at least one block), or
+/// `fallback` when it is 0.
+int64_t sketchBlocks(const KernelBuilder &kb, int64_t threads,
+                     int64_t fallback) {
+  int64_t warps = kb.sketchOccupancy();
+  if (warps == 0)
+    return fallback;
+  return std::max<int64_t>(1, warps * 32 / threads);
+}
+
 /// Whether score_sketch runs on tensor cores (lowerScoreSketchMma): a chip
 /// with them, codes that bf16 holds exactly beside the implicit 1 (bits
 /// <= 7: the ABI's 2 and 4), head_dim 64 or 128 (a lane's quarter of the
@@ -247,17 +258,6 @@ void lowerScoreTokens(ScoreTokensOp op, OpBuilder &b, const KernelBuilder &kb,
 /// reports/gpu/session22). Pages of 16 or 32 (one or two tiles for the
 /// same B) were not measured and stay on CUDA cores; the kernel takes up
 /// to 4 tiles (their accumulators in registers).
-/// Resident blocks per SM of a key-sketch scoring kernel of `threads`
-/// threads: the sketch-occupancy option's warps (at least one block), or
-/// `fallback` when it is 0.
-int64_t sketchBlocks(const KernelBuilder &kb, int64_t threads,
-                     int64_t fallback) {
-  int64_t warps = kb.sketchOccupancy();
-  if (warps == 0)
-    return fallback;
-  return std::max<int64_t>(1, warps * 32 / threads);
-}
-
 bool sketchOnTensorCores(const KernelBuilder &kb, int64_t bits, int64_t p,
                          int64_t d, int64_t G) {
   return kb.tensorCores() && bits <= 4 && p == 64 && (d == 64 || d == 128) &&
