@@ -40,7 +40,7 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
           --lib .carry/run/lib/libCondensateCompiler.so --json "$OUT/cold.json" \
           ${COLD_ARGS:-} ;;
     tune) # condensate-tune per real-model shape, dense and block top-k
-        # (~1K), tuned for batch 1 and 8 at 16K and 128K: default against
+        # (~1K) (TUNE_POLICIES=sketch: 4-bit sketch top-1024), tuned for batch 1 and 8 at 16K and 128K: default against
         # tuned in $OUT/tune.log, the records in $OUT/tune-records.tar.gz
         mkdir -p /tmp/tune
         for shape in ${TUNE_SHAPES:-32/8/128 64/8/128 28/4/128 16/2/128 32/8/64 14/2/64 8/1/256}; do
@@ -49,6 +49,7 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
             case $pol in
               dense) sched='"dense"' ;;
               block) sched='{"anchor": 1, "window": 64, "topk": 960, "selector": "block_minmax", "page_size": 64}' ;;
+              sketch) sched='{"anchor": 1, "window": 64, "topk": 1024, "selector": "sketch", "bits": 4, "page_size": 64}' ;;
             esac
             spec=/tmp/tune/$hq-$hkv-$d-$pol.json
             echo "{\"model\": {\"layers\": 1, \"q_heads\": $hq, \"kv_heads\": $hkv, \"head_dim\": $d, \"page_size\": 64, \"kv_type\": \"bf16\"}, \"schedule\": $sched}" > $spec
