@@ -184,6 +184,7 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
   result.baseUnits.resize(in.batch * in.kvHeads);
   result.extraUnits.resize(in.batch * in.kvHeads);
   result.selectionMargin.assign(in.batch * in.kvHeads, kInf);
+  result.relativeRanking.assign(in.batch * in.kvHeads, 0);
 
   // The sketch selector reads codes from the kernels' summaries, or from
   // float64 ones: when none are given, or when they hold sketches of
@@ -276,14 +277,28 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
                                : bound[i][u];
             }
           }
-          // Rank candidates by (group-max score desc, unit asc).
+          // Rank candidates by (group-max score desc, unit asc); with a
+          // score row per query head and token units (certified), each
+          // head's score less its largest over the forced positions (0
+          // where that is not finite): codegen's rankRelative.
+          std::vector<double> offset(group, 0.0);
+          const bool relative = p.ranksRelative(group);
+          result.relativeRanking[b * in.kvHeads + g] = relative;
+          if (relative)
+            for (int64_t i = 0; i < group; ++i) {
+              double best = -kInf;
+              for (int64_t t = 0; t < n; ++t)
+                if (t < p.anchor || t >= n - w)
+                  best = std::max(best, rank[i][t]);
+              offset[i] = std::isfinite(best) ? best : 0.0;
+            }
           std::vector<int64_t> order;
           std::vector<double> key(numUnits, -kInf);
           for (int64_t u = 0; u < numUnits; ++u) {
             if (unitCount[u] == 0)
               continue;
             for (int64_t i = 0; i < group; ++i)
-              key[u] = std::max(key[u], rank[i][u]);
+              key[u] = std::max(key[u], rank[i][u] - offset[i]);
             order.push_back(u);
           }
           std::stable_sort(order.begin(), order.end(),
@@ -292,13 +307,24 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
           std::vector<int64_t> base(order.begin(),
                                     order.begin() +
                                         std::min<int64_t>(k, order.size()));
-          if (static_cast<int64_t>(order.size()) > k && k > 0) {
-            double a = key[order[k - 1]], c = key[order[k]];
+          // The gap at the base's boundary; ranked relative to each head,
+          // also those between the extras, whose order decides which the
+          // walk takes.
+          auto gap = [&](int64_t j) {
+            double a = key[order[j]], c = key[order[j + 1]];
             double mag = std::max({std::fabs(a), std::fabs(c), 1e-30,
-                                   termSize[order[k - 1]],
-                                   termSize[order[k]]});
-            result.selectionMargin[b * in.kvHeads + g] = (a - c) / mag;
-          }
+                                   termSize[order[j]], termSize[order[j + 1]]});
+            for (double r : offset)
+              mag = std::max(mag, std::fabs(r));
+            return (a - c) / mag;
+          };
+          double &margin = result.selectionMargin[b * in.kvHeads + g];
+          const int64_t ranked = static_cast<int64_t>(order.size());
+          if (ranked > k && k > 0)
+            margin = gap(k - 1);
+          if (relative)
+            for (int64_t j = k; j + 1 < std::min(ranked, k + p.maxExtra); ++j)
+              margin = std::min(margin, gap(j));
           std::vector<int64_t> extras;
           for (int64_t j = k;
                j < std::min<int64_t>(k + p.maxExtra, order.size()); ++j)
@@ -584,7 +610,8 @@ std::vector<Decision> decisionsFromStats(const float *stats, int64_t batch,
 bool selectionMayDiffer(const Output &out, const Policy &policy, int64_t b,
                         int64_t g, int64_t kvHeads) {
   double margin = out.selectionMargin[b * kvHeads + g];
-  bool exactTiesHold = policy.dense || policy.selector != Selector::Sketch;
+  bool exactTiesHold = policy.dense || (policy.selector != Selector::Sketch &&
+                                        !out.relativeRanking[b * kvHeads + g]);
   return (margin > 0.0 || !exactTiesHold) && margin < 1e-5;
 }
 

@@ -158,6 +158,9 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 // (round, warp) counts. The ranking block then gathers the chunks'
 // candidates (their counts summed by a warp's lanes) and walks them, the
 // unit it writes read from the gathered list.
+// A score row per query head (group 2) over tokens: every kernel ranks
+// each head's score less its largest over the forced positions, which
+// each warp finds (lanes over the positions, a butterfly of maxima).
 // CHECK-LABEL: func.func @select_tokens(
 // CHECK: %[[CHUNKS:.*]] = arith.ceildivsi %{{.*}}, %c2048
 // CHECK: %[[HIST:.*]] = memref.alloc(%{{.*}}) : memref<?x2x4096xi32>
@@ -175,8 +178,14 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 // CHECK: gpu.launch_func @condensate_kernels::@select_tokens_select_topk blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}}) threads in (%c1024
 // CHECK: gpu.func @select_tokens_select_topk_count(
 // CHECK: gpu.barrier
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (f32, f32)
+// CHECK: gpu.shuffle xor %{{.*}}, %c16_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32
+// CHECK: %[[OFF0:.*]] = arith.maximumf %{{.*}}, %{{.*}} : f32
+// CHECK: %[[R0:.*]] = arith.select %{{.*}}, %[[OFF0]], %{{.*}} : f32
 // CHECK: gpu.grid_dim x
 // CHECK: scf.for
+// CHECK: arith.subf %{{.*}}, %[[R0]] : f32
 // CHECK: nvvm.match.sync any
 // CHECK: memref.atomic_rmw addi %{{.*}}, %{{.*}} : (i32, memref<4096xi32, #gpu.address_space<workgroup>>) -> i32
 // CHECK: gpu.barrier

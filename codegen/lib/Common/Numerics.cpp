@@ -53,16 +53,70 @@ Value mlir::condensate::groupMax(Emitter &e, ArrayRef<Value> scores) {
   return best;
 }
 
+bool mlir::condensate::rankRelative(Granularity granularity, int64_t group) {
+  return granularity == Granularity::token && group > 1;
+}
+
+SmallVector<Value> mlir::condensate::forcedScoreMax(Emitter &e,
+                                                    const CandidateUnits &units,
+                                                    Value scores, Value b,
+                                                    Value g, int64_t group,
+                                                    Value first, Value step) {
+  Value n = units.n, anchor = units.anchor;
+  Value anchorEnd = e.mins(anchor, n);
+  Value windowBegin = e.maxs(anchor, e.sub(n, units.w));
+  // Forced positions: the anchor's, then the window's.
+  Value count = e.add(anchorEnd, e.sub(n, windowBegin));
+  SmallVector<Value> init(group, e.negInf());
+  return e.forLoop(
+      first, count, step, init,
+      [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+        Value t = e.select(e.lt(j, anchorEnd), j,
+                           e.add(windowBegin, e.sub(j, anchorEnd)));
+        SmallVector<Value> out;
+        for (int64_t i = 0; i < group; ++i)
+          out.push_back(e.fmax(
+              acc[i],
+              e.load(scores, {b, e.add(e.mul(g, e.idx(group)), e.idx(i)), t})));
+        return out;
+      });
+}
+
+Value mlir::condensate::rankOffset(Emitter &e, Value forcedMax) {
+  Value finite =
+      e.band(e.fcmp(arith::CmpFPredicate::OGT, forcedMax, e.negInf()),
+             e.fcmp(arith::CmpFPredicate::OLT, forcedMax,
+                    e.f32(std::numeric_limits<double>::infinity())));
+  return e.select(finite, forcedMax, e.f32(0.0));
+}
+
+SmallVector<Value> mlir::condensate::rankOffsets(Emitter &e,
+                                                 const CandidateUnits &units,
+                                                 Value scores, Value b, Value g,
+                                                 int64_t group) {
+  SmallVector<Value> best =
+      forcedScoreMax(e, units, scores, b, g, group, e.idx(0), e.idx(1));
+  for (Value &v : best)
+    v = rankOffset(e, v);
+  return best;
+}
+
 RankingKey mlir::condensate::rankingKey(Emitter &e, const TargetInfo &target,
                                         const CandidateUnits &units,
                                         Value scores, Value b, Value g, Value u,
-                                        int64_t group, Value zero, Value one) {
+                                        int64_t group, Value zero, Value one,
+                                        ArrayRef<Value> offsets) {
+  assert((offsets.empty() || int64_t(offsets.size()) == group) &&
+         "an offset per head of the group");
+  auto score = [&](int64_t i, Value s) {
+    return offsets.empty() ? s : e.fsub(s, offsets[size_t(i)]);
+  };
   if (target.formulaOrder() == FormulaOrder::Loops) {
     Value cnt = units.count(e, u);
     SmallVector<Value> all;
     for (int64_t i = 0; i < group; ++i)
-      all.push_back(
-          e.load(scores, {b, e.add(e.mul(g, e.idx(group)), e.idx(i)), u}));
+      all.push_back(score(
+          i, e.load(scores, {b, e.add(e.mul(g, e.idx(group)), e.idx(i)), u})));
     Value best = groupMax(e, all);
     Value valid = e.gt(cnt, e.idx(0));
     Value key = e.select(valid, orderedKey(e, best), zero);
@@ -73,7 +127,7 @@ RankingKey mlir::condensate::rankingKey(Emitter &e, const TargetInfo &target,
   Value base = e.mul(g, e.idx(group));
   SmallVector<Value> all;
   for (int64_t i = 0; i < group; ++i)
-    all.push_back(e.load(scores, {b, e.add(base, e.idx(i)), u}));
+    all.push_back(score(i, e.load(scores, {b, e.add(base, e.idx(i)), u})));
   Value best = groupMax(e, all);
   Value key = orderedKey(e, best);
   key = e.select(e.eq(key, e.i32(0)), e.i32(1), key);

@@ -92,8 +92,14 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         auto head = [&](Emitter &e, int64_t i) {
           return e.add(e.mul(g, e.idx(G)), e.idx(i));
         };
+        // The ranking as select_topk's (every lane is here).
+        SmallVector<Value> offsets;
+        if (rankRelative(op.getGranularity(), G))
+          offsets = warpRankOffsets(e, units, scores, bb, g, G);
         auto key = [&](Emitter &e, Value u) {
-          return rankingKey(e, target, units, scores, bb, g, u, G).key;
+          return rankingKey(e, target, units, scores, bb, g, u, G, {}, {},
+                            offsets)
+              .key;
         };
         // Forced slot v: position t of the anchor [0, min(A, n)) or the
         // window [max(A, n - W), n), and whether it holds one.
@@ -307,6 +313,9 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           GPUEmitter &e = static_cast<GPUEmitter &>(ee);
           const TargetInfo &target = nvvmTarget();
           CandidateUnits units{unit, e.idx(op.getAnchor()), n, w};
+          SmallVector<Value> offsets;
+          if (rankRelative(op.getGranularity(), G))
+            offsets = warpRankOffsets(e, units, scores, bb, g, G);
           SelectionEnd end{e.ne(e.load(inEnd, {bb, g, e.idx(1)}), e.i32(0)),
                            e.load(inEnd, {bb, g, e.idx(2)}),
                            e.loadIndex(inEnd, {bb, g, e.idx(3)})};
@@ -327,8 +336,9 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                   Value u = e.add(u0, e.idx(r));
                   Value in = e.lt(u, last);
                   Value uSafe = e.select(in, u, e.idx(0));
-                  Value key =
-                      rankingKey(e, target, units, scores, bb, g, uSafe, G).key;
+                  Value key = rankingKey(e, target, units, scores, bb, g, uSafe,
+                                         G, {}, {}, offsets)
+                                  .key;
                   Value after = e.band(in, ranksAfter(e, end, key, uSafe));
                   Value cnt = units.count(e, uSafe);
                   for (int64_t i = 0; i < G; ++i) {

@@ -16,6 +16,18 @@ class RewritePatternSet;
 
 namespace mlir::condensate {
 
+struct CandidateUnits;
+namespace kernel {
+class GPUEmitter;
+} // namespace kernel
+
+/// rankRelative's offsets r_i of key/value head g's query heads in sequence
+/// bb (forcedScoreMax over the lanes, rankOffset), held by every lane of
+/// the warp; every lane must reach it. Select and precertify rank with them.
+SmallVector<Value> warpRankOffsets(kernel::GPUEmitter &e,
+                                   const CandidateUnits &units, Value scores,
+                                   Value bb, Value g, int64_t group);
+
 /// score_pages and score_tokens.
 void populateScoreToGPUPatterns(RewritePatternSet &patterns,
                                 gpu::GPUModuleOp kernels);

@@ -63,9 +63,12 @@ struct SelectContext {
   Value scores, bb, g, nu;
   CandidateUnits units;
   int64_t G;
+  SmallVector<Value> offsets; // rankRelative's, else empty
   /// The ranking key of unit u (0: no candidate).
   Value key(GPUEmitter &e, Value u) const {
-    return rankingKey(e, nvvmTarget(), units, scores, bb, g, u, G).key;
+    return rankingKey(e, nvvmTarget(), units, scores, bb, g, u, G, {}, {},
+                      offsets)
+        .key;
   }
   /// Whether this sequence's selection goes through the prefilter: the
   /// same uniform answer in every kernel of the op.
@@ -87,8 +90,12 @@ SelectContext selectContext(GPUEmitter &e, SelectTopKOp op, Value scores,
   // Units past the context are no candidates (key 0): the loops stop at
   // the context, not at the page table's width.
   Value nu = e.mins(e.dim(scores, 2), e.ceilDiv(n, unit));
-  return {scores,  bb, g, nu, CandidateUnits{unit, e.idx(op.getAnchor()), n, w},
-          hq / hkv};
+  SelectContext sc{
+      scores,  bb, g, nu, CandidateUnits{unit, e.idx(op.getAnchor()), n, w},
+      hq / hkv};
+  if (rankRelative(op.getGranularity(), sc.G))
+    sc.offsets = warpRankOffsets(e, sc.units, scores, bb, g, sc.G);
+  return sc;
 }
 
 /// The prefilter's buffers (scratch of the launch plan), per (sequence,
@@ -1133,6 +1140,21 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
 }
 
 } // namespace
+
+SmallVector<Value>
+mlir::condensate::warpRankOffsets(GPUEmitter &e, const CandidateUnits &units,
+                                  Value scores, Value bb, Value g,
+                                  int64_t group) {
+  SmallVector<Value> best =
+      forcedScoreMax(e, units, scores, bb, g, group,
+                     e.rems(e.tid(), e.idx(kWarp)), e.idx(kWarp));
+  for (Value &v : best) {
+    for (int64_t o = kWarp / 2; o >= 1; o /= 2)
+      v = e.fmax(v, e.shuffleXor(v, o));
+    v = rankOffset(e, v);
+  }
+  return best;
+}
 
 void mlir::condensate::populateSelectToGPUPatterns(RewritePatternSet &patterns,
                                                    gpu::GPUModuleOp kernels) {

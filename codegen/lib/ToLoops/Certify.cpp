@@ -118,9 +118,13 @@ void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
         e.store(zero32, op.getEarly(), {b, g});
       });
       e.ifThen(e.bnot(lastEmpty), [&](Emitter &e) {
+        // The ranking as select_topk's.
+        SmallVector<Value> offsets;
+        if (rankRelative(op.getGranularity(), group))
+          offsets = rankOffsets(e, units, op.getScores(), b, g, group);
         auto key = [&](Emitter &e, Value u) {
           return rankingKey(e, target, units, op.getScores(), b, g, u, group,
-                            zero32, one32)
+                            zero32, one32, offsets)
               .key;
         };
         // The rank end of the slots.

@@ -90,12 +90,15 @@ void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
     e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
       // Keys, and the candidates in unit order.
       Value zero32 = e.i32(0), one32 = e.i32(1);
+      SmallVector<Value> offsets;
+      if (rankRelative(op.getGranularity(), group))
+        offsets = rankOffsets(e, units, op.getScores(), b, g, group);
       Value numValid = e.forLoop(
           e.idx(0), live, e.idx(1), {zero32},
           [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
             auto [key, valid] =
                 rankingKey(e, loopsTarget(), units, op.getScores(), b, g, u,
-                           group, zero32, one32);
+                           group, zero32, one32, offsets);
             e.store(key, keys, {u});
             e.ifThen(valid, [&](Emitter &e) {
               e.store(e.toI32(u), order, {e.toIndex(acc[0])});

@@ -51,7 +51,7 @@ TEST_P(CPUAttention, MatchesReferenceOnRandomCaches) {
       {37, static_cast<int32_t>(4 * P + 5), 300},
       {static_cast<int32_t>(std::uniform_int_distribution<int>(1, 700)(rng))}};
   CheckReport total;
-  int64_t sketchHeads = 0;
+  int64_t sketchHeads = 0, relativeHeads = 0;
   for (Values mode :
        {Values::Discrete, Values::Continuous, Values::Clustered}) {
     for (const auto &lens : batches) {
@@ -62,21 +62,28 @@ TEST_P(CPUAttention, MatchesReferenceOnRandomCaches) {
         CheckReport r = checkLayer(exec, l, perLayer[l], cache, rng,
                                    mode == Values::Clustered ? 3e-5 : 1e-5);
         total.add(r);
-        // Sketch bounds carry a float slack: they can near-tie.
-        bool sketch = usesSketch(perLayer[l]);
-        if (mode == Values::Discrete && !sketch) {
+        // Sketch bounds carry a float slack, keys relative to each head a
+        // rounded difference: they can near-tie.
+        bool ties = exactTiesHold(perLayer[l], shape.group());
+        if (mode == Values::Discrete && ties) {
           EXPECT_EQ(r.nearTieSkips, 0) << "exact scores cannot near-tie";
         }
         // Skips come in whole GQA groups (one selection per kv head): allow
         // one group plus a tenth of the heads checked. Sketch bounds have
         // no such limit: quantised keys make many bounds equal in float64
         // (a tie there is a skip), a page still filling gives all its
-        // tokens one bound; sketchHeads below counts what was checked.
-        if (!sketch)
+        // tokens one bound; nor have keys ranked relative to each head
+        // (their margin spans the extras, and discrete keys' float64 ties
+        // are many); sketchHeads and relativeHeads below count what was
+        // checked.
+        if (ties) {
           EXPECT_LE(r.nearTieSkips,
                     (r.heads + r.nearTieSkips) / 10 + shape.group());
-        else
+        } else if (usesSketch(perLayer[l])) {
           sketchHeads += r.heads;
+        } else {
+          relativeHeads += r.heads;
+        }
       }
     }
   }
@@ -91,6 +98,11 @@ TEST_P(CPUAttention, MatchesReferenceOnRandomCaches) {
   EXPECT_LT(total.early, total.fallbacks + 1);
   // Most sketch heads are checked (two sketch layers, 9 sequences, 3 modes).
   EXPECT_GT(sketchHeads, 27 * shape.qHeads);
+  // ... and of the two exact certified layers, ranked relative to each
+  // head of a group.
+  if (c.group > 1) {
+    EXPECT_GT(relativeHeads, 27 * shape.qHeads);
+  }
   EXPECT_GT(total.boundChecked, 40 * shape.qHeads);
   EXPECT_GT(total.boundNontrivial, 3 * shape.qHeads);
   std::printf("heads %lld, certified %lld (with extras %lld, dense fallback "
@@ -132,8 +144,9 @@ TEST(CPUAttentionLong, Context8192AndTies) {
   for (int64_t l = 0; l < schedule.numLayers; ++l) {
     CheckReport r = checkLayer(exec, l, perLayer[l], cache, rng);
     // Exact ties hold on every target except between sketch bounds (float
-    // sums of quantised keys), which count as near-ties.
-    if (!usesSketch(perLayer[l])) {
+    // sums of quantised keys) and keys relative to each head, which count
+    // as near-ties.
+    if (exactTiesHold(perLayer[l], shape.group())) {
       EXPECT_EQ(r.nearTieSkips, 0);
     }
   }

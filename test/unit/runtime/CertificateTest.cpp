@@ -1368,7 +1368,12 @@ TEST(Certificate, DISABLED_PagePruningOnRealKV) {
 // the extras' keys read in bound order, exact logits replacing their
 // bounds, and only the read tokens that matter attended (bytes counted as
 // half a position a key or value row). Rounding terms are left out: this
-// measures the bounds' shape, not the kernels.
+// measures the bounds' shape, not the kernels. Tokens rank by the group's
+// max of each head's bound less its largest over the forced positions, as
+// select_topk ranks them (CONDENSATE_WALK_RANK=forced), or by the plain
+// max (max), less the head's largest bound anywhere (all), at the anchor
+// (anchor), or its log-sum-exp (lse); CONDENSATE_WALK_BASE sets the base
+// (default 192).
 TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
   if (!fileExists(modelPath()))
     GTEST_SKIP() << "real model not found at " << modelPath();
@@ -1379,7 +1384,14 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
   const ModelShape &ds = d.shape();
   const int64_t P = ds.pageSize, D = ds.headDim, G = ds.group();
   const int64_t n = d.length(real->seq), numPages = (n + P - 1) / P;
-  const int64_t anchor = 1, window = 64, base = 192;
+  const int64_t anchor = 1, window = 64;
+  const int64_t base = envCount("CONDENSATE_WALK_BASE", 192);
+  const char *rankEnv = std::getenv("CONDENSATE_WALK_RANK");
+  const std::string rankMode = rankEnv && *rankEnv ? rankEnv : "forced";
+  ASSERT_TRUE(rankMode == "max" || rankMode == "forced" || rankMode == "all" ||
+              rankMode == "anchor" || rankMode == "lse")
+      << "CONDENSATE_WALK_RANK is max, forced, all, anchor or lse, not "
+      << rankMode;
   const double scale = ds.effectiveScale();
   const std::vector<int32_t> &pages = d.pages(real->seq);
   const double taus[] = {1e-1, 1e-2, 1e-3};
@@ -1481,6 +1493,33 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
           for (int64_t i = 0; i < G; ++i)
             rank[t] = std::max(rank[t], up[b][i][t]);
           order.push_back(t);
+        }
+        // Each head's ranking offset (rankMode): none, its largest bound
+        // over the forced positions (what select_topk does), over every
+        // position, over the anchor, or its log-sum-exp of the bounds.
+        if (rankMode != "max") {
+          std::vector<double> off(G, -INFINITY);
+          for (int64_t i = 0; i < G; ++i) {
+            for (int64_t t = 0; t < n; ++t)
+              if (rankMode == "all" || rankMode == "lse" ||
+                  (rankMode == "anchor" ? t == 0 : forced[t] != 0))
+                off[i] = std::max(off[i], up[b][i][t]);
+            if (rankMode == "lse") {
+              double zs = 0.0;
+              for (int64_t t = 0; t < n; ++t)
+                zs += std::exp(up[b][i][t] - off[i]);
+              off[i] += std::log(zs);
+            }
+            if (!std::isfinite(off[i]))
+              off[i] = 0.0;
+          }
+          for (int64_t t = 0; t < n; ++t) {
+            if (forced[t])
+              continue;
+            rank[t] = -INFINITY;
+            for (int64_t i = 0; i < G; ++i)
+              rank[t] = std::max(rank[t], up[b][i][t] - off[i]);
+          }
         }
         std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) {
           return rank[a] > rank[c];

@@ -41,13 +41,23 @@ inline Policy policy(int64_t anchor, int64_t window, int64_t topk, Selector sel,
   return p;
 }
 
-/// Whether any of a layer's key/value-head policies ranks by key sketches
-/// (their float64 ties are near-ties on every target).
+/// Whether any of a layer's key/value-head policies ranks by key sketches.
 inline bool usesSketch(const std::vector<Policy> &kv) {
   for (const Policy &p : kv)
     if (!p.dense && p.selector == Selector::Sketch)
       return true;
   return false;
+}
+
+/// Whether a layer's float64 ties of ranking keys are ties on every target
+/// too: not where a key/value-head policy ranks by key sketches (float
+/// sums each target rounds its own way) or relative to each head of a
+/// group (a difference each target rounds).
+inline bool exactTiesHold(const std::vector<Policy> &kv, int64_t group) {
+  for (const Policy &p : kv)
+    if (!p.dense && (p.selector == Selector::Sketch || p.ranksRelative(group)))
+      return false;
+  return true;
 }
 
 /// One layer per policy kind, plus a layer with per-head overrides.

@@ -395,7 +395,11 @@ def Condensate_SelectTopKOp : Condensate_Op<"select_topk"> {
   let description = [{
     For each sequence b and key/value head g, ranks candidate units u by
     max over the group's query heads of scores[b, h, u] (ties: lower unit
-    first); scores of one row per key/value head hold that max already. indices[b, g, 0 .. base) receives the `base` best units in
+    first); scores of one row per key/value head hold that max already.
+    With token units and a row per query head (what the certificate
+    takes), each head's score is first less that head's largest over the
+    forced positions (anchor and window; 0 where not finite), so that one
+    head's high scores do not rank the whole group (docs/CERTIFICATE.md). indices[b, g, 0 .. base) receives the `base` best units in
     increasing unit order (a set: attention order does not matter, and
     increasing order reads the cache sequentially); the remaining slots
     receive the next best units in ranking order (the certificate adds them

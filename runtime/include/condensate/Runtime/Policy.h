@@ -52,6 +52,12 @@ struct Policy {
   bool tokenGranularity() const {
     return selector == Selector::Exact || selector == Selector::Sketch;
   }
+  /// Whether selection ranks units relative to each query head of a GQA
+  /// group of `group` (token units with a score row per query head, which
+  /// the certificate takes: codegen's rankRelative).
+  bool ranksRelative(int64_t group) const {
+    return tokenGranularity() && certified() && group > 1;
+  }
   int64_t unitTokens() const { return tokenGranularity() ? 1 : pageSize; }
   int64_t topUnits() const { return (topk + unitTokens() - 1) / unitTokens(); }
   /// Largest number of positions the condensate set can hold.

@@ -89,7 +89,13 @@ struct Output {
   /// magnitude of the terms summed, see sketchBound), per (b, g); +inf
   /// without one.
   /// A kernel computing scores in float32 may legally disagree on near-ties.
+  /// Ranked relative to each head (`relativeRanking`), it is the least gap
+  /// from there through the extras.
   std::vector<double> selectionMargin;
+  /// Per (b, g): units ranked by each head's score less its largest over
+  /// the forced positions (token units, certified, a GQA group: codegen's
+  /// rankRelative), where ties between heads' keys are not exact.
+  std::vector<char> relativeRanking;
 };
 
 /// The certificate decisions a kernel took, read from its stats output
@@ -103,7 +109,8 @@ std::vector<Decision> decisionsFromStats(const float *stats, int64_t batch,
 /// near-tie at the selection boundary (relative margin below 1e-5). Exact
 /// ties (margin 0) are broken by unit order on every target, except
 /// between sketch bounds, which are float32 sums each target rounds its
-/// own way.
+/// own way, and between keys ranked relative to each head (differences
+/// each target rounds).
 bool selectionMayDiffer(const Output &out, const Policy &policy, int64_t b,
                         int64_t g, int64_t kvHeads);
 
