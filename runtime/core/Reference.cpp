@@ -308,8 +308,8 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
                                     order.begin() +
                                         std::min<int64_t>(k, order.size()));
           // The gap at the base's boundary; ranked relative to each head,
-          // also those between the extras, whose order decides which the
-          // walk takes.
+          // also the one after the extras the kernel took (its decision),
+          // or, without its decisions, every gap among the extras.
           auto gap = [&](int64_t j) {
             double a = key[order[j]], c = key[order[j + 1]];
             double mag = std::max({std::fabs(a), std::fabs(c), 1e-30,
@@ -322,9 +322,14 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
           const int64_t ranked = static_cast<int64_t>(order.size());
           if (ranked > k && k > 0)
             margin = gap(k - 1);
-          if (relative)
+          if (relative && decisions) {
+            const int64_t taken = (*decisions)[b * in.kvHeads + g].extra;
+            if (taken > 0 && k + taken < ranked)
+              margin = std::min(margin, gap(k + taken - 1));
+          } else if (relative) {
             for (int64_t j = k; j + 1 < std::min(ranked, k + p.maxExtra); ++j)
               margin = std::min(margin, gap(j));
+          }
           std::vector<int64_t> extras;
           for (int64_t j = k;
                j < std::min<int64_t>(k + p.maxExtra, order.size()); ++j)

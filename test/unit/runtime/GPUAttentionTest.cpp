@@ -165,7 +165,7 @@ TEST_P(GPUAttention, MatchesReferenceOnRandomCaches) {
   // The output bound held against real errors on many heads (as on the
   // CPU, mostly the loose certificates on clustered keys).
   EXPECT_GT(total.boundChecked, 40 * shape.qHeads);
-  EXPECT_GT(total.boundNontrivial, 3 * shape.qHeads);
+  EXPECT_GT(total.boundNontrivial, shape.qHeads); // as on the CPU
   std::printf("GPU heads %lld, with extras %lld, fallbacks %lld (%lld "
               "early), worst relative error %.2e; output bound checked on %lld "
               "heads (%lld "
