@@ -74,10 +74,11 @@ Value groupMax(Emitter &e, ArrayRef<Value> scores);
 /// `forcedScoreMax`, then `rankOffset`). A plain max lets the heads whose
 /// scores sit high rank everything while the others' mass waits, so one
 /// set serving a GQA group takes more extras before every head's
-/// certificate holds: on real KV at 8K, 4-bit sketch bounds, tau 0.1, the
-/// walk reads 18% fewer positions at group 7 (Qwen2.5-0.5B) and 9% fewer
-/// at group 3 (SmolLM2; docs/CERTIFICATE.md). The order only decides which
-/// extras come first: eps_hat bounds whatever is left out.
+/// certificate holds (measured: docs/CERTIFICATE.md, "Grouped-query
+/// heads"). The order only decides which extras come first: eps_hat
+/// bounds whatever is left out. Policy::ranksRelative is the runtime's
+/// view of the same rule (certified token policies, whose scores have a
+/// row per query head).
 bool rankRelative(Granularity granularity, int64_t group);
 
 /// The per-head maxima of scores[b, g * group + i, t] over the forced
