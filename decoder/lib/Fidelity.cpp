@@ -111,9 +111,10 @@ AttentionStatsAccumulator::AttentionStatsAccumulator(const Schedule &schedule,
                                                      const ModelShape &shape,
                                                      std::vector<int64_t> spans)
     : tau_(size_t(shape.numLayers * shape.qHeads), 0.0),
-      policy_(size_t(shape.numLayers * shape.qHeads)),
-      spans_(std::move(spans)), shape_(shape), numLayers_(shape.numLayers),
+      policy_(size_t(shape.numLayers * shape.qHeads)), spans_(std::move(spans)),
+      shape_(shape), shapeBF16_(shape), numLayers_(shape.numLayers),
       qHeads_(shape.qHeads) {
+  shapeBF16_.kvType = KVType::BF16;
   spans_.resize(size_t(numLayers_), 0);
   const int64_t group = shape.group();
   for (int64_t l = 0; l < numLayers_; ++l)
@@ -136,11 +137,14 @@ void AttentionStatsAccumulator::add(const float *stats, const int32_t *lens,
         const int64_t seen = span > 0 ? std::min<int64_t>(span, lens[b])
                                       : int64_t(lens[b]);
         keysRead_ += double(s[1]) / double(seen);
-        bytesRead_ +=
-            bytesRead(policy_[size_t(l * qHeads_ + h)], shape_, lens[b], s);
-        denseBytes_ += double(abi::denseBytes(seen, shape_.headDim,
-                                              kvTypeBytes(shape_.kvType))) /
-                       double(shape_.group());
+        const Policy &policy = policy_[size_t(l * qHeads_ + h)];
+        bytesRead_ += bytesRead(policy, shape_, lens[b], s);
+        bytesReadBF16_ += bytesRead(policy, shapeBF16_, lens[b], s);
+        for (auto [dense, type] : {std::pair{&denseBytes_, shape_.kvType},
+                                   std::pair{&denseBytesBF16_, KVType::BF16}})
+          *dense +=
+              double(abi::denseBytes(seen, shape_.headDim, kvTypeBytes(type))) /
+              double(shape_.group());
         const double tau = tau_[size_t(l * qHeads_ + h)];
         if (tau <= 0.0)
           continue;
@@ -169,6 +173,8 @@ AttentionSummary AttentionStatsAccumulator::summary() const {
   s.headSteps = count_;
   s.positionsAttended = count_ ? keysRead_ / double(count_) : 0.0;
   s.bytesRead = denseBytes_ > 0.0 ? bytesRead_ / denseBytes_ : 0.0;
+  s.bytesReadBF16 =
+      denseBytesBF16_ > 0.0 ? bytesReadBF16_ / denseBytesBF16_ : 0.0;
   s.certified = certified_;
   s.epsComputed = epsComputed_;
   s.epsMean = epsComputed_ ? epsSum_ / double(epsComputed_) : 0.0;

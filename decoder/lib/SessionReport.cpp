@@ -24,6 +24,7 @@ json attentionJSON(const AttentionSummary &s) {
   j["head_steps"] = s.headSteps;
   j["positions_attended"] = s.positionsAttended;
   j["bytes_read"] = s.bytesRead;
+  j["bytes_read_bf16"] = s.bytesReadBF16;
   j["certified_head_steps"] = s.certified;
   if (s.certified) {
     j["eps_hat_computed"] = s.epsComputed;

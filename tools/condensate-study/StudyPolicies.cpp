@@ -3,8 +3,9 @@
 // Dense (and a one-thread dense run as the noise floor), sliding windows,
 // top-k with each selector (exact, page min/max, page mean, 4-bit key
 // sketch) at four budgets, the certificate over page boxes at three
-// tolerances and over 4-bit sketches at three, and the paper schedule with
-// and without its dense pillar.
+// tolerances and over 4-bit sketches at three (with open extras at any
+// tolerance by name), and the paper schedule with and without its dense
+// pillar.
 //
 //===----------------------------------------------------------------------===//
 #include "StudyParts.h"
@@ -14,6 +15,8 @@
 #include "condensate/Compiler/Compiler.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace condensate::study {
 
@@ -111,6 +114,32 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
   for (const Certified &c : certified)
     add(c.name, c.family, c.budget,
         std::string(c.head) + c.tau + c.tail);
+  // Any other tolerance of the open-extras policies by name, for the sweep
+  // issue 10's target asks for (the largest tau that keeps dense
+  // behaviour): cert-open-TAU (4-bit) and cert-open8-TAU (8-bit), TAU a
+  // number in (0, 1), e.g. cert-open-0.3 or cert-open-5e-1.
+  for (const std::string &w : o.policies) {
+    if (std::any_of(defs.begin(), defs.end(),
+                    [&](const PolicyDef &d) { return d.name == w; }))
+      continue;
+    for (const char *prefix : {"cert-open8-", "cert-open-"}) {
+      const std::string pre = prefix;
+      if (w.compare(0, pre.size(), pre) != 0)
+        continue;
+      const std::string text = w.substr(pre.size());
+      char *end = nullptr;
+      const double tau = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(tau > 0.0 && tau < 1.0))
+        return Status::error("policy '" + w + "': the tolerance after '" + pre +
+                             "' must be a number in (0, 1)");
+      char json[32];
+      std::snprintf(json, sizeof json, "%.9g", tau);
+      add(w, "certified-open", 257,
+          std::string(pre == "cert-open8-" ? sketches8 : sketches) + json +
+              ", \"max_extra\": 32768}");
+      break;
+    }
+  }
   auto paperText = readFile(o.paperSchedule);
   if (!paperText)
     return paperText.status().withContext("the paper schedule");

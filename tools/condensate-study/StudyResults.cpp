@@ -104,6 +104,7 @@ json accJSON(const Acc &a, const Acc *denseAcc, int64_t naturalTokens) {
   const AttentionSummary s = a.attention->summary();
   j["positions_attended"] = s.positionsAttended;
   j["bytes_read"] = s.bytesRead;
+  j["bytes_read_bf16"] = s.bytesReadBF16;
   j["head_steps"] = s.headSteps;
   if (s.certified) {
     j["certified_head_steps"] = s.certified;
@@ -232,7 +233,8 @@ Status writeResults(const StudyOptions &o, const StudyResults &r, bool final,
          "identical_logits,kl_mean,kl_p99,kl_max,natural_runs,surv16,"
          "surv32,surv64,surv128,surv256,qa_identical_answers,ppl,"
          "ppl_change,passkey_acc,multikey_acc,vartrack_acc,copy_acc,"
-         "positions_attended,bytes_read,cert_pass_rate,cert_fallback_rate,"
+         "positions_attended,bytes_read,bytes_read_bf16,cert_pass_rate,cert_"
+         "fallback_rate,"
          "cert_early_fallback_rate,eps_true_mean,"
          "eps_true_max,eps_true_above_ulp,certified_tokens_read,oracle_tokens,"
          "group_oracle_tokens,seconds\n";
@@ -274,8 +276,9 @@ Status writeResults(const StudyOptions &o, const StudyResults &r, bool final,
           << "," << csvNum(j, "ppl_change") << "," << accOf("passkey") << ","
           << accOf("multikey") << "," << accOf("vartrack") << ","
           << accOf("copy") << "," << csvNum(j, "positions_attended") << ","
-          << csvNum(j, "bytes_read") << "," << csvNum(j, "cert_pass_rate")
-          << "," << csvNum(j, "cert_fallback_rate") << ","
+          << csvNum(j, "bytes_read") << "," << csvNum(j, "bytes_read_bf16")
+          << "," << csvNum(j, "cert_pass_rate") << ","
+          << csvNum(j, "cert_fallback_rate") << ","
           << csvNum(j, "cert_early_fallback_rate") << ","
           << csvNum(j, "eps_true_mean") << "," << csvNum(j, "eps_true_max")
           << "," << csvNum(j, "eps_true_above_float32_ulp") << ","

@@ -535,6 +535,45 @@ uint16_t referenceBF16(float f) {
   return (down & 1) ? up : down;
 }
 
+// Bytes read as a share of dense, for the f32 cache the decoder keeps on
+// the CPU and for a bf16 one (GPU engines): K/V rows cost half at bf16,
+// the f32 page boxes and sketches do not, so the same decisions read a
+// larger share. 1600 tokens = 100 full pages of 16, token top-k by 4-bit
+// sketches attending 100 positions: scoring reads 2 box and 2 word rows
+// a page (4 x 100 x 64 x 4 bytes), attention 2 x 100 rows.
+TEST(AttentionStats, BytesReadAtF32AndBF16) {
+  ModelShape shape{2, 4, 2, 64, 16, KVType::F32, 0.0f};
+  shape.sketchBits = 4;
+  Policy sketch;
+  sketch.window = sketch.windowMax = 64;
+  sketch.topk = 35;
+  sketch.selector = Selector::Sketch;
+  sketch.sketchBits = 4;
+  Schedule schedule = Schedule::uniform(2, sketch);
+  schedule.rules.push_back({{1}, {}, Policy::makeDense()}); // layer 1 dense
+  AttentionStatsAccumulator acc(schedule, shape);
+  std::vector<float> stats(2 * 4 * kAttentionStatsWidth, 0.0f);
+  for (int64_t h = 0; h < 4; ++h)
+    stats[size_t(h * kAttentionStatsWidth + 1)] = 100.0f; // layer 0
+  const int32_t len = 1600;
+  acc.add(stats.data(), &len, 1);
+  const double scoring = 4.0 * 100 * 64 * 4;
+  auto share = [&](double kvBytes) {
+    const double dense = 2.0 * 1600 * 64 * kvBytes;
+    return (scoring + 2.0 * 100 * 64 * kvBytes + dense) / (2 * dense);
+  };
+  const AttentionSummary s = acc.summary();
+  EXPECT_DOUBLE_EQ(s.bytesRead, share(4.0));
+  EXPECT_DOUBLE_EQ(s.bytesReadBF16, share(2.0));
+  EXPECT_GT(s.bytesReadBF16, s.bytesRead);
+  // A bf16 cache: both shares are the same.
+  shape.kvType = KVType::BF16;
+  AttentionStatsAccumulator half(schedule, shape);
+  half.add(stats.data(), &len, 1);
+  EXPECT_DOUBLE_EQ(half.summary().bytesRead, share(2.0));
+  EXPECT_DOUBLE_EQ(half.summary().bytesReadBF16, share(2.0));
+}
+
 // Every bfloat16 pattern's neighbourhood (the low halves 0, 1, just under,
 // at and over a tie, all ones, and random ones): finite values round as
 // exact arithmetic says (ties to even, denormals, overflow to infinity

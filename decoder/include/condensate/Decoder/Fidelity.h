@@ -80,6 +80,11 @@ struct AttentionSummary {
   /// dense attention reads (K and V of every position it sees: the whole
   /// context, or a local layer's window), summed over all entries.
   double bytesRead = 0.0;
+  /// The same share for the same decisions with a 16-bit (bf16) cache,
+  /// as GPU engines keep it: K/V rows cost half, the page summaries and
+  /// sketches stay f32, so fixed costs weigh twice as much. Equal to
+  /// bytesRead when the cache is 16-bit already.
+  double bytesReadBF16 = 0.0;
   int64_t certified = 0;    ///< entries under a certified policy (tau > 0)
   /// Certified entries that did not fall back and have a finite eps_hat
   /// (a fallback attends densely and reports eps_hat = 0).
@@ -121,9 +126,10 @@ private:
   std::vector<double> tau_; ///< per (layer, query head); 0 if uncertified
   std::vector<Policy> policy_; ///< per (layer, query head)
   std::vector<int64_t> spans_; ///< per layer, 0: the whole context
-  ModelShape shape_;
+  ModelShape shape_, shapeBF16_;
   int64_t numLayers_, qHeads_;
   double bytesRead_ = 0.0, denseBytes_ = 0.0;
+  double bytesReadBF16_ = 0.0, denseBytesBF16_ = 0.0;
   int64_t count_ = 0, certified_ = 0, epsComputed_ = 0, passed_ = 0,
           fallbacks_ = 0, earlyFallbacks_ = 0;
   double keysRead_ = 0.0, epsSum_ = 0.0, epsMax_ = 0.0, extraSum_ = 0.0;
