@@ -207,9 +207,11 @@ std::string reportText(const SessionReport &r) {
        << number(r.decode.seconds, "%.3f") << " s = " << number(rate, "%.1f")
        << " tok/s\n";
   os << "bytes read: " << percent(r.attention.bytesRead)
-     << " of dense K+V (summaries, sketches, K/V attended, fallbacks); "
-        "positions attended: "
-     << percent(r.attention.positionsAttended) << "\n";
+     << " of dense K+V (summaries, sketches, K/V attended, fallbacks";
+  if (r.attention.bytesReadBF16 != r.attention.bytesRead)
+    os << "; " << percent(r.attention.bytesReadBF16) << " with a bf16 cache";
+  os << "); positions attended: " << percent(r.attention.positionsAttended)
+     << "\n";
   os << "certificate: " << certificateLine(r.attention) << "\n";
   if (r.prefillProfile && r.decodeProfile) {
     os << profileText("prefill", "token", *r.prefillProfile);

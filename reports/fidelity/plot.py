@@ -358,7 +358,8 @@ def main():
     lines = []
     lines.append("| policy | top-1 agree | identical logits | KL mean | KL p99 "
                  "| KL max | survive 16/32/64/128/256 | QA answers = dense "
-                 "| ppl change | attended | bytes read | cert pass / fallback "
+                 "| ppl change | attended | bytes read (bf16 cache) "
+                 "| cert pass / fallback "
                  "| omitted mass median / max | > 2^-24 |")
     lines.append("|" + "---|" * 14)
     for n in names:
@@ -386,7 +387,10 @@ def main():
                          surv, pct(x["qa_identical_answers"]),
                          fmt(100 * ppl_change(res, n, "all"), "{:+.2f}%")
                          if n != "dense" else "–",
-                         pct(x["positions_attended"]), pct(x.get("bytes_read")),
+                         pct(x["positions_attended"]),
+                         pct(x.get("bytes_read")) +
+                         (" ({})".format(pct(x["bytes_read_bf16"]))
+                          if "bytes_read_bf16" in x else ""),
                          cert, eps, above))
     lines.append("")
     lines.append("Accuracy (correct/total) by context; dense first:")
