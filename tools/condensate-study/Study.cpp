@@ -109,14 +109,14 @@ Status runStudy(const StudyOptions &o) {
                              "-bit sketches; one decoder holds one width");
       sketchBits = b;
     }
-  // The decoder's attention shape (the CPU decoder's default page of 16 and
-  // f32 cache), for the bytes-read statistics.
+  // The decoder's attention shape (its page, --page-size, and the CPU
+  // decoder's f32 cache), for the bytes-read statistics.
   ModelShape studyShape;
   studyShape.numLayers = cfg.numLayers;
   studyShape.qHeads = cfg.qHeads;
   studyShape.kvHeads = cfg.kvHeads;
   studyShape.headDim = cfg.headDim;
-  studyShape.pageSize = 16;
+  studyShape.pageSize = o.pageSize;
   studyShape.kvType = KVType::F32;
   studyShape.sketchBits = sketchBits;
   auto makeAcc = [&](const PolicyDef &d) {

@@ -32,6 +32,9 @@ struct StudyOptions {
   int64_t metricSteps = 32;    ///< teacher-forced KL/top-1 window (natural)
   int64_t answerTokens = 24;   ///< longest QA answer
   int64_t poolTokens = 140000; ///< KV tokens held at once (~7.4 GB)
+  /// Tokens a page of the decoder's cache and of every study policy (the
+  /// paper schedule keeps its own and needs 16).
+  int64_t pageSize = 16;
 };
 
 /// Runs the study and writes its results; progress goes to stderr.

@@ -32,11 +32,11 @@ bool coversContext(const Schedule &s, int64_t n, int64_t kvHeads) {
 
 namespace {
 
-std::string topkJSON(int64_t topk, const char *selector,
+std::string topkJSON(int64_t topk, const char *selector, int64_t pageSize,
                      const char *more = "") {
   return "{\"anchor\": 1, \"window\": 64, \"topk\": " + std::to_string(topk) +
-         ", \"selector\": \"" + selector + "\", \"page_size\": 16" + more +
-         "}";
+         ", \"selector\": \"" + selector +
+         "\", \"page_size\": " + std::to_string(pageSize) + more + "}";
 }
 
 } // namespace
@@ -60,32 +60,37 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
   add("window-97", "window", 97, "{\"anchor\": 1, \"window\": 96}");
   add("window-1025", "window", 1025, "{\"anchor\": 1, \"window\": 1024}");
   for (int64_t b : {97, 257, 513, 1025}) {
-    add("exact-" + std::to_string(b), "exact", b, topkJSON(b - 65, "exact"));
+    add("exact-" + std::to_string(b), "exact", b,
+        topkJSON(b - 65, "exact", o.pageSize));
     add("minmax-" + std::to_string(b), "block_minmax", b,
-        topkJSON(b - 65, "block_minmax"));
+        topkJSON(b - 65, "block_minmax", o.pageSize));
     add("mean-" + std::to_string(b), "block_mean", b,
-        topkJSON(b - 65, "block_mean"));
+        topkJSON(b - 65, "block_mean", o.pageSize));
     add("sketch-" + std::to_string(b), "sketch", b,
-        topkJSON(b - 65, "sketch", ", \"bits\": 4"));
+        topkJSON(b - 65, "sketch", o.pageSize, ", \"bits\": 4"));
   }
   // Certified policies: name, family, budget, the policy before its tau,
   // tau, the policy after it. Page boxes: block_minmax top-32 tokens, up to
   // 60 extra pages. Sketches: token top-192 by 4-bit (or 8-bit) sketch
   // bounds, then up to 512 extra tokens in bound order, or open extras
   // (examples/certified.mlir).
-  const char *boxes = "{\"anchor\": 1, \"window\": 64, \"topk\": 32, "
-                      "\"selector\": \"block_minmax\", \"page_size\": 16, "
-                      "\"tau\": ";
-  const char *sketches = "{\"anchor\": 1, \"window\": 64, \"topk\": 192, "
-                         "\"selector\": \"sketch\", \"bits\": 4, "
-                         "\"page_size\": 16, \"tau\": ";
-  const char *sketches8 = "{\"anchor\": 1, \"window\": 64, \"topk\": 192, "
-                          "\"selector\": \"sketch\", \"bits\": 8, "
-                          "\"page_size\": 16, \"tau\": ";
+  const std::string page =
+      "\"page_size\": " + std::to_string(o.pageSize) + ", \"tau\": ";
+  const std::string boxes = "{\"anchor\": 1, \"window\": 64, \"topk\": 32, "
+                            "\"selector\": \"block_minmax\", " +
+                            page;
+  const std::string sketches = "{\"anchor\": 1, \"window\": 64, \"topk\": 192, "
+                               "\"selector\": \"sketch\", \"bits\": 4, " +
+                               page;
+  const std::string sketches8 =
+      "{\"anchor\": 1, \"window\": 64, \"topk\": 192, "
+      "\"selector\": \"sketch\", \"bits\": 8, " +
+      page;
   struct Certified {
     const char *name, *family;
     int64_t budget;
-    const char *head, *tau, *tail;
+    const std::string &head;
+    const char *tau, *tail;
   };
   const Certified certified[] = {
       {"cert-1e-2", "certified", 97, boxes, "0.01", ", \"max_extra\": 60}"},
@@ -112,8 +117,7 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
       {"cert-open8-1e-2", "certified-open", 257, sketches8, "0.01",
        ", \"max_extra\": 32768}"}};
   for (const Certified &c : certified)
-    add(c.name, c.family, c.budget,
-        std::string(c.head) + c.tau + c.tail);
+    add(c.name, c.family, c.budget, c.head + c.tau + c.tail);
   // Any other tolerance of the open-extras policies by name, for the sweep
   // issue 10's target asks for (the largest tau that keeps dense
   // behaviour): cert-open-TAU (4-bit) and cert-open8-TAU (8-bit), TAU a
@@ -135,7 +139,7 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
       char json[32];
       std::snprintf(json, sizeof json, "%.9g", tau);
       add(w, "certified-open", 257,
-          std::string(pre == "cert-open8-" ? sketches8 : sketches) + json +
+          (pre == "cert-open8-" ? sketches8 : sketches) + json +
               ", \"max_extra\": 32768}");
       break;
     }

@@ -64,7 +64,10 @@ const char *kUsage =
     "  --metric-steps N    teacher-forced KL/top-1 window on natural text "
     "(32)\n"
     "  --threads N         OpenBLAS threads (default 2)\n"
-    "  --pool-tokens N     KV tokens held at once (default 140000, ~7.4 GB)\n";
+    "  --pool-tokens N     KV tokens held at once (default 140000, ~7.4 GB)\n"
+    "  --page-size N       tokens a page of the cache and of every policy's\n"
+    "                      summaries and sketches (default 16; the paper\n"
+    "                      schedule needs 16)\n";
 
 /// `relative` in the current directory or the source tree; as given if in
 /// neither (the error then names it).
@@ -206,7 +209,12 @@ int runStudyCommand(int argc, char **argv) {
       o.threads = int(parseInt(a, next()));
     else if (a == "--pool-tokens")
       o.poolTokens = parseInt(a, next());
-    else
+    else if (a == "--page-size") {
+      o.pageSize = tools::parseInt(a, next(), 1, 1024);
+      if (o.pageSize & (o.pageSize - 1))
+        fail("--page-size: " + std::to_string(o.pageSize) +
+             " is not a power of two");
+    } else
       fail("unknown argument '" + a + "' (see --help)");
   }
   if (o.quick) {
