@@ -174,18 +174,25 @@ def targets(r, pol, res, ctxs):
             if surv == 1.0 and all(pk.get(d, 0) >= v for d, v in dense_pk.items()):
                 faithful.append(n)
         sk = [n for n in faithful if pol[n]["family"] in CERT_SKETCH]
+        # Issue 10: <= 50% at 8K (SmolLM2), <= 30% at 32K (a second model).
+        limit = 0.3 if int(ctxs[-1]) >= 32768 else 0.5
         line = ("4. The certified sketch policy with the largest tau that keeps "
                 "every natural-text run greedy-identical (through the longest "
                 "continuation followed: 256 tokens, 64 with --quick) and "
-                "passkey = dense reads <= 50% of dense bytes at {}: ".format(ctxs[-1]))
+                "passkey = dense reads <= {:.0f}% of dense bytes at {}: ".format(
+                    100 * limit, ctxs[-1]))
         if sk:
             def tau(n):
                 t = pol[n]["mlir"].split("tau = ")[1].split(",")[0].split(">")[0]
                 return 2.0 ** -24 if t == "strict" else float(t)
             best = max(sk, key=tau)
-            b8 = res.get((best, ctxs[-1]), {}).get("bytes_read")
-            line += "{} reads {}: {}.".format(best, pct(b8),
-                                              verdict(b8 is not None and b8 <= 0.5))
+            x = res.get((best, ctxs[-1]), {})
+            b8 = x.get("bytes_read")
+            line += "{} reads {}: {}".format(best, pct(b8),
+                                             verdict(b8 is not None and b8 <= limit))
+            if "bytes_read_bf16" in x:
+                line += " ({} of a bf16 cache's)".format(pct(x["bytes_read_bf16"]))
+            line += "."
         else:
             line += "no certified sketch policy kept all runs identical: " + \
                 verdict(False) + "."
