@@ -97,6 +97,16 @@ std::string number(double v, const char *fmt = "%.3g") {
   return buf;
 }
 
+/// Bytes read as a share of dense K+V, and of a bf16 cache's when the
+/// cache is not 16-bit; then positions attended.
+std::string bytesLine(const AttentionSummary &s) {
+  std::string line = percent(s.bytesRead) + " of dense K+V (summaries, "
+                                            "sketches, K/V attended, fallbacks";
+  if (s.bytesReadBF16 != s.bytesRead)
+    line += "; " + percent(s.bytesReadBF16) + " with a bf16 cache";
+  return line + "); positions attended: " + percent(s.positionsAttended);
+}
+
 std::string certificateLine(const AttentionSummary &s) {
   if (!s.certified)
     return "n/a (no certified layers)";
@@ -206,12 +216,7 @@ std::string reportText(const SessionReport &r) {
        << "), " << r.decode.steps << " decode steps in "
        << number(r.decode.seconds, "%.3f") << " s = " << number(rate, "%.1f")
        << " tok/s\n";
-  os << "bytes read: " << percent(r.attention.bytesRead)
-     << " of dense K+V (summaries, sketches, K/V attended, fallbacks";
-  if (r.attention.bytesReadBF16 != r.attention.bytesRead)
-    os << "; " << percent(r.attention.bytesReadBF16) << " with a bf16 cache";
-  os << "); positions attended: " << percent(r.attention.positionsAttended)
-     << "\n";
+  os << "bytes read: " << bytesLine(r.attention) << "\n";
   os << "certificate: " << certificateLine(r.attention) << "\n";
   if (r.prefillProfile && r.decodeProfile) {
     os << profileText("prefill", "token", *r.prefillProfile);
@@ -247,9 +252,7 @@ std::string reportText(const SessionReport &r) {
      << " steps): top-1 agreement " << tf.agree() << "/" << tf.steps() << " ("
      << percent(tf.agreement()) << "), KL(dense||policy) mean "
      << number(tf.klMean()) << ", max " << number(tf.klMax()) << " nats\n";
-  os << "  bytes read: " << percent(c.teacherForcedAttention.bytesRead)
-     << " of dense K+V; positions attended: "
-     << percent(c.teacherForcedAttention.positionsAttended) << "\n";
+  os << "  bytes read: " << bytesLine(c.teacherForcedAttention) << "\n";
   os << "  certificate: " << certificateLine(c.teacherForcedAttention) << "\n";
   return os.str();
 }

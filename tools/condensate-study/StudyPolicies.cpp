@@ -86,6 +86,10 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
       "{\"anchor\": 1, \"window\": 64, \"topk\": 192, "
       "\"selector\": \"sketch\", \"bits\": 8, " +
       page;
+  // Open extras: as many tokens in bound order as the certificate needs
+  // (32768 covers every context the study runs), so a group falls back only
+  // when nothing short of the whole context passes.
+  const char *openExtras = ", \"max_extra\": 32768}";
   struct Certified {
     const char *name, *family;
     int64_t budget;
@@ -103,19 +107,13 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
        ", \"max_extra\": 512}"},
       {"cert-sketch-1e-3", "certified-sketch", 257, sketches, "0.001",
        ", \"max_extra\": 512}"},
-      // Open extras: as many tokens in bound order as the certificate
-      // needs (32768 covers every context the study runs), so a group
-      // falls back only when nothing short of the whole context passes.
-      {"cert-open-1e-1", "certified-open", 257, sketches, "0.1",
-       ", \"max_extra\": 32768}"},
-      {"cert-open-1e-2", "certified-open", 257, sketches, "0.01",
-       ", \"max_extra\": 32768}"},
-      {"cert-open-1e-3", "certified-open", 257, sketches, "0.001",
-       ", \"max_extra\": 32768}"},
+      {"cert-open-1e-1", "certified-open", 257, sketches, "0.1", openExtras},
+      {"cert-open-1e-2", "certified-open", 257, sketches, "0.01", openExtras},
+      {"cert-open-1e-3", "certified-open", 257, sketches, "0.001", openExtras},
       // The same with 8-bit sketches: twice the sketch bytes, bounds
       // within a few percent of exact logits (docs/CERTIFICATE.md).
       {"cert-open8-1e-2", "certified-open", 257, sketches8, "0.01",
-       ", \"max_extra\": 32768}"}};
+       openExtras}};
   for (const Certified &c : certified)
     add(c.name, c.family, c.budget, c.head + c.tau + c.tail);
   // Any other tolerance of the open-extras policies by name, for the sweep
@@ -139,8 +137,7 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
       char json[32];
       std::snprintf(json, sizeof json, "%.9g", tau);
       add(w, "certified-open", 257,
-          (pre == "cert-open8-" ? sketches8 : sketches) + json +
-              ", \"max_extra\": 32768}");
+          (pre == "cert-open8-" ? sketches8 : sketches) + json + openExtras);
       break;
     }
   }

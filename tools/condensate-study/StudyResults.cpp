@@ -233,9 +233,8 @@ Status writeResults(const StudyOptions &o, const StudyResults &r, bool final,
          "identical_logits,kl_mean,kl_p99,kl_max,natural_runs,surv16,"
          "surv32,surv64,surv128,surv256,qa_identical_answers,ppl,"
          "ppl_change,passkey_acc,multikey_acc,vartrack_acc,copy_acc,"
-         "positions_attended,bytes_read,bytes_read_bf16,cert_pass_rate,cert_"
-         "fallback_rate,"
-         "cert_early_fallback_rate,eps_true_mean,"
+         "positions_attended,bytes_read,bytes_read_bf16,cert_pass_rate,"
+         "cert_fallback_rate,cert_early_fallback_rate,eps_true_mean,"
          "eps_true_max,eps_true_above_ulp,certified_tokens_read,oracle_tokens,"
          "group_oracle_tokens,seconds\n";
   scsv << "policy,context,tokens,surviving_fraction,runs\n";
