@@ -144,12 +144,13 @@ Attribute PolicyAttr::parse(AsmParser &parser, Type) {
   int64_t anchor = 1, window = 0, windowMax = 0, topk = 0, pageSize = 16,
           maxExtra = 0, bits = 0;
   bool haveWindow = false, haveWindowMax = false, haveBits = false;
+  bool outputBound = true;
   double tau = 0.0;
   Selector selector = Selector::block_minmax;
   auto parseInt = [&](int64_t &v) { return parser.parseInteger(v); };
-  static const StringRef allowed[] = {"anchor",   "window",    "window_max",
-                                      "topk",     "selector",  "page_size",
-                                      "tau",      "max_extra", "bits"};
+  static const StringRef allowed[] = {
+      "anchor",    "window", "window_max", "topk", "selector",
+      "page_size", "tau",    "max_extra",  "bits", "output_bound"};
   if (parseKeyValueList(
           parser, "policy", allowed, [&](StringRef key) -> ParseResult {
             if (key == "anchor")
@@ -171,6 +172,17 @@ Attribute PolicyAttr::parse(AsmParser &parser, Type) {
             if (key == "bits") {
               haveBits = true;
               return parseInt(bits);
+            }
+            if (key == "output_bound") {
+              SMLoc boolLoc = parser.getCurrentLocation();
+              if (succeeded(parser.parseOptionalKeyword("true")))
+                return success();
+              if (succeeded(parser.parseOptionalKeyword("false"))) {
+                outputBound = false;
+                return success();
+              }
+              return parser.emitError(boolLoc)
+                     << "policy output_bound must be true or false";
             }
             if (key == "tau") {
               if (succeeded(parser.parseOptionalKeyword("strict"))) {
@@ -202,9 +214,9 @@ Attribute PolicyAttr::parse(AsmParser &parser, Type) {
     windowMax = window;
   if (!haveBits && selector == Selector::sketch)
     bits = 4;
-  return getChecked([&] { return parser.emitError(loc); },
-                    parser.getContext(), anchor, window, windowMax, topk,
-                    selector, pageSize, llvm::APFloat(tau), maxExtra, bits);
+  return getChecked([&] { return parser.emitError(loc); }, parser.getContext(),
+                    anchor, window, windowMax, topk, selector, pageSize,
+                    llvm::APFloat(tau), maxExtra, bits, outputBound);
 }
 
 void PolicyAttr::print(AsmPrinter &printer) const {
@@ -227,14 +239,17 @@ void PolicyAttr::print(AsmPrinter &printer) const {
   }
   if (getMaxExtra() > 0)
     printer << ", max_extra = " << getMaxExtra();
+  if (!getOutputBound())
+    printer << ", output_bound = false";
   printer << ">";
 }
 
-LogicalResult
-PolicyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                   int64_t anchor, int64_t window, int64_t windowMax,
-                   int64_t topk, Selector selector, int64_t pageSize,
-                   llvm::APFloat tau, int64_t maxExtra, int64_t sketchBits) {
+LogicalResult PolicyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 int64_t anchor, int64_t window,
+                                 int64_t windowMax, int64_t topk,
+                                 Selector selector, int64_t pageSize,
+                                 llvm::APFloat tau, int64_t maxExtra,
+                                 int64_t sketchBits, bool outputBound) {
   if (anchor < 0)
     return emitError() << "policy anchor must be >= 0, got " << anchor;
   if (window < 0)
@@ -278,6 +293,9 @@ PolicyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (selector != Selector::sketch && sketchBits != 0)
     return emitError() << "policy bits = " << sketchBits
                        << " needs selector = sketch";
+  if (!outputBound && t == 0.0)
+    return emitError() << "policy output_bound = false needs a certified "
+                          "policy (tau > 0)";
   return success();
 }
 

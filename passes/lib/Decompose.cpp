@@ -246,9 +246,10 @@ private:
     if (!statsBuffer)
       statsBuffer = alloc({dyn, runQHeads, kStatsWidth}, f32, {batch});
     // The box of omitted values bounds the output error (stats column 4);
-    // it comes from the page summaries, so only with them and with stats.
+    // it comes from the page summaries, so only with them and with stats,
+    // and not when the policy drops that bound (output_bound = false).
     Value vbox, boxSummaries, boxPages;
-    if (stats && summaries) {
+    if (stats && summaries && policy.getOutputBound()) {
       vbox = alloc({dyn, runKVHeads, kValueBoxRows, d}, f32, {batch});
       boxSummaries = summaries;
       boxPages = op.getPageTable();

@@ -115,6 +115,7 @@ Result<Policy> policyFromAttr(Attribute attr) {
   out.tau = p.getTauValue();
   out.maxExtra = p.getMaxExtra();
   out.sketchBits = p.getSketchBits();
+  out.outputBound = p.getOutputBound();
   return out;
 }
 
@@ -166,9 +167,9 @@ Result<Attribute> policyToAttr(MLIRContext *ctx, const Policy &p) {
     return Attribute(mc::DenseAttr::get(ctx));
   DiagnosticCollector diags(ctx);
   auto attr = mc::PolicyAttr::getChecked(
-      [&] { return emitError(UnknownLoc::get(ctx)); }, ctx, p.anchor,
-      p.window, p.windowMax, p.topk, selectorToAttr(p.selector), p.pageSize,
-      llvm::APFloat(p.tau), p.maxExtra, p.sketchBits);
+      [&] { return emitError(UnknownLoc::get(ctx)); }, ctx, p.anchor, p.window,
+      p.windowMax, p.topk, selectorToAttr(p.selector), p.pageSize,
+      llvm::APFloat(p.tau), p.maxExtra, p.sketchBits, p.outputBound);
   if (!attr)
     return diags.error("invalid policy " + p.toMLIR());
   return Attribute(attr);

@@ -97,8 +97,9 @@ double bytesRead(const Policy &p, const ModelShape &s, int64_t n,
       bytes += 2.0 * double(std::min<int64_t>(p.budget(), n)) * row + dense;
     } else {
       bytes += 2.0 * double(stats[abi::StatAttended]) * row;
-      // A certificate that passed walked the value box of the omitted pages.
-      if (p.certified())
+      // A certificate that passed walked the value box of the omitted pages
+      // (for the output bound).
+      if (p.certified() && p.outputBound)
         bytes += pages * 2 * summaryRow;
     }
   }

@@ -79,6 +79,8 @@ std::string Policy::toMLIR() const {
     os << ", tau = " << (tau == abi::kStrictTau ? "strict" : formatDouble(tau));
   if (maxExtra > 0)
     os << ", max_extra = " << maxExtra;
+  if (!outputBound)
+    os << ", output_bound = false";
   os << ">";
   return os.str();
 }
@@ -126,16 +128,18 @@ Status Policy::validate() const {
   if (selector != Selector::Sketch && sketchBits != 0)
     return err("bits = " + std::to_string(sketchBits) +
                " needs selector sketch");
+  if (!outputBound && tau == 0.0)
+    return err("output_bound = false needs a certified policy (tau > 0)");
   return Status::success();
 }
 
 bool Policy::operator==(const Policy &o) const {
   if (dense || o.dense)
     return dense == o.dense;
-  return anchor == o.anchor && window == o.window &&
-         windowMax == o.windowMax && topk == o.topk &&
-         selector == o.selector && pageSize == o.pageSize && tau == o.tau &&
-         maxExtra == o.maxExtra && sketchBits == o.sketchBits;
+  return anchor == o.anchor && window == o.window && windowMax == o.windowMax &&
+         topk == o.topk && selector == o.selector && pageSize == o.pageSize &&
+         tau == o.tau && maxExtra == o.maxExtra && sketchBits == o.sketchBits &&
+         outputBound == o.outputBound;
 }
 
 const Policy &Schedule::policyFor(int64_t layer, int64_t kvHead) const {

@@ -46,8 +46,8 @@ Result<Policy> policyFromJSON(const json &j, const std::string &where) {
   if (!j.is_object())
     return Status::error(where + ": a policy must be an object or \"dense\"");
   static const std::set<std::string> known = {
-      "anchor",    "window", "window_max", "topk", "selector",
-      "page_size", "tau",    "max_extra",  "bits",    "dense"};
+      "anchor", "window",    "window_max", "topk",  "selector",    "page_size",
+      "tau",    "max_extra", "bits",       "dense", "output_bound"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key()))
       return Status::error(where + ": unknown policy field '" + it.key() +
@@ -102,6 +102,13 @@ Result<Policy> policyFromJSON(const json &j, const std::string &where) {
       p.tau = t.get<double>();
     else
       return Status::error(where + ": 'tau' must be a number or \"strict\"");
+  }
+  if (j.contains("output_bound")) {
+    if (!j["output_bound"].is_boolean())
+      return Status::error(where +
+                           ": 'output_bound' must be true or false, got " +
+                           j["output_bound"].dump());
+    p.outputBound = j["output_bound"].get<bool>();
   }
   CONDENSATE_RETURN_IF_ERROR(p.validate().withContext(where));
   return p;
@@ -256,6 +263,8 @@ nlohmann::json policyToJSON(const Policy &p) {
     j["tau"] = "strict";
   else
     j["tau"] = p.tau;
+  if (!p.outputBound)
+    j["output_bound"] = false;
   return j;
 }
 

@@ -37,14 +37,18 @@ func.func @policy_defaults() attributes {
 // CHECK-SAME: c = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = block_mean>,
 // CHECK-SAME: d = #condensate.policy<anchor = 1, window = 16, topk = 32, page_size = 64>,
 // CHECK-SAME: e = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = sketch, bits = 4>,
-// CHECK-SAME: f = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = sketch, bits = 2, page_size = 64, tau = 1.000000e-03, max_extra = 64>
+// CHECK-SAME: f = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = sketch, bits = 2, page_size = 64, tau = 1.000000e-03, max_extra = 64>,
+// CHECK-SAME: g = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = sketch, bits = 4, tau = 5.000000e-01, max_extra = 64, output_bound = false>,
+// CHECK-SAME: h = #condensate.policy<anchor = 1, window = 16, topk = 32, selector = sketch, bits = 4, tau = 5.000000e-01>
 func.func @policy_selectors() attributes {
   a = #condensate.policy<window = 16, topk = 32, selector = exact>,
   b = #condensate.policy<window = 16, topk = 32, selector = block_minmax>,
   c = #condensate.policy<window = 16, topk = 32, selector = block_mean>,
   d = #condensate.policy<window = 16, topk = 32, page_size = 64>,
   e = #condensate.policy<window = 16, topk = 32, selector = sketch>,
-  f = #condensate.policy<window = 16, topk = 32, selector = sketch, bits = 2, page_size = 64, tau = 1.0e-3, max_extra = 64>} {
+  f = #condensate.policy<window = 16, topk = 32, selector = sketch, bits = 2, page_size = 64, tau = 1.0e-3, max_extra = 64>,
+  g = #condensate.policy<output_bound = false, window = 16, topk = 32, selector = sketch, tau = 0.5, max_extra = 64>,
+  h = #condensate.policy<window = 16, topk = 32, selector = sketch, tau = 0.5, output_bound = true>} {
   return
 }
 

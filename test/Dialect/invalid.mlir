@@ -7,7 +7,7 @@
 // #condensate.policy
 //===----------------------------------------------------------------------===//
 
-// expected-error@+1 {{unknown policy field 'windows'; expected one of: anchor, window, window_max, topk, selector, page_size, tau, max_extra}}
+// expected-error@+1 {{unknown policy field 'windows'; expected one of: anchor, window, window_max, topk, selector, page_size, tau, max_extra, bits, output_bound}}
 func.func @f() attributes {p = #condensate.policy<windows = 64>} { return }
 
 // -----
@@ -142,6 +142,16 @@ func.func @f() attributes {p = #condensate.policy<window = 64, tau = 0.5, max_ex
 
 // expected-error@+1 {{policy max_extra = 8 needs a certified policy (tau > 0)}}
 func.func @f() attributes {p = #condensate.policy<window = 64, topk = 32, max_extra = 8>} { return }
+
+// -----
+
+// expected-error@+1 {{policy output_bound = false needs a certified policy (tau > 0)}}
+func.func @f() attributes {p = #condensate.policy<window = 64, topk = 32, output_bound = false>} { return }
+
+// -----
+
+// expected-error@+1 {{policy output_bound must be true or false}}
+func.func @f() attributes {p = #condensate.policy<window = 64, topk = 32, tau = 0.5, output_bound = 0>} { return }
 
 //===----------------------------------------------------------------------===//
 // #condensate.rule

@@ -220,6 +220,20 @@ func.func @certified_token_no_summaries(%q: memref<?x4x16xf32>, %k: memref<?x2x1
 
 // -----
 
+// output_bound = false: the certificate bounds the omitted mass alone, so
+// certify neither reads the summaries nor writes a value box, and the merge
+// reports the output bound as NaN, although summaries and stats are given.
+// CHECK-LABEL: func.func @certified_mass_only
+// CHECK-NOT: memref<?x2x2x16xf32>
+// CHECK: condensate.certify token {{.*}} stats(%arg7 : memref<?x4x5xf32>) early(%{{.*}} : memref<?x2xi32>) {anchor
+// CHECK: condensate.merge {{.*}} stats(%arg7 : memref<?x4x5xf32>){{$}}
+func.func @certified_mass_only(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>, %st: memref<?x4x5xf32>) {
+  condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x5x16xf32>) out(%o : memref<?x4x16xf32>) stats(%st : memref<?x4x5xf32>) {policy = #condensate.policy<anchor = 1, window = 16, topk = 8, selector = exact, tau = 1.0e-3, max_extra = 4, output_bound = false>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 8, extra_units = 4, splits = 1, target = cpu>}
+  return
+}
+
+// -----
+
 // Per-head policies: key/value head 0 (query heads 0-1) keeps a window, heads
 // 1-2 (query heads 2-5) are dense; each run works on subviews of its heads.
 // CHECK-LABEL: func.func @heads

@@ -166,6 +166,7 @@ TEST_P(GPUAttention, MatchesReferenceOnRandomCaches) {
   // CPU, mostly the loose certificates on clustered keys).
   EXPECT_GT(total.boundChecked, 40 * shape.qHeads);
   EXPECT_GT(total.boundNontrivial, shape.qHeads); // as on the CPU
+  EXPECT_GT(total.boundSkipped, 0);               // output_bound = false
   std::printf("GPU heads %lld, with extras %lld, fallbacks %lld (%lld "
               "early), worst relative error %.2e; output bound checked on %lld "
               "heads (%lld "

@@ -200,6 +200,21 @@ TEST(Policy, ErrorsAreOneLocatedLine) {
   EXPECT_NE(json.message().find("p.json: policy: unknown selector"),
             std::string::npos)
       << json.message();
+  // output_bound: a boolean, and only for a certified policy.
+  auto notBool = parseSchedule(
+      R"({"window": 8, "topk": 16, "tau": 0.1, "output_bound": 0})", 4,
+      "p.json");
+  ASSERT_FALSE(notBool.ok());
+  EXPECT_NE(notBool.message().find("'output_bound' must be true or false"),
+            std::string::npos)
+      << notBool.message();
+  auto uncertified = parseSchedule(
+      R"({"window": 8, "topk": 16, "output_bound": false})", 4, "p.json");
+  ASSERT_FALSE(uncertified.ok());
+  EXPECT_NE(uncertified.message().find(
+                "output_bound = false needs a certified policy (tau > 0)"),
+            std::string::npos)
+      << uncertified.message();
   EXPECT_FALSE(parseSchedule("{not json", 4).ok());
   EXPECT_FALSE(parseSchedule("", 4).ok());
   EXPECT_FALSE(parseSchedule(std::string("\x00\xff\x13", 3), 4).ok());
@@ -253,7 +268,10 @@ TEST(Policy, JSONRoundTripsSchedulesAndShapes) {
                           "max_extra": 4, "selector": "block_mean",
                           "page_size": 64}},
               {"layers": [11], "policy": {"window": 8, "topk": 16,
-                          "tau": 0.123456789012345}}]})";
+                          "tau": 0.123456789012345}},
+              {"layers": [12], "policy": {"window": 8, "topk": 16,
+                          "selector": "sketch", "tau": 0.5,
+                          "max_extra": 64, "output_bound": false}}]})";
   auto s = parseScheduleJSON(json, 16);
   ASSERT_TRUE(s.ok()) << s.message();
   std::string printed = scheduleToJSON(*s);
@@ -267,6 +285,14 @@ TEST(Policy, JSONRoundTripsSchedulesAndShapes) {
   EXPECT_EQ(back->policyFor(11, 0).tau, 0.123456789012345);
   EXPECT_EQ(back->policyFor(4, 1).tau, condensate::abi::kStrictTau);
   EXPECT_NE(printed.find("\"0-7\""), std::string::npos) << printed;
+  EXPECT_FALSE(back->policyFor(12, 0).outputBound);
+  EXPECT_TRUE(back->policyFor(11, 0).outputBound);
+  // ... and through the MLIR text and the compiler's parser.
+  auto viaMLIR = parseSchedule(s->toMLIR(), 16);
+  ASSERT_TRUE(viaMLIR.ok()) << viaMLIR.message();
+  EXPECT_EQ(viaMLIR->policyFor(12, 1), s->policyFor(12, 1));
+  EXPECT_NE(s->policyFor(12, 1).toMLIR().find("output_bound = false"),
+            std::string::npos);
   // The schedule knows its layer count.
   EXPECT_FALSE(parseScheduleJSON(printed, 17).ok());
 
@@ -419,4 +445,9 @@ TEST(Policy, BytesReadFollowsWhatEachStageReads) {
                    (pages * 2 * summaryRow + full * 2 * summaryRow +
                     2 * 300 * row + pages * 2 * summaryRow) /
                        G);
+  // Without the output bound no value box is gathered.
+  sketch.outputBound = false;
+  EXPECT_DOUBLE_EQ(
+      bytesRead(sketch, s, n, stats),
+      (pages * 2 * summaryRow + full * 2 * summaryRow + 2 * 300 * row) / G);
 }

@@ -2,8 +2,9 @@
 //
 // One layer per policy kind (dense, window, exact top-k, block min/max,
 // block mean, certified with extras, strict certificate, adaptive window,
-// certified block mean, loose token and page certificates) plus a layer
-// with per-head overrides. The loose certificates pass with positions left
+// certified block mean, loose token and page certificates, key sketches,
+// certified sketches with and without the output bound) plus a layer with
+// per-head overrides. The loose certificates pass with positions left
 // out, so their output-error bounds hold against real errors.
 //
 //===----------------------------------------------------------------------===//
@@ -110,6 +111,13 @@ inline Schedule testSchedule(const Config &c, std::vector<std::vector<Policy>> &
   // memory (more take one pass over the units each).
   certSketch.maxExtra = 1000;
   kinds.push_back(certSketch);
+  // The same certificate bounding the omitted mass alone (output_bound =
+  // false: the value box is not gathered, stats column 4 stays NaN), at a
+  // tolerance that passes with positions left out.
+  Policy massOnly = certSketch;
+  massOnly.tau = 0.2;
+  massOnly.outputBound = false;
+  kinds.push_back(massOnly);
 
   Schedule s;
   s.numLayers = static_cast<int64_t>(kinds.size()) + 1;

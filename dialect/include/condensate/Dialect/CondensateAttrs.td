@@ -96,6 +96,13 @@ def Condensate_PolicyAttr : Condensate_Attr<"Policy", "policy"> {
     the strict setting under which the excluded softmax mass is below one
     float32 ulp of 1.
 
+    `output_bound = false` (certified policies only) drops the bound on the
+    output error, ||o - o_S|| <= eps_hat * (distance from o_S to the far
+    corner of the omitted values' box): the certificate then bounds the
+    omitted mass alone and does not read the value box of the omitted pages
+    (two summary rows a page: a third of a 4-bit sketch policy's fixed reads
+    at pages of 16). Stats column 4 is then NaN.
+
     Example:
 
     ```mlir
@@ -107,7 +114,8 @@ def Condensate_PolicyAttr : Condensate_Attr<"Policy", "policy"> {
 
     Omitted fields take their defaults: anchor = 1, window_max = window,
     topk = 0, selector = block_minmax, page_size = 16, tau = 0, max_extra = 0,
-    bits = 4 with selector = sketch (and no bits otherwise).
+    bits = 4 with selector = sketch (and no bits otherwise), output_bound =
+    true.
   }];
   let parameters = (ins
     "int64_t":$anchor,
@@ -118,7 +126,8 @@ def Condensate_PolicyAttr : Condensate_Attr<"Policy", "policy"> {
     "int64_t":$pageSize,
     "::llvm::APFloat":$tau,
     "int64_t":$maxExtra,
-    "int64_t":$sketchBits
+    "int64_t":$sketchBits,
+    "bool":$outputBound
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

@@ -40,6 +40,10 @@ struct Policy {
   int64_t maxExtra = 0;
   /// Bits of the key sketch (selector Sketch only: 2, 4 or 8; 0 otherwise).
   int64_t sketchBits = 0;
+  /// Whether a certified policy also bounds the output error (stats column
+  /// 4), which reads the value box of the omitted pages; false (certified
+  /// policies only) bounds the omitted mass alone.
+  bool outputBound = true;
 
   static Policy makeDense() {
     Policy p;
@@ -144,7 +148,8 @@ std::string modelToMLIR(const std::string &name, const ModelShape &shape,
 /// layer; a schedule object is {"default": policy, "rules": [{"layers":
 /// [0, "2-7"], "kv_heads": [1], "policy": policy}]}. A policy is "dense" or
 /// {"anchor", "window", "window_max", "topk", "selector", "page_size",
-/// "tau" (number or "strict"), "max_extra"}. `numLayers` sizes the schedule.
+/// "tau" (number or "strict"), "max_extra", "bits", "output_bound"}.
+/// `numLayers` sizes the schedule.
 Result<Schedule> parseScheduleJSON(const std::string &text,
                                    int64_t numLayers);
 
