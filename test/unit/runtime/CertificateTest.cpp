@@ -1363,6 +1363,13 @@ TEST(Certificate, DISABLED_PagePruningOnRealKV) {
 //   s4cs    min(s4, q.k^ + ||q|| ||k - k^||) (Cauchy-Schwarz on the
 //           token's quantisation residual, one more number per token),
 //   s8      the 8-bit sketch bound,
+//   s4r     the 4-bit sketch of each key turned back by its offset d in
+//           the page through the model's RoPE rotation R_d (k~ = R_d^T k,
+//           box and codes over k~), scored with R_d^T q: q.k = (R_d^T
+//           q).k~ exactly, so the bound stays rigorous for any rotation,
+//           and a rotation that matches RoPE leaves a page's keys in one
+//           frame (position t0's), where a constant part of k (a bias)
+//           no longer sweeps the box,
 // each with Z the base set's exact mass (as built) and with Z plus the
 // taken extras' lower bounds (+L); and, for the sketch bounds, "K first":
 // the extras' keys read in bound order, exact logits replacing their
@@ -1395,8 +1402,30 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
   const double scale = ds.effectiveScale();
   const std::vector<int32_t> &pages = d.pages(real->seq);
   const double taus[] = {1e-1, 1e-2, 1e-3};
-  enum { kExact, kS4, kS4CS, kS8, kBounds };
-  const char *names[kBounds] = {"exact", "s4", "s4cs", "s8"};
+  enum { kExact, kS4, kS4CS, kS8, kS4R, kBounds };
+  const char *names[kBounds] = {"exact", "s4", "s4cs", "s8", "s4r"};
+  // RoPE's angle per pair and position (decoder/lib: theta^(-2i/ropeDim),
+  // positions divided by the linear scale; rope_freqs factors are left
+  // out: a rotation that does not match only loosens s4r).
+  const decoder::ModelConfig &mc = d.config();
+  const int64_t ropeDim = mc.ropeDim > 0 ? mc.ropeDim : D;
+  std::vector<double> freq(size_t(ropeDim / 2));
+  for (int64_t i = 0; i < ropeDim / 2; ++i)
+    freq[size_t(i)] = std::pow(mc.ropeTheta, -2.0 * double(i) / double(ropeDim)) /
+                      mc.ropeLinearScale;
+  const bool halves = mc.ropeMode == decoder::RopeMode::Halves;
+  // x turned by -offset positions (R_offset^T x).
+  auto turnBack = [&](const double *x, int64_t offset, double *out) {
+    for (int64_t c = 0; c < D; ++c)
+      out[c] = x[c];
+    for (int64_t i = 0; i < ropeDim / 2; ++i) {
+      const int64_t a = halves ? i : 2 * i, b = halves ? i + ropeDim / 2 : 2 * i + 1;
+      const double th = -double(offset) * freq[size_t(i)];
+      const double cs = std::cos(th), sn = std::sin(th);
+      out[a] = x[a] * cs - x[b] * sn;
+      out[b] = x[a] * sn + x[b] * cs;
+    }
+  };
   // [tau][bound][with L] mean fraction of n read; [tau] oracle fraction.
   double read[3][kBounds][2] = {}, oracle[3] = {}, groupOracle[3] = {};
   // [tau][bound]: K first's bytes, key rows and value rows, in positions.
@@ -1420,6 +1449,42 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
         const int64_t t0 = j * P, t1 = std::min(n, t0 + P);
         std::vector<double> mn, mx;
         keyBox(key, t0, t1, D, mn, mx);
+        // s4r: the page's keys turned back to its first position's frame.
+        {
+          const int64_t m = t1 - t0;
+          std::vector<double> kt(size_t(m * D)), mn2(D, INFINITY),
+              mx2(D, -INFINITY), kd(D);
+          for (int64_t t = t0; t < t1; ++t) {
+            for (int64_t c = 0; c < D; ++c)
+              kd[c] = key(t)[c];
+            turnBack(kd.data(), t - t0, &kt[size_t((t - t0) * D)]);
+            for (int64_t c = 0; c < D; ++c) {
+              mn2[c] = std::min(mn2[c], kt[size_t((t - t0) * D + c)]);
+              mx2[c] = std::max(mx2[c], kt[size_t((t - t0) * D + c)]);
+            }
+          }
+          std::vector<double> step(D), qd(D), qt(D);
+          for (int64_t c = 0; c < D; ++c)
+            step[c] = (mx2[c] - mn2[c]) / 15.0;
+          for (int64_t t = t0; t < t1; ++t) {
+            const double *k2 = &kt[size_t((t - t0) * D)];
+            for (int64_t i = 0; i < G; ++i) {
+              const float *q = q0 + (g * G + i) * D;
+              for (int64_t c = 0; c < D; ++c)
+                qd[c] = q[c];
+              turnBack(qd.data(), t - t0, qt.data());
+              double dot = 0.0, half = 0.0;
+              for (int64_t c = 0; c < D; ++c) {
+                const double code =
+                    step[c] > 0 ? std::round((k2[c] - mn2[c]) / step[c]) : 0.0;
+                dot += qt[c] * (mn2[c] + code * step[c]);
+                half += std::fabs(qt[c]) * step[c] / 2;
+              }
+              up[kS4R][i][t] = scale * (dot + half);
+              lo[kS4R][i][t] = scale * (dot - half);
+            }
+          }
+        }
         for (int bits : {4, 8}) {
           std::vector<double> step(D);
           for (int64_t c = 0; c < D; ++c)
