@@ -1411,15 +1411,17 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
   const int64_t ropeDim = mc.ropeDim > 0 ? mc.ropeDim : D;
   std::vector<double> freq(size_t(ropeDim / 2));
   for (int64_t i = 0; i < ropeDim / 2; ++i)
-    freq[size_t(i)] = std::pow(mc.ropeTheta, -2.0 * double(i) / double(ropeDim)) /
-                      mc.ropeLinearScale;
+    freq[size_t(i)] =
+        std::pow(mc.ropeTheta, -2.0 * double(i) / double(ropeDim)) /
+        mc.ropeLinearScale;
   const bool halves = mc.ropeMode == decoder::RopeMode::Halves;
   // x turned by -offset positions (R_offset^T x).
   auto turnBack = [&](const double *x, int64_t offset, double *out) {
     for (int64_t c = 0; c < D; ++c)
       out[c] = x[c];
     for (int64_t i = 0; i < ropeDim / 2; ++i) {
-      const int64_t a = halves ? i : 2 * i, b = halves ? i + ropeDim / 2 : 2 * i + 1;
+      const int64_t a = halves ? i : 2 * i,
+                    b = halves ? i + ropeDim / 2 : 2 * i + 1;
       const double th = -double(offset) * freq[size_t(i)];
       const double cs = std::cos(th), sn = std::sin(th);
       out[a] = x[a] * cs - x[b] * sn;
