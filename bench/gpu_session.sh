@@ -121,10 +121,12 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         bm='{"anchor":1,"window":64,"topk":1024,"selector":"block_minmax"}'
         # E2E_CERTIFIED=1 adds a certified sketch policy (pages of 64) with
         # 512 extras: examples/certified.mlir's open extras (32768) take one
-        # select pass per slot past 1024 on the GPU (docs/CERTIFICATE.md)
+        # select pass per slot past 1024 on the GPU (docs/CERTIFICATE.md),
+        # and the same without the output-error bound (no value boxes)
         cert='{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64}'
+        certm="${cert%\}},\"output_bound\":false}"
         pols=(--policy "$sk" --policy "$bm")
-        [ "${E2E_CERTIFIED:-0}" = 1 ] && pols+=(--policy "$cert")
+        [ "${E2E_CERTIFIED:-0}" = 1 ] && pols+=(--policy "$cert" --policy "$certm")
         for run in ${E2E_RUNS:-llama-3-8b:32768:8 llama-3-8b:32768:1 llama-3.2-1b:32768:8 qwen2.5-7b:32768:8 llama-3.2-1b:130000:8 llama-3-8b:130000:1}; do
           IFS=: read -r arch ctx batch <<< "$run"
           step "e2e-$arch-$ctx-b$batch" 240 $BIN/condensate-bench --dummy $arch \
