@@ -32,11 +32,13 @@
 
 #include "condensate/ABI/AttentionABI.h"
 
+#include <array>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <numeric>
 #include <optional>
+#include <sstream>
 #include <sys/stat.h>
 
 #ifdef CONDENSATE_HAVE_DECODER
@@ -1380,7 +1382,10 @@ TEST(Certificate, DISABLED_PagePruningOnRealKV) {
 // select_topk ranks them (CONDENSATE_WALK_RANK=forced), or by the plain
 // max (max), less the head's largest bound anywhere (all), at the anchor
 // (anchor), or its log-sum-exp (lse); CONDENSATE_WALK_BASE sets the base
-// (default 192).
+// (default 192), CONDENSATE_WALK_TAUS the tolerances. For 4-bit sketches it
+// also prints the bytes read (page boxes, sketches, positions) and those of
+// a hierarchical walk that leaves the pages of lowest box bound to their
+// boxes (no sketch read) while their mass stays within a share of tau.
 TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
   if (!fileExists(modelPath()))
     GTEST_SKIP() << "real model not found at " << modelPath();
@@ -1401,7 +1406,21 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
       << rankMode;
   const double scale = ds.effectiveScale();
   const std::vector<int32_t> &pages = d.pages(real->seq);
-  const double taus[] = {1e-1, 1e-2, 1e-3};
+  // CONDENSATE_WALK_TAUS: up to 8 tolerances, comma-separated (default
+  // 0.1,0.01,0.001).
+  std::vector<double> taus;
+  {
+    const char *env = std::getenv("CONDENSATE_WALK_TAUS");
+    std::stringstream list(env && *env ? env : "0.1,0.01,0.001");
+    for (std::string item; std::getline(list, item, ',');) {
+      char *end = nullptr;
+      const double t = std::strtod(item.c_str(), &end);
+      ASSERT_TRUE(end && *end == '\0' && t > 0.0 && t < 1.0 && taus.size() < 8)
+          << "CONDENSATE_WALK_TAUS: up to 8 numbers in (0, 1), got " << env;
+      taus.push_back(t);
+    }
+  }
+  const int T = int(taus.size());
   enum { kExact, kS4, kS4CS, kS8, kS4R, kBounds };
   const char *names[kBounds] = {"exact", "s4", "s4cs", "s8", "s4r"};
   // RoPE's angle per pair and position (decoder/lib: theta^(-2i/ropeDim),
@@ -1429,9 +1448,17 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
     }
   };
   // [tau][bound][with L] mean fraction of n read; [tau] oracle fraction.
-  double read[3][kBounds][2] = {}, oracle[3] = {}, groupOracle[3] = {};
+  std::vector<std::array<std::array<double, 2>, kBounds>> read(
+      static_cast<size_t>(T));
+  std::vector<double> oracle(static_cast<size_t>(T)),
+      groupOracle(static_cast<size_t>(T));
   // [tau][bound]: K first's bytes, key rows and value rows, in positions.
-  double kFirst[3][kBounds][3] = {};
+  std::vector<std::array<std::array<double, 3>, kBounds>> kFirst(
+      static_cast<size_t>(T));
+  // [tau]: the hierarchical walk (4-bit): positions read, share of pages
+  // left to their boxes (no sketch read), at the best f.
+  std::vector<double> hierRead(static_cast<size_t>(T)),
+      hierBoxed(static_cast<size_t>(T));
   double heads = 0.0, groups = 0.0;
   for (int64_t l = 0; l < real->numLayers; ++l) {
     const auto *kc = static_cast<const float *>(d.cache(l).k);
@@ -1447,10 +1474,20 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
         up[b].assign(G, std::vector<double>(n));
         lo[b].assign(G, std::vector<double>(n));
       }
+      // Per head and page: the page box's bound on q.k (the hierarchical
+      // walk's, below).
+      std::vector<std::vector<double>> boxUp(G, std::vector<double>(numPages));
       for (int64_t j = 0; j < numPages; ++j) {
         const int64_t t0 = j * P, t1 = std::min(n, t0 + P);
         std::vector<double> mn, mx;
         keyBox(key, t0, t1, D, mn, mx);
+        for (int64_t i = 0; i < G; ++i) {
+          const float *q = q0 + (g * G + i) * D;
+          double bb = 0.0;
+          for (int64_t c = 0; c < D; ++c)
+            bb += std::max(q[c] * mn[c], q[c] * mx[c]);
+          boxUp[i][j] = scale * bb;
+        }
         // s4r: the page's keys turned back to its first position's frame.
         {
           const int64_t m = t1 - t0;
@@ -1527,14 +1564,14 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
         }
       }
       // The oracle per head, in positions.
-      int64_t worst[3] = {0, 0, 0};
+      std::vector<int64_t> worst(size_t(T), 0);
       for (int64_t i = 0; i < G; ++i) {
         std::vector<double> p(exact[i]);
         double mx = *std::max_element(p.begin(), p.end()), z = 0.0;
         for (double &v : p)
           z += (v = std::exp(v - mx));
         std::sort(p.begin(), p.end(), std::greater<double>());
-        for (int ti = 0; ti < 3; ++ti) {
+        for (int ti = 0; ti < T; ++ti) {
           int64_t m = n;
           double tail = 0.0;
           while (m > 0 && (tail + p[size_t(m - 1)]) / z <= taus[ti])
@@ -1544,7 +1581,7 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
         }
         heads += 1.0;
       }
-      for (int ti = 0; ti < 3; ++ti)
+      for (int ti = 0; ti < T; ++ti)
         groupOracle[ti] += double(worst[ti]) / double(n);
       groups += 1.0;
       // The walk, per bound.
@@ -1606,8 +1643,93 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
             else
               u[i] += std::exp(up[b][i][t] - m[i]);
         }
+        // Hierarchical (4-bit sketches): the pages whose box bounds are
+        // lowest (relative to each head's Z), none holding a forced or base
+        // position, are left to their boxes (counted in U as page size x
+        // exp(box bound), their sketches never read) while that share of U
+        // stays <= f tau / (1 - tau) Z for every head; the walk then takes
+        // extras from the other pages in bound order. Kept: the f of 1/4,
+        // 1/2, 3/4 with the fewest bytes (page boxes 2 rows a page, the
+        // sketches of the other full pages, K+V of what is read).
+        if (b == kS4)
+          for (int ti = 0; ti < T; ++ti) {
+            std::vector<char> eligible(static_cast<size_t>(numPages), 1);
+            for (int64_t t = 0; t < n; ++t)
+              if (forced[t] || inBase[t])
+                eligible[size_t(t / P)] = 0;
+            std::vector<int64_t> byBox;
+            std::vector<double> pageKey(static_cast<size_t>(numPages),
+                                        -INFINITY);
+            for (int64_t j = 0; j < numPages; ++j) {
+              if (!eligible[size_t(j)])
+                continue;
+              byBox.push_back(j);
+              for (int64_t i = 0; i < G; ++i)
+                pageKey[size_t(j)] = std::max(
+                    pageKey[size_t(j)], boxUp[i][j] - m[i] - std::log(z[i]));
+            }
+            std::stable_sort(byBox.begin(), byBox.end(),
+                             [&](int64_t a, int64_t c) {
+                               return pageKey[size_t(a)] < pageKey[size_t(c)];
+                             });
+            double bestCost = INFINITY, bestPos = 0.0, bestBoxed = 0.0;
+            for (double f : {0.25, 0.5, 0.75}) {
+              std::vector<double> ub(G, 0.0);
+              std::vector<char> boxed(static_cast<size_t>(numPages), 0);
+              int64_t boxedFull = 0, boxedPages = 0;
+              for (int64_t j : byBox) {
+                const double cnt = double(std::min(n, (j + 1) * P) - j * P);
+                bool fits = true;
+                for (int64_t i = 0; i < G && fits; ++i)
+                  fits = ub[i] + cnt * std::exp(boxUp[i][j] - m[i]) <=
+                         f * taus[ti] / (1.0 - taus[ti]) * z[i];
+                if (!fits)
+                  break;
+                for (int64_t i = 0; i < G; ++i)
+                  ub[i] += cnt * std::exp(boxUp[i][j] - m[i]);
+                boxed[size_t(j)] = 1;
+                ++boxedPages;
+                boxedFull += (j + 1) * P <= n;
+              }
+              std::vector<double> uu(ub);
+              for (int64_t t = 0; t < n; ++t)
+                if (!forced[t] && !inBase[t] && !boxed[size_t(t / P)])
+                  for (int64_t i = 0; i < G; ++i)
+                    uu[i] += std::exp(up[b][i][t] - m[i]);
+              auto ok = [&] {
+                for (int64_t i = 0; i < G; ++i)
+                  if (uu[i] / (z[i] + uu[i]) > taus[ti])
+                    return false;
+                return true;
+              };
+              int64_t e = nb;
+              for (size_t x = size_t(nb); x < order.size() && !ok(); ++x) {
+                const int64_t t = order[x];
+                if (boxed[size_t(t / P)])
+                  continue;
+                ++e;
+                for (int64_t i = 0; i < G; ++i)
+                  uu[i] = std::max(0.0, uu[i] - std::exp(up[b][i][t] - m[i]));
+              }
+              const double positions =
+                  double(std::min<int64_t>(n, anchor + window) + e) / double(n);
+              // Shares of dense f32 K+V: boxes 1 / P a token, a 4-bit
+              // sketch 1/16 of a token's K+V.
+              const double cost =
+                  1.0 / double(P) +
+                  double(n / P - boxedFull) * double(P) / double(n) / 16.0 +
+                  positions;
+              if (cost < bestCost) {
+                bestCost = cost;
+                bestPos = positions;
+                bestBoxed = double(boxedPages) / double(numPages);
+              }
+            }
+            hierRead[size_t(ti)] += G * bestPos;
+            hierBoxed[size_t(ti)] += bestBoxed;
+          }
         for (int withL = 0; withL < 2; ++withL)
-          for (int ti = 0; ti < 3; ++ti) {
+          for (int ti = 0; ti < T; ++ti) {
             std::vector<double> uu(u), zz(z);
             auto ok = [&] {
               for (int64_t i = 0; i < G; ++i)
@@ -1636,7 +1758,7 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
         // 1/4, 1/2, 3/4 is kept.
         if (b == kExact)
           continue;
-        for (int ti = 0; ti < 3; ++ti) {
+        for (int ti = 0; ti < T; ++ti) {
           double best = INFINITY, bestK = 0.0, bestV = 0.0;
           for (double f : {0.25, 0.5, 0.75}) {
             std::vector<double> un(u), ex(G, 0.0), zz(z);
@@ -1691,7 +1813,7 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
       }
     }
   }
-  for (int ti = 0; ti < 3; ++ti) {
+  for (int ti = 0; ti < T; ++ti) {
     std::printf("[walk] context %lld, tau %g: oracle %.1f%% of positions per "
                 "head (group's worst head %.1f%%)\n",
                 (long long)n, taus[ti], 100.0 * oracle[ti] / heads,
@@ -1702,6 +1824,18 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
                   names[b], 100.0 * read[ti][b][0] / heads,
                   read[ti][b][0] / oracle[ti], 100.0 * read[ti][b][1] / heads,
                   read[ti][b][1] / oracle[ti]);
+    // Bytes as shares of f32 K+V (the study's cache): 4-bit sketches read
+    // page boxes (1 / P) and sketches (1/16) besides the positions.
+    std::printf(
+        "[walk]   s4    bytes %.1f%% (boxes %.1f%%, sketches "
+        "%.1f%%); hierarchical: positions %.1f%%, %.1f%% of pages "
+        "left to their boxes, bytes %.1f%%\n",
+        100.0 * (1.0 / double(P) + 1.0 / 16.0 + read[ti][kS4][0] / heads),
+        100.0 / double(P), 100.0 / 16.0, 100.0 * hierRead[size_t(ti)] / heads,
+        100.0 * hierBoxed[size_t(ti)] / groups,
+        100.0 *
+            (1.0 / double(P) + (1.0 - hierBoxed[size_t(ti)] / groups) / 16.0 +
+             hierRead[size_t(ti)] / heads));
     for (int b = kS4; b < kBounds; ++b)
       std::printf("[walk]   %-5s K first: bytes %.1f%% of the positions' K+V "
                   "(keys %.1f%%, values %.1f%%)\n",
