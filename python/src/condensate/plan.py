@@ -160,7 +160,8 @@ class Plan:
         """Decode attention of `layer`: returns (out [B, Hq, D] f32, stats
         [B, Hq, 5] f32: eps_hat, attended, extra, fallback, output_bound;
         fallback is 1 after the sparse pass, 2 when the certificate's early
-        test sent the group to dense before it, see AttentionABI.h).
+        test sent the group to dense before it; output_bound is NaN under a
+        policy with output_bound = false; see AttentionABI.h).
         Pass `out` and `stats` to allocate nothing (graphs, engines)."""
         if out is None:
             out = torch.empty_like(q)
