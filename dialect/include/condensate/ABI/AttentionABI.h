@@ -102,7 +102,9 @@ enum StatsEntry : int64_t {
   StatFallback = 3,
   /// Bound on ||o_dense - o||_2 of the output:
   /// eps_hat * sqrt(sum_c max(Vmax_c - o_c, o_c - Vmin_c, 0)^2) over the
-  /// per-channel box [Vmin, Vmax] of the omitted values.
+  /// per-channel box [Vmin, Vmax] of the omitted values; 0 for dense heads
+  /// and after a fallback, NaN where no certificate ran or its policy says
+  /// output_bound = false.
   StatOutputBound = 4,
 };
 /// The stats columns' names, in StatsEntry order (the Python package's
