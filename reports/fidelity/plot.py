@@ -185,7 +185,12 @@ def targets(r, pol, res, ctxs):
             def tau(n):
                 t = pol[n]["mlir"].split("tau = ")[1].split(",")[0].split(">")[0]
                 return 2.0 ** -24 if t == "strict" else float(t)
-            best = max(sk, key=tau)
+            def bytes_at_last(n):
+                b = res.get((n, ctxs[-1]), {}).get("bytes_read")
+                return float("inf") if b is None else b
+            # The largest tau; among policies of that tau (e.g. cert-open
+            # and cert-mass), the one that reads the fewest bytes.
+            best = max(sk, key=lambda n: (tau(n), -bytes_at_last(n)))
             x = res.get((best, ctxs[-1]), {})
             b8 = x.get("bytes_read")
             line += "{} reads {}: {}".format(best, pct(b8),
