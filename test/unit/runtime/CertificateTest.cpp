@@ -1248,6 +1248,16 @@ std::optional<RealKV> prefillGPL(int64_t context) {
   return out;
 }
 
+/// q . k maximised over the box [mn, mx] (per channel), unscaled.
+template <class Q>
+double boxBound(const Q *q, const std::vector<double> &mn,
+                const std::vector<double> &mx, int64_t d) {
+  double b = 0.0;
+  for (int64_t c = 0; c < d; ++c)
+    b += std::max(q[c] * mn[c], q[c] * mx[c]);
+  return b;
+}
+
 /// The per-channel min and max of the keys key(t), t in [t0, t1).
 template <class KeyFn>
 void keyBox(const KeyFn &key, int64_t t0, int64_t t1, int64_t d,
@@ -1294,13 +1304,11 @@ TEST(Certificate, DISABLED_PagePruningOnRealKV) {
         keyBox(key, t0, t1, D, mn, mx);
         for (int64_t i = 0; i < G; ++i) {
           const float *q = q0 + (g * G + i) * D;
-          double a = 0.0, b = 0.0;
-          for (int64_t c = 0; c < D; ++c) {
+          double a = 0.0;
+          for (int64_t c = 0; c < D; ++c)
             a += std::min(q[c] * mn[c], q[c] * mx[c]);
-            b += std::max(q[c] * mn[c], q[c] * mx[c]);
-          }
           lo[j] = std::max(lo[j], scale * a);
-          hi[j] = std::max(hi[j], scale * b);
+          hi[j] = std::max(hi[j], scale * boxBound(q, mn, mx, D));
           for (int64_t t = t0; t < t1; ++t) {
             double x = 0.0;
             for (int64_t c = 0; c < D; ++c)
@@ -1483,10 +1491,7 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
         keyBox(key, t0, t1, D, mn, mx);
         for (int64_t i = 0; i < G; ++i) {
           const float *q = q0 + (g * G + i) * D;
-          double bb = 0.0;
-          for (int64_t c = 0; c < D; ++c)
-            bb += std::max(q[c] * mn[c], q[c] * mx[c]);
-          boxUp[i][j] = scale * bb;
+          boxUp[i][j] = scale * boxBound(q, mn, mx, D);
         }
         // s4r: the page's keys turned back to its first position's frame.
         {
@@ -1630,6 +1635,14 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
         });
         const int64_t nb = std::min<int64_t>(base, int64_t(order.size()));
         std::vector<double> m(G, -INFINITY), z(G, 0.0), u(G, 0.0);
+        // Every head's U / (Z + U) within tau.
+        auto within = [&](const std::vector<double> &uu,
+                          const std::vector<double> &zz, double tau) {
+          for (int64_t i = 0; i < G; ++i)
+            if (uu[i] / (zz[i] + uu[i]) > tau)
+              return false;
+          return true;
+        };
         std::vector<char> inBase(n, 0);
         for (int64_t x = 0; x < nb; ++x)
           inBase[order[x]] = 1;
@@ -1696,12 +1709,7 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
                 if (!forced[t] && !inBase[t] && !boxed[size_t(t / P)])
                   for (int64_t i = 0; i < G; ++i)
                     uu[i] += std::exp(up[b][i][t] - m[i]);
-              auto ok = [&] {
-                for (int64_t i = 0; i < G; ++i)
-                  if (uu[i] / (z[i] + uu[i]) > taus[ti])
-                    return false;
-                return true;
-              };
+              auto ok = [&] { return within(uu, z, taus[ti]); };
               int64_t e = nb;
               for (size_t x = size_t(nb); x < order.size() && !ok(); ++x) {
                 const int64_t t = order[x];
@@ -1731,12 +1739,7 @@ TEST(Certificate, DISABLED_WalkAgainstOracleOnRealKV) {
         for (int withL = 0; withL < 2; ++withL)
           for (int ti = 0; ti < T; ++ti) {
             std::vector<double> uu(u), zz(z);
-            auto ok = [&] {
-              for (int64_t i = 0; i < G; ++i)
-                if (uu[i] / (zz[i] + uu[i]) > taus[ti])
-                  return false;
-              return true;
-            };
+            auto ok = [&] { return within(uu, zz, taus[ti]); };
             int64_t e = nb;
             while (!ok() && e < int64_t(order.size())) {
               const int64_t t = order[size_t(e++)];
