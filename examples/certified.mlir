@@ -9,8 +9,8 @@
 // extras is slow today: docs/CERTIFICATE.md, "Open extras".)
 // output_bound = false: the certificate bounds the omitted mass, which
 // governs every decision; the bound on the output error that it could add
-// would read the value box of every omitted page (6.25% of f32 K+V at
-// pages of 16) and nothing in the decoder uses it.
+// would read the value box of every omitted page (docs/CERTIFICATE.md,
+// "Fixed reads") and nothing in the decoder uses it.
 condensate.model @certified layers = 30, q_heads = 9, kv_heads = 3,
     head_dim = 64, page_size = 16, kv_type = f32,
     schedule = #condensate.schedule<layers = 30,

@@ -100,8 +100,8 @@ def Condensate_PolicyAttr : Condensate_Attr<"Policy", "policy"> {
     output error, ||o - o_S|| <= eps_hat * (distance from o_S to the far
     corner of the omitted values' box): the certificate then bounds the
     omitted mass alone and does not read the value box of the omitted pages
-    (two summary rows a page: a third of a 4-bit sketch policy's fixed reads
-    at pages of 16). Stats column 4 is then NaN.
+    (two summary rows a page; docs/CERTIFICATE.md, "Fixed reads"). Stats
+    column 4 is then NaN.
 
     Example:
 
