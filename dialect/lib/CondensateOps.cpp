@@ -526,11 +526,17 @@ LogicalResult ScoreSketchOp::verify() {
       failed(sc.check(getPageTable(), "page_table", {"B", "MP"})) ||
       failed(sc.check(getLens(), "lens", {"B"})) ||
       failed(sc.check(getScores(), "scores", {"B", "", "N"})) ||
+      failed(sc.check(getWidths(), "widths", {"B", "Hq", "MP"})) ||
       failed(sc.checkGroup()) || failed(sc.requireStatic({"Hq", "Hkv", "D"})) ||
       failed(checkScoreRows(*this, sc, getScores())) ||
       failed(checkPageSize(*this, p)) ||
       failed(checkScale(*this, getScaleAttr())))
     return failure();
+  // Widths bound each query head's scores: a row per key/value head is a
+  // max over heads, which a head's lower bound cannot be taken from.
+  if (getWidths() && scoresPerGroup())
+    return emitOpError() << "'widths' needs scores of one row per query "
+                            "head";
   auto mp = sc.get("MP"), n = sc.get("N");
   if (mp && n && *n != *mp * p)
     return emitOpError() << "scores must hold MP * page_size = " << *mp * p
@@ -752,6 +758,19 @@ LogicalResult CertifyOp::verify() {
   // The box rows are read and written as head_dim vectors.
   if (getVbox() && failed(sc.requireStatic({"D"})))
     return failure();
+  // Lower bounds per token from a page width: score_sketch's.
+  if (getWidths()) {
+    if (getGranularity() != Granularity::token)
+      return emitOpError() << "'widths' needs token granularity (a page "
+                              "width bounds each token of the page)";
+    if (failed(sc.check(getWidths(), "widths", {"B", "Hq", "W"})))
+      return failure();
+    auto wp = sc.get("W"), n = sc.get("N");
+    if (wp && n && *wp * getPageSize() != *n)
+      return emitOpError() << "widths must hold one entry per page of the "
+                           << *n << " score slots (" << *n / getPageSize()
+                           << " pages of " << getPageSize() << "), got " << *wp;
+  }
   return success();
 }
 

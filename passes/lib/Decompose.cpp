@@ -163,7 +163,7 @@ private:
     // Scores: needed by top-k and by the certificate. An uncertified policy
     // reports eps_hat as NaN (not computed) rather than paying for it.
     bool wantScores = policy.needsScores();
-    Value scores;
+    Value scores, widths;
     if (wantScores) {
       if (policy.getGranularity() == Granularity::page) {
         scores = alloc({dyn, runQHeads, dyn}, f32, {batch, maxPages});
@@ -181,9 +181,15 @@ private:
         scores = alloc({dyn, rows, dyn}, f32, {batch, tokens});
         // Sketch scores are upper bounds, so they also serve the
         // certificate; exact logits are their own bounds.
+        // With extras to walk, a certified sketch policy also takes the
+        // lower bounds of the extras it adds into Z: score_sketch writes
+        // each page's interval width for certify.
+        if (policy.getSelector() == Selector::sketch && certified &&
+            policy.getTauValue() > 0.0 && extra > 0)
+          widths = alloc({dyn, runQHeads, dyn}, f32, {batch, maxPages});
         if (policy.getSelector() == Selector::sketch)
           ScoreSketchOp::create(b, loc, q, summaries, op.getPageTable(),
-                                op.getLens(), scores, pageSize,
+                                op.getLens(), scores, widths, pageSize,
                                 b.getI64IntegerAttr(policy.getSketchBits()),
                                 op.getScaleAttr());
         else
@@ -214,7 +220,8 @@ private:
           b, loc, gran, q, k, op.getPageTable(), scores, bounds, op.getLens(),
           windows, indices, early, anchor, window, windowMax, pageSize,
           b.getI64IntegerAttr(topUnits),
-          b.getF64FloatAttr(policy.getTauValue()), op.getScaleAttr());
+          b.getF64FloatAttr(policy.getTauValue()), op.getScaleAttr(),
+          widths ? b.getUnitAttr() : UnitAttr());
     }
 
     // Sparse attention over anchor, window and the top units.
@@ -254,10 +261,10 @@ private:
       boxSummaries = summaries;
       boxPages = op.getPageTable();
     }
-    CertifyOp::create(b, loc, gran, bounds, op.getLens(), windows, indices, po,
-                      pml, extraCount, fallback, statsBuffer, early,
-                      boxSummaries, boxPages, vbox, anchor, window, windowMax,
-                      pageSize, b.getI64IntegerAttr(topUnits),
+    CertifyOp::create(b, loc, gran, bounds, widths, op.getLens(), windows,
+                      indices, po, pml, extraCount, fallback, statsBuffer,
+                      early, boxSummaries, boxPages, vbox, anchor, window,
+                      windowMax, pageSize, b.getI64IntegerAttr(topUnits),
                       b.getF64FloatAttr(policy.getTauValue()));
 
     SmallVector<Value> partials{po, pml};

@@ -87,10 +87,14 @@ uint32_t sketchCode(double k, double lo, double hi, int64_t bits,
 }
 
 double sketchBound(const float *q, const float *rows, int64_t d, int64_t off,
-                   int64_t bits, bool full, double scale, double *magnitude) {
+                   int64_t bits, bool full, double scale, double *magnitude,
+                   double *width) {
   const float *lo = rows + abi::KMin * d, *hi = rows + abi::KMax * d;
-  double s = 0.0, mag = 0.0;
+  double s = 0.0, mag = 0.0, slack = 0.0;
   if (!full) {
+    // A page still filling: its box bound, and no lower bound.
+    if (width)
+      *width = kInf;
     for (int64_t c = 0; c < d; ++c) {
       s += std::max(double(q[c]) * lo[c], double(q[c]) * hi[c]);
       mag += std::fabs(q[c]) * std::max(std::fabs(lo[c]), std::fabs(hi[c]));
@@ -113,12 +117,16 @@ double sketchBound(const float *q, const float *rows, int64_t d, int64_t off,
     double err = abi::sketchChannelError(lo[c], hi[c], step);
     double m = abi::sketchMagnitude(lo[c], step, bits);
     double aq = std::fabs(q[c]);
-    s += q[c] * deq + aq * err + gamma * aq * m;
+    s += q[c] * deq;
+    slack += aq * err + gamma * aq * m;
     mag += aq * m;
   }
   if (magnitude)
     *magnitude = scale * mag;
-  return scale * s;
+  // The bound less the width is a lower bound: score_sketch's widths.
+  if (width)
+    *width = 2.0 * scale * slack;
+  return scale * (s + slack);
 }
 
 std::vector<float> summaries(const Inputs &in, int64_t numPages,
@@ -212,6 +220,9 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
       std::vector<char> attended(n, 0);
       std::vector<int64_t> unitCount; // non-forced positions per unit
       std::vector<std::vector<double>> bound(group); // certificate bounds
+      // Lower bounds of the units' logits, where the certificate takes the
+      // extras' into Z (Policy::extrasLowerBounds).
+      std::vector<std::vector<double>> lower(group);
       int64_t unit = p.dense ? 1 : p.unitTokens();
       int64_t w = p.window;
       if (!p.dense && p.adaptive() && in.windows)
@@ -241,6 +252,7 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
           for (int64_t i = 0; i < group; ++i) {
             rank[i].assign(numUnits, -kInf);
             bound[i].assign(numUnits, -kInf);
+            lower[i].assign(numUnits, -kInf);
           }
           for (int64_t u = 0; u < numUnits; ++u) {
             int64_t lo = u * unit, hi = std::min(n, lo + unit);
@@ -258,10 +270,12 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
                 int64_t j = u / in.pageSize;
                 int64_t page = in.pageTable[b * in.maxPages + j];
                 bool full = (j + 1) * in.pageSize <= n;
-                double mag = 0.0;
+                double mag = 0.0, width = kInf;
                 rank[i][u] = bound[i][u] = sketchBound(
                     s.query(h), sums + (page * in.kvHeads + g) * R * d, d,
-                    u % in.pageSize, p.sketchBits, full, in.scale, &mag);
+                    u % in.pageSize, p.sketchBits, full, in.scale, &mag,
+                    &width);
+                lower[i][u] = bound[i][u] - width;
                 termSize[u] = std::max(termSize[u], mag);
                 continue;
               }
@@ -377,10 +391,20 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
             double eps = z + u > 0 ? u / (z + u) : 0.0;
             return eps <= 1.0 ? eps : 1.0;
           };
-          auto worstEps = [&]() {
+          // Z grows by the lower bounds of the first `taken` extras.
+          auto zWith = [&](int64_t i, int64_t taken) {
+            double z = zs[i];
+            if (p.extrasLowerBounds())
+              for (int64_t j = 0; j < taken && j < (int64_t)extras.size(); ++j)
+                z += unitCount[extras[j]] *
+                     std::exp(lower[i][extras[j]] - ms[i]);
+            return z;
+          };
+          auto worstEps = [&](int64_t taken) {
             double worst = 0.0;
             for (int64_t i = 0; i < group; ++i)
-              worst = std::max(worst, epsOf(headMassTerms(i, ms[i]), zs[i]));
+              worst = std::max(worst,
+                               epsOf(headMassTerms(i, ms[i]), zWith(i, taken)));
             return worst;
           };
           // The early test (precertify): a lower bound on every eps_hat the
@@ -409,11 +433,15 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
               for (int64_t t = 0; t < n; ++t)
                 if (t < p.anchor || t >= n - w)
                   zHat += std::exp(s.logit(h, g, t) - m);
+              // With the extras' lower bounds in Z, Zhat holds the extras'
+              // bounds too (precertify's extras_in_z).
+              const bool extrasInZ = p.extrasLowerBounds();
               for (int64_t u = 0; u < numUnits; ++u) {
                 if (unitCount[u] == 0)
                   continue;
                 double mass = unitCount[u] * std::exp(bound[i][u] - m);
-                if (kept[u] && std::binary_search(base.begin(), base.end(), u))
+                if (kept[u] && (extrasInZ || std::binary_search(base.begin(),
+                                                                base.end(), u)))
                   zHat += mass;
                 else if (!kept[u])
                   uLo += mass;
@@ -429,11 +457,11 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
             if (decisions) {
               extra = (*decisions)[b * in.kvHeads + g].extra;
               fallback = (*decisions)[b * in.kvHeads + g].fallback;
-            } else if (worstEps() > p.tau) {
+            } else if (worstEps(0) > p.tau) {
               fallback = true;
               for (size_t j = 0; j < extras.size(); ++j) {
                 selected[extras[j]] = 1;
-                if (worstEps() <= p.tau) {
+                if (worstEps(static_cast<int64_t>(j) + 1) <= p.tau) {
                   extra = static_cast<int64_t>(j) + 1;
                   fallback = false;
                   break;
@@ -450,11 +478,12 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
             if (fallback)
               std::fill(attended.begin(), attended.end(), 1);
           }
-          // Bounds reported for the final set, Z kept at the base set.
+          // Bounds reported for the final set, Z the base set's (and the
+          // lower bounds of the extras taken).
           for (int64_t i = 0; i < group; ++i) {
             HeadResult &hr = result.heads[b * in.qHeads + g * group + i];
             double u = headMassTerms(i, ms[i]);
-            hr.epsHat = fallback ? 0.0 : epsOf(u, zs[i]);
+            hr.epsHat = fallback ? 0.0 : epsOf(u, zWith(i, extra));
             hr.extra = extra;
             hr.fallback = fallback;
             hr.epsEarly = worstEarly;

@@ -882,6 +882,22 @@ func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %pt: memref<?x?x
 
 // -----
 
+func.func @f(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>, %pt: memref<?x8xi32>, %len: memref<?xi32>, %sc: memref<?x2x128xf32>, %w: memref<?x4x8xf32>) {
+  // expected-error@+1 {{'condensate.score_sketch' op 'widths' needs scores of one row per query head}}
+  condensate.score_sketch q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x7x16xf32>) pages(%pt : memref<?x8xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x2x128xf32>) widths(%w : memref<?x4x8xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>, %pt: memref<?x8xi32>, %len: memref<?xi32>, %sc: memref<?x4x128xf32>, %w: memref<?x4x16xf32>) {
+  // expected-error@+1 {{'condensate.score_sketch' op pages-per-sequence mismatch: 'page_table' has 8 but 'widths' has 16}}
+  condensate.score_sketch q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x7x16xf32>) pages(%pt : memref<?x8xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x128xf32>) widths(%w : memref<?x4x16xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
 func.func @f(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x?x?xf32>) {
   // expected-error@+1 {{'condensate.score_sketch' op operand 'scores' dimension 1 must be the query heads (4) or the key/value heads (2, each its group's max), got ?}}
   condensate.score_sketch q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x7x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x?x?xf32>) {page_size = 16 : i64, bits = 4 : i64, scale = 0.25 : f32}
@@ -1274,7 +1290,28 @@ func.func @f(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?x
 
 //===----------------------------------------------------------------------===//
 // condensate.certify
-//===----------------------------------------------------------------------===//
+
+func.func @f(%sc: memref<?x4x?xf32>, %w: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
+  // expected-error@+1 {{'condensate.certify' op 'widths' needs token granularity (a page width bounds each token of the page)}}
+  condensate.certify page scores(%sc : memref<?x4x?xf32>) widths(%w : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x128xf32>, %w: memref<?x4x4xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
+  // expected-error@+1 {{'condensate.certify' op widths must hold one entry per page of the 128 score slots (8 pages of 16), got 4}}
+  condensate.certify token scores(%sc : memref<?x4x128xf32>) widths(%w : memref<?x4x4xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
+
+// -----
+
+func.func @f(%sc: memref<?x4x?xf32>, %w: memref<?x2x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %po: memref<?x4x1x16xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %st: memref<?x4x5xf32>) {
+  // expected-error@+1 {{'condensate.certify' op query head count mismatch: 'scores' has 4 but 'widths' has 2}}
+  condensate.certify token scores(%sc : memref<?x4x?xf32>) widths(%w : memref<?x2x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) base(%po, %pml : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%e : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
+  return
+}
 
 // -----
 

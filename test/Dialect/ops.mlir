@@ -201,6 +201,26 @@ func.func @score_sketch(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>,
 
 // -----
 
+// With widths: each page's interval width per query head, which the
+// certificate's lower bounds take.
+// CHECK-LABEL: func.func @score_sketch_widths
+// CHECK: condensate.score_sketch {{.*}} scores(%{{.*}} : memref<?x4x128xf32>) widths(%{{.*}} : memref<?x4x8xf32>) {bits = 2 : i64
+// GENERIC: "condensate.score_sketch"({{.*}}) <{bits = 2 : i64, page_size = 16 : i64, scale = 2.500000e-01 : f32}> : (memref<?x4x16xf32>, memref<?x2x6x16xf32>, memref<?x8xi32>, memref<?xi32>, memref<?x4x128xf32>, memref<?x4x8xf32>) -> ()
+func.func @score_sketch_widths(%q: memref<?x4x16xf32>,
+                               %s: memref<?x2x6x16xf32>,
+                               %pt: memref<?x8xi32>, %len: memref<?xi32>,
+                               %sc: memref<?x4x128xf32>,
+                               %w: memref<?x4x8xf32>) {
+  condensate.score_sketch q(%q : memref<?x4x16xf32>)
+      summaries(%s : memref<?x2x6x16xf32>) pages(%pt : memref<?x8xi32>)
+      lens(%len : memref<?xi32>) scores(%sc : memref<?x4x128xf32>)
+      widths(%w : memref<?x4x8xf32>)
+      {page_size = 16 : i64, bits = 2 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
 // One row per key/value head: each its group's max.
 // CHECK-LABEL: func.func @score_sketch_per_group
 // CHECK: condensate.score_sketch {{.*}} scores(%{{.*}} : memref<?x2x128xf32>)
@@ -323,9 +343,9 @@ func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>,
 // CHECK: condensate.certify page scores(%{{.*}} : memref<?x4x?xf32>) lens(%{{.*}} : memref<?xi32>) indices(%{{.*}} : memref<?x2x6xi32>) base(%{{.*}}, %{{.*}} : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) extra(%{{.*}} : memref<?x2xi32>) fallback(%{{.*}} : memref<?x2xi32>) stats(%{{.*}} : memref<?x4x5xf32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, tau = 1.000000e-04 : f64, window = 64 : i64, window_max = 64 : i64}
 // CHECK: condensate.certify token scores(%{{.*}} : memref<?x4x?xf32>) lens(%{{.*}} : memref<?xi32>) windows(%{{.*}} : memref<?xi32>) indices(%{{.*}} : memref<?x2x6xi32>) base({{.*}}) extra({{.*}}) fallback({{.*}}) stats({{.*}}) {anchor = 0 : i64, base_units = 6 : i64, page_size = 16 : i64, tau = 0.000000e+00 : f64, window = 8 : i64, window_max = 32 : i64}
 // CHECK: condensate.certify page {{.*}} stats(%{{.*}} : memref<?x4x5xf32>) summaries(%{{.*}} : memref<?x2x5x16xf32>) pages(%{{.*}} : memref<?x?xi32>) vbox(%{{.*}} : memref<?x2x2x16xf32>) {anchor = 1 : i64,
-// GENERIC: "condensate.certify"(%arg0, %arg1, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8) <{anchor = 1 : i64, base_units = 4 : i64, granularity = #condensate<granularity page>, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>, page_size = 16 : i64, tau = 1.000000e-04 : f64,
-// GENERIC: "condensate.certify"(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8) <{anchor = 0 : i64, base_units = 6 : i64, granularity = #condensate<granularity token>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>, page_size = 16 : i64, tau = 0.000000e+00 : f64,
-// GENERIC: "condensate.certify"(%arg0, %arg1, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8, %arg9, %arg10, %arg11) <{anchor = 1 : i64, base_units = 4 : i64, granularity = #condensate<granularity page>, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1>,
+// GENERIC: "condensate.certify"(%arg0, %arg1, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8) <{anchor = 1 : i64, base_units = 4 : i64, granularity = #condensate<granularity page>, operandSegmentSizes = array<i32: 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>, page_size = 16 : i64, tau = 1.000000e-04 : f64,
+// GENERIC: "condensate.certify"(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8) <{anchor = 0 : i64, base_units = 6 : i64, granularity = #condensate<granularity token>, operandSegmentSizes = array<i32: 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>, page_size = 16 : i64, tau = 0.000000e+00 : f64,
+// GENERIC: "condensate.certify"(%arg0, %arg1, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8, %arg9, %arg10, %arg11) <{anchor = 1 : i64, base_units = 4 : i64, granularity = #condensate<granularity page>, operandSegmentSizes = array<i32: 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1>,
 func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>,
                    %w: memref<?xi32>, %idx: memref<?x2x6xi32>,
                    %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>,
@@ -367,9 +387,32 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>,
 
 // -----
 
+// With widths (token units): the extras' lower bounds join Z.
+// CHECK-LABEL: func.func @certify_widths
+// CHECK: condensate.certify token scores(%{{.*}} : memref<?x4x128xf32>) widths(%{{.*}} : memref<?x4x8xf32>) lens(%{{.*}} : memref<?xi32>) indices
+// GENERIC: "condensate.certify"({{.*}}) <{{.*}}operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>
+func.func @certify_widths(%sc: memref<?x4x128xf32>, %w: memref<?x4x8xf32>,
+                          %len: memref<?xi32>, %idx: memref<?x2x6xi32>,
+                          %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>,
+                          %e: memref<?x2xi32>, %f: memref<?x2xi32>,
+                          %st: memref<?x4x5xf32>) {
+  condensate.certify token scores(%sc : memref<?x4x128xf32>)
+      widths(%w : memref<?x4x8xf32>)
+      lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>)
+      base(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>)
+      extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>)
+      stats(%st : memref<?x4x5xf32>)
+      {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64,
+       page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-02 : f64}
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @precertify
 // CHECK: condensate.precertify token q(%{{.*}} : memref<?x4x16xf32>) k(%{{.*}} : memref<?x2x16x16xf16>) pages(%{{.*}} : memref<?x?xi32>) scores(%[[SC:.*]] : memref<?x4x?xf32>) bounds(%[[SC]] : memref<?x4x?xf32>) lens(%{{.*}} : memref<?xi32>) indices(%{{.*}} : memref<?x2x6xi32>) early(%{{.*}} : memref<?x2xi32>) {anchor = 1 : i64, base_units = 4 : i64, page_size = 16 : i64, scale = 2.500000e-01 : f32, tau = 1.000000e-02 : f64, window = 16 : i64, window_max = 16 : i64}
 // CHECK: condensate.precertify page {{.*}} windows(%{{.*}} : memref<?xi32>) indices
+// CHECK: condensate.precertify token {{.*}} {anchor = 1 : i64, base_units = 4 : i64, extras_in_z, page_size = 16 : i64
 func.func @precertify(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>,
                       %pt: memref<?x?xi32>, %sc: memref<?x4x?xf32>,
                       %len: memref<?xi32>, %w: memref<?xi32>,
@@ -390,6 +433,14 @@ func.func @precertify(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>,
       {anchor = 0 : i64, window = 8 : i64, window_max = 32 : i64,
        page_size = 16 : i64, base_units = 6 : i64, tau = 0.5 : f64,
        scale = 0.25 : f32}
+  condensate.precertify token q(%q : memref<?x4x16xf32>)
+      k(%k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>)
+      scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>)
+      lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>)
+      early(%e : memref<?x2xi32>)
+      {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64,
+       page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-02 : f64,
+       scale = 0.25 : f32, extras_in_z}
   return
 }
 

@@ -79,10 +79,15 @@ func.func @token(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?
 // CHECK-NEXT: condensate.score_sketch q(%arg0 : memref<?x4x16xf32>) summaries(%arg5 : memref<?x2x7x16xf32>) pages(%arg3 : memref<?x?xi32>) lens(%arg4 : memref<?xi32>) scores(%[[SC]] : memref<?x2x?xf32>) {bits = 4 : i64, page_size = 16 : i64, scale = 2.500000e-01 : f32}
 // CHECK-NEXT: %[[IDX:.*]] = memref.alloc(%{{.*}}) : memref<?x2x32xi32>
 // CHECK-NEXT: condensate.select_topk token scores(%[[SC]] : memref<?x2x?xf32>)
+// Certified with extras, score_sketch also writes each page's width, so
+// that the certificate takes the extras' lower bounds into Z, and the
+// early test counts the extras' bounds in its Zhat.
 // CHECK-LABEL: func.func @sketch_certified
 // CHECK: %[[SC:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
-// CHECK-NEXT: condensate.score_sketch {{.*}} scores(%[[SC]] : memref<?x4x?xf32>)
-// CHECK: condensate.certify token
+// CHECK-NEXT: %[[W:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
+// CHECK-NEXT: condensate.score_sketch {{.*}} scores(%[[SC]] : memref<?x4x?xf32>) widths(%[[W]] : memref<?x4x?xf32>)
+// CHECK: condensate.precertify token {{.*}} extras_in_z
+// CHECK: condensate.certify token scores(%[[SC]] : memref<?x4x?xf32>) widths(%[[W]] : memref<?x4x?xf32>) lens
 func.func @sketch(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x7x16xf32>, %o: memref<?x4x16xf32>) {
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x2x7x16xf32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<anchor = 1, window = 64, topk = 32, selector = sketch, bits = 4>, scale = 0.25 : f32, spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f32, top_units = 32, extra_units = 0, splits = 1, target = cpu>}
   return

@@ -7,6 +7,8 @@
 
 #include "Numerics.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::condensate;
 
@@ -29,6 +31,27 @@ Value mlir::condensate::unitMassBound(Emitter &e, const TargetInfo &target,
     term = e.fmul(e.indexToF32(cnt), e.exp(x));
   }
   return e.select(e.gt(cnt, e.idx(0)), e.extf(term, f64), e.f64(0.0));
+}
+
+Value mlir::condensate::unitLowerMass(Emitter &e, const TargetInfo &target,
+                                      Value cnt, Value bound, Value width,
+                                      Value m) {
+  Type f64 = e.builder().getF64Type();
+  auto abs = [&](Value x) {
+    return math::AbsFOp::create(e.builder(), e.location(), x);
+  };
+  Value size = e.fadd(e.fadd(e.fadd(e.f32(1.0), abs(bound)), width), abs(m));
+  Value margin = e.fmul(size, e.f32(kBoundMargin));
+  Value x = e.fsub(e.fsub(e.fsub(bound, width), margin), m);
+  Value term;
+  if (target.f64Exp())
+    term = e.fmul(e.extf(e.indexToF32(cnt), f64), e.exp(e.extf(x, f64)));
+  else
+    term = e.extf(e.fmul(e.indexToF32(cnt), e.exp(x)), f64);
+  // Below +inf and not NaN (an ordered comparison is false for NaN).
+  Value finite = e.fcmp(arith::CmpFPredicate::OLT, term,
+                        e.f64(std::numeric_limits<double>::infinity()));
+  return e.select(e.band(e.gt(cnt, e.idx(0)), finite), term, e.f64(0.0));
 }
 
 Value mlir::condensate::epsHat(Emitter &e, const TargetInfo &target, Value u,
@@ -54,27 +77,31 @@ Value mlir::condensate::worstEpsHat(Emitter &e, const TargetInfo &target,
   return m;
 }
 
-ExtrasWalk mlir::condensate::walkExtras(
-    Emitter &e, const TargetInfo &target, Value indices, Value b, Value g,
-    int64_t base, int64_t extraMax, double tau, ValueRange us, ValueRange zs,
-    llvm::function_ref<Value(Emitter &, Value, int64_t)> mass) {
+ExtrasWalk mlir::condensate::walkExtras(Emitter &e, const TargetInfo &target,
+                                        Value indices, Value b, Value g,
+                                        int64_t base, int64_t extraMax,
+                                        double tau, ValueRange us,
+                                        ValueRange zs, UnitMassFn mass,
+                                        UnitMassFn lowerMass) {
   return walkExtrasFrom(e, target, indices, b, g, base, e.idx(0),
-                        e.idx(extraMax), tau, us, zs, mass);
+                        e.idx(extraMax), tau, us, zs, mass, lowerMass);
 }
 
 ExtrasWalk mlir::condensate::walkExtrasFrom(
     Emitter &e, const TargetInfo &target, Value indices, Value b, Value g,
     int64_t base, Value from, Value to, double tau, ValueRange us,
-    ValueRange zs, llvm::function_ref<Value(Emitter &, Value, int64_t)> mass) {
+    ValueRange zs, UnitMassFn mass, UnitMassFn lowerMass) {
   int64_t group = us.size();
   Value over = e.fcmp(arith::CmpFPredicate::OGT, worstEpsHat(e, target, us, zs),
                       e.f64(tau));
-  // State: (done, next slot, extras taken, omitted sums). The walk stops at
-  // tau, at the first empty slot (select_topk puts every empty slot after
-  // the units), or at `to`: with open extras (max_extra as large as the
-  // context) it costs what it takes in, not the slots.
+  // State: (done, next slot, extras taken, omitted sums[, attended sums]).
+  // The walk stops at tau, at the first empty slot (select_topk puts every
+  // empty slot after the units), or at `to`: with open extras (max_extra as
+  // large as the context) it costs what it takes in, not the slots.
   SmallVector<Value> init{e.bnot(over), from, from};
   init.append(us.begin(), us.end());
+  if (lowerMass)
+    init.append(zs.begin(), zs.end());
   auto walk = e.whileLoop(
       init,
       [&](Emitter &e, ValueRange st) {
@@ -85,17 +112,23 @@ ExtrasWalk mlir::condensate::walkExtrasFrom(
         Value u = e.loadIndex(indices, {b, g, e.add(j, e.idx(base))});
         Value have = e.ge(u, e.idx(0));
         Value uSafe = e.select(have, u, e.idx(0));
-        SmallVector<Value> next;
+        SmallVector<Value> next, nextZ(zs.begin(), zs.end());
         for (int64_t i = 0; i < group; ++i) {
           Value m = e.select(have, mass(e, uSafe, i), e.f64(0.0));
           next.push_back(e.fmax(e.fsub(st[3 + i], m), e.f64(0.0)));
+          if (lowerMass)
+            nextZ[i] =
+                e.fadd(st[3 + group + i],
+                       e.select(have, lowerMass(e, uSafe, i), e.f64(0.0)));
         }
         Value ok = e.fcmp(arith::CmpFPredicate::OLE,
-                          worstEpsHat(e, target, next, zs), e.f64(tau));
+                          worstEpsHat(e, target, next, nextZ), e.f64(tau));
         Value nextSlot = e.select(have, e.add(j, e.idx(1)), to);
         SmallVector<Value> out{e.band(ok, have), nextSlot,
                                e.select(have, e.add(j, e.idx(1)), st[2])};
         out.append(next.begin(), next.end());
+        if (lowerMass)
+          out.append(nextZ.begin(), nextZ.end());
         return out;
       });
   return {walk[0], walk[2]};

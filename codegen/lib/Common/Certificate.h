@@ -21,6 +21,16 @@ namespace mlir::condensate {
 Value unitMassBound(Emitter &e, const TargetInfo &target, Value count,
                     Value bound, Value m);
 
+/// The mass a taken extra adds to Z when the certificate has its lower
+/// bounds (certify with `widths`), in f64: `count` positions times
+/// exp(bound - width - margin - m), the margin kBoundMargin * (1 + |bound|
+/// + width + |m|) covering the float32 rounding of the scores, the width
+/// and the difference; 0 for a unit with no candidate position, and where
+/// the term is not a finite number (an infinite width, an overflow: leaving
+/// mass out of Z only loosens the bound).
+Value unitLowerMass(Emitter &e, const TargetInfo &target, Value count,
+                    Value bound, Value width, Value m);
+
 /// eps_hat = U / (Z + U) in f64 for omitted mass U and attended mass Z; a
 /// bound that overflowed (inf / inf, NaN) is 1, so it never certifies.
 Value epsHat(Emitter &e, const TargetInfo &target, Value u, Value z);
@@ -29,9 +39,13 @@ Value epsHat(Emitter &e, const TargetInfo &target, Value u, Value z);
 Value worstEpsHat(Emitter &e, const TargetInfo &target, ValueRange us,
                   ValueRange zs);
 
+/// A unit's mass for one head of the group, in f64: (builder, unit, head).
+using UnitMassFn = llvm::function_ref<Value(Emitter &, Value, int64_t)>;
+
 /// The walk over the extras indices[b, g, base + j], j < extraMax, in rank
 /// order: each taken extra's mass (mass(e, u, head)) leaves the omitted sums
-/// `us` until the group's worst eps_hat is within tau; it stops there, or at
+/// `us`, and with `lowerMass` its lower bound's mass joins the attended sums
+/// `zs`, until the group's worst eps_hat is within tau; it stops there, or at
 /// the first empty slot, so open extras cost what the walk takes in. `done`
 /// says whether it got there, `taken` how many extras that took. The sums are
 /// only the walk's guide: subtracting a dominant (or infinite) term cancels the
@@ -40,19 +54,17 @@ struct ExtrasWalk {
   Value done;  // i1
   Value taken; // index
 };
-ExtrasWalk
-walkExtras(Emitter &e, const TargetInfo &target, Value indices, Value b,
-           Value g, int64_t base, int64_t extraMax, double tau, ValueRange us,
-           ValueRange zs,
-           llvm::function_ref<Value(Emitter &, Value, int64_t)> mass);
+ExtrasWalk walkExtras(Emitter &e, const TargetInfo &target, Value indices,
+                      Value b, Value g, int64_t base, int64_t extraMax,
+                      double tau, ValueRange us, ValueRange zs, UnitMassFn mass,
+                      UnitMassFn lowerMass = nullptr);
 /// The same walk over the slots [from, to) of the extras only, with `us`
-/// the omitted sums after the slots before `from` left them; `taken`
+/// (and `zs`) the sums after the slots before `from` moved them; `taken`
 /// counts from slot 0 (it is `from` when the sums are within tau already).
-ExtrasWalk
-walkExtrasFrom(Emitter &e, const TargetInfo &target, Value indices, Value b,
-               Value g, int64_t base, Value from, Value to, double tau,
-               ValueRange us, ValueRange zs,
-               llvm::function_ref<Value(Emitter &, Value, int64_t)> mass);
+ExtrasWalk walkExtrasFrom(Emitter &e, const TargetInfo &target, Value indices,
+                          Value b, Value g, int64_t base, Value from, Value to,
+                          double tau, ValueRange us, ValueRange zs,
+                          UnitMassFn mass, UnitMassFn lowerMass = nullptr);
 
 /// The certificate's early test (precertify) needs the units a selection
 /// can still leave out after all its extras: the candidates ranked after

@@ -216,9 +216,11 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                                  e.load(bounds, {bb, head(e, i), u}), ms[i]);
           };
           SmallVector<Value> zero(G, e.f64(0.0));
-          // Zhat: the base units' bounds ...
+          // Zhat: the base units' bounds (with extras_in_z the extras' too:
+          // certify may take their lower bounds into Z) ...
+          int64_t zUnits = op.getExtrasInZ() ? slots : base;
           auto zBase = e.forLoop(
-              tid, e.idx(base), e.idx(threads), zero,
+              tid, e.idx(zUnits), e.idx(threads), zero,
               [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
                 Value u = e.loadIndex(indices, {bb, g, j});
                 Value have = e.ge(u, e.idx(0));
@@ -416,6 +418,12 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
     earlyIdx = operands.size();
     operands.push_back(op.getEarly());
   }
+  // With widths the extras taken add their lower bounds' mass to Z.
+  int64_t widthsIdx = -1;
+  if (op.getWidths()) {
+    widthsIdx = operands.size();
+    operands.push_back(op.getWidths());
+  }
   // The selected set (base units, then the extras taken), as a bitmap over
   // the first kMarkUnits units, so that the passes over every unit test
   // membership with one shared load rather than a binary search of the base
@@ -428,15 +436,18 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   constexpr int64_t kStaticBudget = kStaticSharedBytes - 1024;
   bool manyExtras = tau > 0.0 && extraMax > kScanExtras;
   // ... and with many extras the walk starts from per-chunk mass sums (f64
-  // [chunk][head], 8 KB).
+  // [chunk][head], 8 KB; with widths [chunk][U of each head, then Z of
+  // each head], 16 KB).
   const int64_t numChunks = std::clamp<int64_t>(1024 / G, 1, threads);
   const int64_t chunkLen = (extraMax + numChunks - 1) / numChunks;
+  const int64_t chunkCols = widthsIdx >= 0 ? 2 * G : G;
   SmallVector<Type> smem{KernelBuilder::workgroupType(ctx, {G}, f32),  // m
                          KernelBuilder::workgroupType(ctx, {G}, f64),  // Z
                          KernelBuilder::workgroupType(ctx, {G}, f64),  // U
                          KernelBuilder::workgroupType(ctx, {2}, i32)}; // e, fb
   Type marksType = KernelBuilder::workgroupType(ctx, {kMarkWords}, i32);
-  Type chunksType = KernelBuilder::workgroupType(ctx, {numChunks, G}, f64);
+  Type chunksType =
+      KernelBuilder::workgroupType(ctx, {numChunks, chunkCols}, f64);
   // The value box: one warp per page row (lanes over channels, `boxPer`
   // channels each), `boxRows` rows in flight, combined through shared
   // memory: as many rows as the threads allow and, beside the marks and
@@ -615,6 +626,18 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
           Value bound = e.load(scores, {bb, head(e, i), u});
           return unitMassBound(e, target, cnt, bound, ms[i]);
         };
+        // The mass of unit u's lower bound (a token's, from its page's
+        // width) that a taken extra adds to Z.
+        Value widths = widthsIdx >= 0 ? a[widthsIdx] : Value();
+        Value pageSize = e.idx(op.getPageSize());
+        auto lowerMass = [&](Emitter &e, Value u, int64_t i) -> Value {
+          Value h = head(e, i);
+          Value bound = e.load(scores, {bb, h, u});
+          Value width = e.load(widths, {bb, h, e.divs(u, pageSize)});
+          return unitLowerMass(e, target, units.count(e, u), bound, width,
+                               ms[i]);
+        };
+        UnitMassFn lower = widths ? UnitMassFn(lowerMass) : nullptr;
         // U over candidates outside base (and the first `count` extras).
         auto sumOmitted = [&](GPUEmitter &e, Value count) {
           SmallVector<Value> init(G, e.f64(0.0));
@@ -642,7 +665,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             e.ifThen(e.lt(tid, e.idx(numChunks)), [&](Emitter &e) {
               Value j0 = e.mul(tid, e.idx(chunkLen));
               Value j1 = e.mins(e.add(j0, e.idx(chunkLen)), e.idx(extraMax));
-              SmallVector<Value> init(G, e.f64(0.0));
+              SmallVector<Value> init(chunkCols, e.f64(0.0));
               auto sums = e.forLoop(
                   j0, j1, e.idx(1), init,
                   [&](Emitter &e, Value j,
@@ -656,9 +679,14 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                       out.push_back(
                           e.fadd(acc[i], e.select(have, mass(e, uSafe, i),
                                                   e.f64(0.0))));
+                    if (lower)
+                      for (int64_t i = 0; i < G; ++i)
+                        out.push_back(e.fadd(
+                            acc[G + i],
+                            e.select(have, lower(e, uSafe, i), e.f64(0.0))));
                     return out;
                   });
-              for (int64_t i = 0; i < G; ++i)
+              for (int64_t i = 0; i < chunkCols; ++i)
                 e.store(sums[i], cs, {tid, e.idx(i)});
             });
             e.barrier();
@@ -677,46 +705,52 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             ExtrasWalk walk;
             if (manyExtras) {
               Value cs = sm[chunksIdx];
-              // State: (found, chunk, sums before it).
+              // State: (found, chunk, sums before it: U's, then Z's).
               SmallVector<Value> init{e.i1(false), e.idx(numChunks)};
-              init.append(G, e.f64(0.0));
+              init.append(chunkCols, e.f64(0.0));
               auto scan = e.forLoop(
                   e.idx(0), e.idx(numChunks), e.idx(1), init,
                   [&](Emitter &e, Value c,
                       ValueRange st) -> SmallVector<Value> {
-                    SmallVector<Value> next, left;
-                    for (int64_t i = 0; i < G; ++i) {
+                    SmallVector<Value> next, left, grown(zs);
+                    for (int64_t i = 0; i < chunkCols; ++i)
                       next.push_back(
                           e.fadd(st[2 + i], e.load(cs, {c, e.idx(i)})));
+                    for (int64_t i = 0; i < G; ++i) {
                       left.push_back(
-                          e.fmax(e.fsub(us[i], next.back()), e.f64(0.0)));
+                          e.fmax(e.fsub(us[i], next[i]), e.f64(0.0)));
+                      if (lower)
+                        grown[i] = e.fadd(zs[i], next[G + i]);
                     }
                     Value ok =
                         e.fcmp(arith::CmpFPredicate::OLE,
-                               worstEpsHat(e, target, left, zs), e.f64(tau));
+                               worstEpsHat(e, target, left, grown), e.f64(tau));
                     Value stop = e.band(ok, e.bnot(st[0]));
                     SmallVector<Value> out{e.bor(st[0], ok),
                                            e.select(stop, c, st[1])};
-                    for (int64_t i = 0; i < G; ++i)
+                    for (int64_t i = 0; i < chunkCols; ++i)
                       out.push_back(
                           e.select(e.bor(st[0], ok), st[2 + i], next[i]));
                     return out;
                   });
-              SmallVector<Value> left;
-              for (int64_t i = 0; i < G; ++i)
+              SmallVector<Value> left, grown(zs);
+              for (int64_t i = 0; i < G; ++i) {
                 left.push_back(e.fmax(e.fsub(us[i], scan[2 + i]), e.f64(0.0)));
+                if (lower)
+                  grown[i] = e.fadd(zs[i], scan[2 + G + i]);
+              }
               Value c = e.mins(scan[1], e.idx(numChunks - 1));
               Value from = e.mul(c, e.idx(chunkLen));
               Value to = e.mins(e.add(from, e.idx(chunkLen)), e.idx(extraMax));
               walk = walkExtrasFrom(e, target, indices, bb, g, base, from, to,
-                                    tau, left, zs, mass);
+                                    tau, left, grown, mass, lower);
               // Found: the chunk sums say its end is within tau, so the walk
               // stops inside it (or, by rounding, at its end; the fresh sum
               // below decides either way). Not found: no count passes.
               walk.done = scan[0];
             } else {
               walk = walkExtras(e, target, indices, bb, g, base, extraMax, tau,
-                                us, zs, mass);
+                                us, zs, mass, lower);
             }
             Value done = walk.done;
             e.store(e.toI32(e.select(done, walk.taken, e.idx(0))), smD,
@@ -736,6 +770,25 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                   return {};
                 });
             e.barrier();
+          }
+          // Z of the final set: the extras taken add their lower bounds'
+          // mass (a sum of positive terms, so the walk's own would do; this
+          // one is parallel). sumOmitted's barrier orders it before the
+          // decision.
+          if (lower) {
+            SmallVector<Value> init(G, e.f64(0.0));
+            auto part = e.forLoop(
+                tid, extra, e.idx(threads), init,
+                [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+                  Value u =
+                      e.loadIndex(indices, {bb, g, e.add(e.idx(base), j)});
+                  SmallVector<Value> out;
+                  for (int64_t i = 0; i < G; ++i)
+                    out.push_back(e.fadd(acc[i], lower(e, u, i)));
+                  return out;
+                });
+            for (int64_t i = 0; i < G; ++i)
+              e.warpAtomicAddF64(smZ, {e.idx(i)}, part[i]);
           }
           sumOmitted(e, extra);
         }

@@ -15,6 +15,7 @@
 #include "../Common/Sketch.h"
 #include "KernelBuilder.h"
 
+#include <limits>
 #include <map>
 
 using namespace mlir;
@@ -326,6 +327,8 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
   int64_t levels = (int64_t(1) << bits) - 1;
   SmallVector<Value> operands{op.getQ(), op.getSummaries(), op.getPageTable(),
                               op.getLens(), op.getScores()};
+  if (op.getWidths())
+    operands.push_back(op.getWidths());
   // Per warp, its page's per-channel terms: lo_c, step_c 2^bits and the
   // slack weight, d floats each.
   SmallVector<Type> smem{KernelBuilder::workgroupType(
@@ -333,6 +336,7 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value q = a[0], sum = a[1], pt = a[2], lens = a[3], scores = a[4];
+        Value widths = op.getWidths() ? a[5] : Value();
         const TargetInfo &target = nvvmTarget();
         Type i32 = e.builder().getI32Type(), f32 = e.builder().getF32Type();
         Type v4i32 = VectorType::get({4}, i32);
@@ -532,6 +536,23 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                                             /*nontemporal=*/false,
                                             llvm::MaybeAlign(4 * cpl));
                   e.syncWarp();
+                  // Each head's page width, 2 scale sum_c |q_c| (e_c +
+                  // gamma m_c), summed apart from the scores (which fold the
+                  // slack into their constant).
+                  if (widths)
+                    for (int64_t i = 0; i < G; ++i) {
+                      Value h = e.add(e.mul(g, e.idx(G)), e.idx(i));
+                      Value qv = e.vecLoad(q, {bb, h, cp}, cpl, 4 * cpl);
+                      Value aq =
+                          math::AbsFOp::create(e.builder(), e.location(), qv);
+                      Value tot =
+                          laneSum(e, target,
+                                  e.reduceAdd(e.fmul(aq, sk.slack[0])), kWarp);
+                      e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+                        e.store(e.fmul(e.fadd(tot, tot), e.f32(scaleValue)),
+                                widths, {bb, h, j});
+                      });
+                    }
                 }
                 int64_t nAcc = 4 * tiles + 1;
                 SmallVector<Value> res = e.forLoop(
@@ -608,9 +629,17 @@ void lowerScoreSketchMma(ScoreSketchOp op, OpBuilder &b,
                 }
                 return res;
               };
-              // A page that is not full has no sketch: its box bound.
+              // A page that is not full has no sketch: its box bound (and no
+              // lower bound: an infinite width).
               auto partialPage = [&](Emitter &ee) -> SmallVector<Value> {
                 GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                if (widths)
+                  e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+                    for (int64_t i = 0; i < G; ++i)
+                      e.store(e.f32(std::numeric_limits<double>::infinity()),
+                              widths,
+                              {bb, e.add(e.mul(g, e.idx(G)), e.idx(i)), j});
+                  });
                 SmallVector<Value> box = e.forLoop(
                     e.idx(0), e.idx(steps), e.idx(1), {e.f32(0.0)},
                     [&](Emitter &ee, Value ks,
@@ -787,9 +816,12 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
       KernelBuilder::workgroupType(ctx, {pages * Gh}, f32)};        // box
   SmallVector<Value> operands{op.getQ(), op.getSummaries(), op.getPageTable(),
                               op.getLens(), op.getScores()};
+  if (op.getWidths())
+    operands.push_back(op.getWidths());
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
         Value q = a[0], sum = a[1], pt = a[2], lens = a[3], scores = a[4];
+        Value widths = op.getWidths() ? a[5] : Value();
         Value aHat = sm[0], constant = sm[1], boxes = sm[2];
         const TargetInfo &target = nvvmTarget();
         Value g = e.bid(gpu::Dimension::y), bb = e.bid(gpu::Dimension::z);
@@ -913,6 +945,21 @@ void lowerScoreSketch(ScoreSketchOp op, OpBuilder &b, const KernelBuilder &kb,
                       e.store(e.fadd(base, slack), constant, {slot});
                       e.store(box, boxes, {slot});
                     });
+                    // The page's width for each head (+inf for a page
+                    // still filling: no lower bound from its box).
+                    if (widths)
+                      e.ifThen(
+                          e.band(inside, e.eq(at.lane, e.idx(0))),
+                          [&](Emitter &e) {
+                            Value full =
+                                e.le(e.mul(e.add(j, e.idx(1)), e.idx(p)), n);
+                            Value width = e.select(
+                                full, e.fmul(e.fadd(slack, slack), scale),
+                                e.f32(std::numeric_limits<double>::infinity()));
+                            Value h =
+                                e.add(e.mul(g, e.idx(G)), e.add(hb, e.idx(i)));
+                            e.store(width, widths, {bb, h, j});
+                          });
                   });
                 }
                 return {};

@@ -188,8 +188,11 @@ void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
           };
           Value z = forcedMass(e, e.idx(0), anchorEnd, e.f64(0.0));
           z = forcedMass(e, windowBegin, n, z);
+          // The base units' bounds, and with extras_in_z the extras' too
+          // (certify may take their lower bounds into Z).
+          int64_t zUnits = op.getExtrasInZ() ? slots : base;
           z = e.forLoop(
-              e.idx(0), e.idx(base), e.idx(1), {z},
+              e.idx(0), e.idx(zUnits), e.idx(1), {z},
               [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
                 Value u = e.loadIndex(op.getIndices(), {b, g, j});
                 Value have = e.ge(u, e.idx(0));
@@ -310,14 +313,25 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
                     });
               });
         };
+        // With widths: the mass of unit u's lower bound for head i, which
+        // a taken extra adds to Z.
+        Value widths = op.getWidths();
+        Value pageV = e.idx(op.getPageSize());
+        auto lowerMass = [&](Emitter &e, Value u, int64_t i) {
+          Value bound = e.load(op.getScores(), {b, heads[i], u});
+          Value width = e.load(widths, {b, heads[i], e.divs(u, pageV)});
+          return unitLowerMass(e, target, units.count(e, u), bound, width,
+                               ms[i]);
+        };
         markUnits(e, b, g, e.idx(0), e.idx(base), one8);
         SmallVector<Value> us = omitted(e);
         Value extra = e.idx(0), fallback = e.i1(false);
         if (tau > 0.0) {
-          // Walk the extras in order, removing their mass, until the worst
-          // head's bound is within tau.
-          ExtrasWalk walk = walkExtras(e, target, op.getIndices(), b, g, base,
-                                       extraMax, tau, us, zs, unitMass);
+          // Walk the extras in order, removing their mass (and adding their
+          // lower bounds' to Z), until the worst head's bound is within tau.
+          ExtrasWalk walk = walkExtras(
+              e, target, op.getIndices(), b, g, base, extraMax, tau, us, zs,
+              unitMass, widths ? UnitMassFn(lowerMass) : nullptr);
           Value done = walk.done;
           extra = e.select(done, walk.taken, e.idx(0));
           // Sum the bound afresh for the final set and decide on it: the
@@ -325,6 +339,16 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
           // cancels the rest.
           markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), one8);
           us = omitted(e);
+          if (widths)
+            zs = e.forLoop(
+                e.idx(base), e.add(e.idx(base), extra), e.idx(1), zs,
+                [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
+                  Value u = e.loadIndex(op.getIndices(), {b, g, j});
+                  SmallVector<Value> out;
+                  for (int64_t i = 0; i < group; ++i)
+                    out.push_back(e.fadd(acc[i], lowerMass(e, u, i)));
+                  return out;
+                });
           Value fits = e.fcmp(arith::CmpFPredicate::OLE,
                               worstEpsHat(e, target, us, zs), e.f64(tau));
           fallback = e.bnot(e.band(done, fits));

@@ -153,6 +153,10 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
               SmallVector<Value> slack;
               for (int64_t i = 0; i < group; ++i)
                 slack.push_back(sketchSlack(e, row.target(), qs[i], sk, 1));
+              if (Value widths = op.getWidths())
+                for (int64_t i = 0; i < group; ++i)
+                  e.store(e.fmul(e.fadd(slack[i], slack[i]), scale), widths,
+                          {b, heads[i], j});
               e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
                 RowOps row{e, d};
                 auto [wordRow, shift] = sketchSlot(e, o, bits);
@@ -175,6 +179,11 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
               for (int64_t i = 0; i < group; ++i)
                 box.push_back(e.fmul(
                     rowBoxDot(e, row.target(), qs[i], lo, hi, 1), scale));
+              // No lower bound from the box here.
+              if (Value widths = op.getWidths())
+                for (int64_t i = 0; i < group; ++i)
+                  e.store(e.f32(std::numeric_limits<double>::infinity()),
+                          widths, {b, heads[i], j});
               e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
                 Value t = e.add(t0, o);
                 SmallVector<Value> vals;

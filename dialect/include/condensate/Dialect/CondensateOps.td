@@ -358,10 +358,21 @@ def Condensate_ScoreSketchOp : Condensate_Op<"score_sketch"> {
     for score_tokens). The `sketch` selector's scoring: it reads the page's
     box rows and sketchRows(P, bits) rows of words, never the keys.
 
+    With `widths` (scores of one row per query head), it also writes each
+    page's interval width: widths[b, h, j] = 2 * scale * (sum_c |q_c| e_c +
+    gamma * sum_c |q_c| m_c), twice the slack, for a full page j, so that
+    scores[b, h, t] - widths[b, h, t / page_size] is a lower bound on the
+    logit of token t up to the float32 rounding of that difference and of
+    the scores (which `certify`'s margin covers); +inf for a page not yet
+    full (its box bound gives no lower bound here). The certificate takes
+    the extras' lower bounds into Z with it (docs/CERTIFICATE.md). Pages
+    past the context are unspecified.
+
     ```mlir
     condensate.score_sketch q(%q : memref<?x9x64xf32>)
         summaries(%s : memref<?x3x7x64xf32>) pages(%pt : memref<?x?xi32>)
         lens(%len : memref<?xi32>) scores(%sc : memref<?x9x?xf32>)
+        widths(%w : memref<?x9x?xf32>)
         {page_size = 16 : i64, bits = 4 : i64, scale = 0.125 : f32}
     ```
   }];
@@ -371,6 +382,7 @@ def Condensate_ScoreSketchOp : Condensate_Op<"score_sketch"> {
     Condensate_I32Buffer:$page_table,
     Condensate_I32Buffer:$lens,
     Condensate_F32Buffer:$scores,
+    Optional<Condensate_F32Buffer>:$widths,
     I64Attr:$page_size,
     I64Attr:$bits,
     F32Attr:$scale
@@ -380,7 +392,8 @@ def Condensate_ScoreSketchOp : Condensate_Op<"score_sketch"> {
     `summaries` `(` $summaries `:` type($summaries) `)`
     `pages` `(` $page_table `:` type($page_table) `)`
     `lens` `(` $lens `:` type($lens) `)`
-    `scores` `(` $scores `:` type($scores) `)` attr-dict
+    `scores` `(` $scores `:` type($scores) `)`
+    (`widths` `(` $widths^ `:` type($widths) `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -581,6 +594,12 @@ def Condensate_PrecertifyOp : Condensate_Op<"precertify"> {
     Without a free slot (fewer candidates than slots) nothing can be left
     out and early is 0.
 
+    With `extras_in_z` (for a certify op with `widths`, which takes the
+    lower bounds of the extras it adds into Z), Zhat also holds n_u
+    exp(bound_u - M) of every unit in an extras slot (indices[b, g, base ..
+    K)): each extra's lower bound is at most its bound, so Zhat stays at
+    least every Z that certify can reach.
+
     ```mlir
     condensate.precertify token q(%q : memref<?x9x64xf32>)
         k(%k : memref<?x3x16x64xf16>) pages(%pt : memref<?x?xi32>)
@@ -609,7 +628,8 @@ def Condensate_PrecertifyOp : Condensate_Op<"precertify"> {
     I64Attr:$page_size,
     I64Attr:$base_units,
     F64Attr:$tau,
-    F32Attr:$scale
+    F32Attr:$scale,
+    UnitAttr:$extras_in_z
   );
   let assemblyFormat = [{
     $granularity `q` `(` $q `:` type($q) `)`
@@ -638,7 +658,8 @@ def Condensate_CertifyOp : Condensate_Op<"certify",
     When tau > 0 and the worst head of a group exceeds tau, the group adds
     the next units indices[b, g, base .. base+e) in order, the fewest e <=
     max_extra that bring every head of the group to eps_hat <= tau (Z_S kept
-    at its base value, which only over-estimates eps_hat); if none does, the
+    at its base value, which only over-estimates eps_hat; with `widths`,
+    grown by the extras' lower bounds, below); if none does, the
     group falls back to dense attention. Writes the group's e to
     extra[b, g], the fallback flag to fallback[b, g], and the final bound to
     stats[b, h, 0] (0 after a fallback), e to stats[b, h, 2] and the flag to
@@ -657,6 +678,16 @@ def Condensate_CertifyOp : Condensate_Op<"certify",
     fallback, the box is empty: min = +inf, max = -inf. `page_size` is the cache page size for
     both granularities.
 
+    With `widths` (token granularity: a score_sketch op's page widths), every
+    extra the walk takes adds its lower bound to Z: Z = Z_S + sum over the
+    extras taken of exp(score - widths[b, h, t / page_size] - margin - m),
+    the margin kBoundMargin * (1 + |score| + width + |m|) covering the
+    float32 rounding of the scores, the width and the difference. Each
+    extra's logit is at least that, so Z stays at most the attended mass
+    and eps_hat = U / (Z + U) still bounds the omitted mass; both sums only
+    move one way as extras are taken, so the walk stays monotone. A page
+    width of +inf adds nothing.
+
     ```mlir
     condensate.certify page scores(%sc : memref<?x9x?xf32>)
         lens(%len : memref<?xi32>) indices(%idx : memref<?x3x6xi32>)
@@ -672,6 +703,7 @@ def Condensate_CertifyOp : Condensate_Op<"certify",
   let arguments = (ins
     Condensate_GranularityAttr:$granularity,
     Condensate_F32Buffer:$scores,
+    Optional<Condensate_F32Buffer>:$widths,
     Condensate_I32Buffer:$lens,
     Optional<Condensate_I32Buffer>:$windows,
     Condensate_I32Buffer:$indices,
@@ -693,6 +725,7 @@ def Condensate_CertifyOp : Condensate_Op<"certify",
   );
   let assemblyFormat = [{
     $granularity `scores` `(` $scores `:` type($scores) `)`
+    (`widths` `(` $widths^ `:` type($widths) `)`)?
     `lens` `(` $lens `:` type($lens) `)`
     (`windows` `(` $windows^ `:` type($windows) `)`)?
     `indices` `(` $indices `:` type($indices) `)`

@@ -62,6 +62,12 @@ struct Policy {
   bool ranksRelative(int64_t group) const {
     return tokenGranularity() && certified() && group > 1;
   }
+  /// Whether the certificate takes the lower bounds of the extras it adds
+  /// into Z (certify with the sketch's page widths; Decompose's condition):
+  /// a certified sketch policy with extras to walk.
+  bool extrasLowerBounds() const {
+    return certified() && selector == Selector::Sketch && maxExtra > 0;
+  }
   int64_t unitTokens() const { return tokenGranularity() ? 1 : pageSize; }
   int64_t topUnits() const { return (topk + unitTokens() - 1) / unitTokens(); }
   /// Largest number of positions the condensate set can hold.

@@ -142,9 +142,12 @@ uint32_t sketchCode(double k, double lo, double hi, int64_t bits,
 /// `magnitude`, when given, receives scale * sum_c |q_c| m_c (m_c =
 /// abi::sketchMagnitude; for a page not full, max(|lo_c|, |hi_c|)): the
 /// size of the terms whose float32 rounding a kernel's bound carries.
+/// `width`, when given, receives twice the scaled slack (score_sketch's
+/// page width: the bound less it is a lower bound on the logit), +inf for
+/// a page not full.
 double sketchBound(const float *q, const float *rows, int64_t headDim,
                    int64_t off, int64_t bits, bool full, double scale,
-                   double *magnitude = nullptr);
+                   double *magnitude = nullptr, double *width = nullptr);
 
 /// Prefill-attention inputs (abi::PrefillArg), with keys and values as
 /// stored (already rounded to the cache type) in float: q [R, Hq, D]; k, v
