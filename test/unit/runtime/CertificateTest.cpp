@@ -604,8 +604,10 @@ TEST(Certificate, HiddenLargeKey) {
 // token) on keys built to stress the quantisation: Gaussian keys, keys
 // exactly on a code boundary (lo + (i + 1/2) step), one channel with a
 // range 10^4 times the others, all-equal keys (a zero step), and a large
-// key hidden among small ones. Every head must satisfy eps_true <= eps_hat
-// (and eps_hat <= tau when it certified); the hidden key must be found.
+// key hidden among small ones, and many large keys (more than the base
+// holds: the extras the walk takes carry much of the mass, and their lower
+// bounds much of Z). Every head must satisfy eps_true <= eps_hat (and
+// eps_hat <= tau when it certified); the hidden key must be found.
 TEST(Certificate, SketchBounds) {
   const uint32_t seed = testSeed();
   std::mt19937 rng(seed);
@@ -625,7 +627,7 @@ TEST(Certificate, SketchBounds) {
       ASSERT_TRUE(program);
       CPUExecutor exec(program);
       const int64_t D = shape.headDim;
-      for (int kind = 0; kind < 5; ++kind) {
+      for (int kind = 0; kind < 6; ++kind) {
         std::vector<int32_t> lens;
         for (int i = 0; i < 3; ++i)
           lens.push_back(
@@ -665,6 +667,10 @@ TEST(Certificate, SketchBounds) {
                     x = pos == hidden[static_cast<size_t>(b)]
                             ? 4.0f * qg[c]
                             : gauss(rng, 0.1f);
+                    break;
+                  case 5: // a large key along q every 7 positions
+                    x = pos % 7 == 3 ? 3.0f * qg[c] + gauss(rng, 0.1f)
+                                     : gauss(rng, 0.1f);
                     break;
                   default:
                     break;
