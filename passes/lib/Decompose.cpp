@@ -184,8 +184,7 @@ private:
         // With extras to walk, a certified sketch policy also takes the
         // lower bounds of the extras it adds into Z: score_sketch writes
         // each page's interval width for certify.
-        if (policy.getSelector() == Selector::sketch && certified &&
-            policy.getTauValue() > 0.0 && extra > 0)
+        if (policy.takesExtrasLowerBounds())
           widths = alloc({dyn, runQHeads, dyn}, f32, {batch, maxPages});
         if (policy.getSelector() == Selector::sketch)
           ScoreSketchOp::create(b, loc, q, summaries, op.getPageTable(),

@@ -147,6 +147,15 @@ def Condensate_PolicyAttr : Condensate_Attr<"Policy", "policy"> {
     bool isCertified() const { return !getTau().isZero(); }
     /// True when the selection or the certificate needs unit scores.
     bool needsScores() const { return getTopk() > 0 || isCertified(); }
+    /// True when the certificate takes the lower bounds of the extras it
+    /// adds into Z (score_sketch's widths, certify's `widths`): a certified
+    /// sketch policy with extras to walk. The runtime's mirror is
+    /// condensate::Policy::extrasLowerBounds.
+    bool takesExtrasLowerBounds() const {
+      return isCertified() &&
+             getSelector() == ::mlir::condensate::Selector::sketch &&
+             getMaxExtra() > 0;
+    }
   }];
 }
 

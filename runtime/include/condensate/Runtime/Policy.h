@@ -63,8 +63,9 @@ struct Policy {
     return tokenGranularity() && certified() && group > 1;
   }
   /// Whether the certificate takes the lower bounds of the extras it adds
-  /// into Z (certify with the sketch's page widths; Decompose's condition):
-  /// a certified sketch policy with extras to walk.
+  /// into Z (certify with the sketch's page widths): a certified sketch
+  /// policy with extras to walk (the dialect's
+  /// PolicyAttr::takesExtrasLowerBounds).
   bool extrasLowerBounds() const {
     return certified() && selector == Selector::Sketch && maxExtra > 0;
   }
