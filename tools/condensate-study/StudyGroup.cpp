@@ -300,6 +300,18 @@ Status GroupRunner::run(const PolicyDef &policy,
       if (reference) {
         if (metric)
           ref.logits.insert(ref.logits.end(), lg, lg + V_);
+        // How near a tie each of dense's greedy choices is.
+        float best = -INFINITY, second = -INFINITY;
+        for (int64_t v = 0; v < V_; ++v)
+          if (lg[v] > best) {
+            second = best;
+            best = lg[v];
+          } else if (lg[v] > second) {
+            second = lg[v];
+          }
+        if (ref.gap.size() <= size_t(row.step))
+          ref.gap.resize(size_t(row.step) + 1, NAN);
+        ref.gap[size_t(row.step)] = best - second;
         break;
       }
       if (metric) {
@@ -311,6 +323,9 @@ Status GroupRunner::run(const PolicyDef &policy,
       if (row.argmax != ref.gen[size_t(row.step + 1)] && !info.diverged) {
         info.diverged = true;
         rec.divergence = row.step + 1;
+        if (size_t(row.step) < ref.gap.size())
+          rec.denseGap = ref.gap[size_t(row.step)];
+        rec.policyGap = lg[row.argmax] - lg[ref.gen[size_t(row.step + 1)]];
         if (answer) {
           // The policy's own answer continues greedily from here.
           std::vector<int32_t> own(ref.gen.begin(),

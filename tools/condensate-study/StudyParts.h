@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +65,10 @@ struct CaseRecord {
   /// Index of the first generated token that differs from dense; -1 if
   /// none within `compared` tokens.
   int64_t divergence = -1;
+  /// At the divergence: dense's top-1 logit less its second (how near a
+  /// tie dense's own choice was there) and the policy's own top-1 logit
+  /// less its logit of dense's token; NaN without a divergence.
+  double denseGap = std::nan(""), policyGap = std::nan("");
   int64_t compared = 0;
   std::string answer;
   bool correct = false;
@@ -119,6 +124,7 @@ private:
   struct Reference {
     std::vector<int32_t> gen;  ///< dense greedy tokens (answer or natural)
     std::vector<float> logits; ///< [steps, V] of the first steps
+    std::vector<float> gap;    ///< per step: top-1 logit less the second
   };
 
   bool isQA(size_t p) const { return prompts_[p]->task != "natural"; }

@@ -160,6 +160,14 @@ json casesJSON(const Acc &a) {
     if (c.depth >= 0)
       j["depth"] = c.depth;
     j["divergence"] = c.divergence < 0 ? json(nullptr) : json(c.divergence);
+    if (c.divergence >= 0) {
+      // How near a tie the step was: dense's margin for its own token, and
+      // the policy's for the token it took instead.
+      j["dense_gap"] =
+          std::isfinite(c.denseGap) ? json(c.denseGap) : json(nullptr);
+      j["policy_gap"] =
+          std::isfinite(c.policyGap) ? json(c.policyGap) : json(nullptr);
+    }
     j["compared"] = c.compared;
     if (c.task != "natural") {
       j["answer"] = c.answer;
