@@ -391,13 +391,19 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
             double eps = z + u > 0 ? u / (z + u) : 0.0;
             return eps <= 1.0 ? eps : 1.0;
           };
-          // Z grows by the lower bounds of the first `taken` extras.
+          // Z grows by the lower bounds of the first `taken` extras; a term
+          // that is not a finite number (an infinite width, an overflow)
+          // adds nothing, as in the kernels (unitLowerMass).
           auto zWith = [&](int64_t i, int64_t taken) {
             double z = zs[i];
             if (p.extrasLowerBounds())
-              for (int64_t j = 0; j < taken && j < (int64_t)extras.size(); ++j)
-                z += unitCount[extras[j]] *
-                     std::exp(lower[i][extras[j]] - ms[i]);
+              for (int64_t j = 0; j < taken && j < (int64_t)extras.size();
+                   ++j) {
+                double t = unitCount[extras[j]] *
+                           std::exp(lower[i][extras[j]] - ms[i]);
+                if (std::isfinite(t))
+                  z += t;
+              }
             return z;
           };
           auto worstEps = [&](int64_t taken) {
