@@ -438,8 +438,9 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   // ... and with many extras the walk starts from per-chunk mass sums (f64
   // [chunk][head], 8 KB; with widths [chunk][U of each head, then Z of
   // each head], 16 KB).
+  // The chunks split the slots that can hold an extra (no more than the
+  // units: open extras leave most of a short context's slots empty).
   const int64_t numChunks = std::clamp<int64_t>(1024 / G, 1, threads);
-  const int64_t chunkLen = (extraMax + numChunks - 1) / numChunks;
   const int64_t chunkCols = widthsIdx >= 0 ? 2 * G : G;
   SmallVector<Type> smem{KernelBuilder::workgroupType(ctx, {G}, f32),  // m
                          KernelBuilder::workgroupType(ctx, {G}, f64),  // Z
@@ -658,13 +659,18 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         };
         sumOmitted(e, e.idx(0));
         if (tau > 0.0) {
+          // Each unit is in one slot at most, so slots past the units are
+          // empty.
+          Value filledMax = e.mins(e.idx(extraMax), nu);
+          Value chunkLen =
+              e.maxs(e.ceilDiv(filledMax, e.idx(numChunks)), e.idx(1));
           // With many slots the chunks' sums come first: each of numChunks
           // threads sums the mass of its chunk of slots per head.
           if (manyExtras) {
             Value cs = sm[chunksIdx];
             e.ifThen(e.lt(tid, e.idx(numChunks)), [&](Emitter &e) {
-              Value j0 = e.mul(tid, e.idx(chunkLen));
-              Value j1 = e.mins(e.add(j0, e.idx(chunkLen)), e.idx(extraMax));
+              Value j0 = e.mul(tid, chunkLen);
+              Value j1 = e.mins(e.add(j0, chunkLen), filledMax);
               SmallVector<Value> init(chunkCols, e.f64(0.0));
               auto sums = e.forLoop(
                   j0, j1, e.idx(1), init,
@@ -740,8 +746,8 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                   grown[i] = e.fadd(zs[i], scan[2 + G + i]);
               }
               Value c = e.mins(scan[1], e.idx(numChunks - 1));
-              Value from = e.mul(c, e.idx(chunkLen));
-              Value to = e.mins(e.add(from, e.idx(chunkLen)), e.idx(extraMax));
+              Value from = e.mins(e.mul(c, chunkLen), filledMax);
+              Value to = e.mins(e.add(from, chunkLen), filledMax);
               walk = walkExtrasFrom(e, target, indices, bb, g, base, from, to,
                                     tau, left, grown, mass, lower);
               // Found: the chunk sums say its end is within tau, so the walk

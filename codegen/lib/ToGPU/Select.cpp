@@ -8,7 +8,9 @@
 // ranks extras; then each warp walks a contiguous range of units, its warp
 // scans placing the base set in unit order and appending the extras to a
 // shared list, where each extra's rank (key desc, unit asc) is counted.
-// More extras than the list holds take one argmax pass each. Every pass
+// More extras than the list holds are ranked the same way a list at a
+// time: a radix search for the end of each further 1024 ranks, and the
+// units between it and the last one's end listed and ranked. Every pass
 // takes 4 rounds of 32 units a warp at a time, so that each lane has
 // independent work in flight.
 //
@@ -487,8 +489,8 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
     llvm::append_range(operands, ValueRange{pf.counts, pf.chunkUnits,
                                             pf.chunkKeys, pf.units, pf.keys});
   }
-  // Up to kSharedExtras ranked extras are collected in shared memory and
-  // ordered by rank; more take one argmax pass each.
+  // The extras are collected in shared memory and ordered by rank,
+  // kSharedExtras at a time.
   constexpr int64_t kSharedExtras = 1024;
   const int64_t warps = threads / kWarp;
   int64_t extras = slots - base;
@@ -722,9 +724,9 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
         e.barrier();
         // Radix search for the k-th largest key, 8 bits at a time: its
         // value, and how many units at it are among the k largest.
-        auto radixSearch = [&](int64_t k) -> std::pair<Value, Value> {
+        auto radixSearch = [&](Value k) -> std::pair<Value, Value> {
           Value prefix = e.i32(0), mask = e.i32(0);
-          Value remaining = e.i32(k);
+          Value remaining = k;
           for (int64_t shift = 24; shift >= 0; shift -= 8) {
             Value sh = e.i32(shift);
             e.forLoop(
@@ -823,51 +825,48 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
         };
         // The number of candidates, known once a radix search ran.
         Value numValid;
-        auto topSet = [&](int64_t k) {
+        auto topSetOf = [&](Value k) {
           auto [prefix, remaining] = radixSearch(k);
-          numValid = e.toIndex(e.load(state, {e.idx(0)}));
-          Value few = e.le(numValid, e.idx(k));
-          return TopSet{few, e.select(few, e.i32(1), prefix),
-                        e.select(few, e.i32(0), remaining)};
+          Value count = e.toIndex(e.load(state, {e.idx(0)}));
+          Value few = e.le(count, e.toIndex(k));
+          return std::make_pair(TopSet{few, e.select(few, e.i32(1), prefix),
+                                       e.select(few, e.i32(0), remaining)},
+                                count);
         };
-        // The base set, and (when the extras are ranked in shared memory)
-        // the base + extras set: the extras are the units of the second
-        // that are not in the first.
-        bool rankShared = extras > 0 && extras <= kSharedExtras;
-        TopSet baseSet =
-            base > 0 ? topSet(base) : TopSet{e.i1(false), e.i32(0), e.i32(0)};
-        TopSet topSetAll =
-            rankShared ? topSet(slots)
-                       : TopSet{e.i1(false), e.i32(0), e.i32(0)};
-        e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
-          e.store(e.i32(0), state, {e.idx(5)});
-        });
-        // Collection in unit order: warp w walks its contiguous range of
-        // units 32 at a time. Per unit three flags, packed 10 bits apart in
-        // one i32 so that one warp scan counts them: above the base
-        // threshold, a tie at it, a tie at the base + extras threshold.
-        Value perWarp = e.mul(
-            e.ceilDiv(e.ceilDiv(nu, e.idx(warps)), e.idx(kWarp * kUnroll)),
-            e.idx(kWarp * kUnroll));
-        Value wlo = e.mins(e.mul(warp, perWarp), nu);
-        Value whi = e.mins(e.add(wlo, perWarp), nu);
-        auto flagsOf = [&](Emitter &e, Value kk) {
-          Value f = e.select(base > 0 ? baseSet.above(e, kk) : e.i1(false),
-                             e.i32(1), e.i32(0));
-          if (base > 0)
-            f = e.add(f, e.select(baseSet.tie(e, kk), e.i32(1 << 10),
-                                  e.i32(0)));
-          if (rankShared)
-            f = e.add(f, e.select(topSetAll.tie(e, kk), e.i32(1 << 20),
-                                  e.i32(0)));
-          return f;
+        auto topSet = [&](int64_t k) {
+          auto [set, count] = topSetOf(e.i32(k));
+          numValid = count;
+          return set;
         };
+        // The base set, then the extras by rank in chunks of up to
+        // kSharedExtras: chunk c holds the ranks [N_c, N_c+1) of the
+        // (key desc, unit asc) order (N_0 = base), the units of the top
+        // N_c+1 that are not among the top N_c, collected in shared memory
+        // and placed by their rank there. A chunk costs one radix search
+        // and two passes over the units, so open extras (as many slots as
+        // units) cost a pass per kSharedExtras slots, not one a slot.
+        const TopSet none{e.i1(false), e.i32(0), e.i32(0)};
+        TopSet baseSet = base > 0 ? topSet(base) : none;
+        const int64_t firstEnd = std::min(slots, base + kSharedExtras);
+        TopSet firstSet = extras > 0 ? topSet(firstEnd) : none;
         auto field = [&](Emitter &e, Value packed, int64_t which) {
           return e.toIndex(e.band(
               arith::ShRUIOp::create(e.builder(), e.location(), packed,
                                      e.i32(10 * which)),
               e.i32(1023)));
         };
+        // Collection in unit order: warp w walks its contiguous range of
+        // units 32 at a time. Per unit three flags, packed 10 bits apart in
+        // one i32 so that one warp scan counts them: above `lo`'s
+        // threshold, a tie at it, a tie at `hi`'s. The units of `hi` not in
+        // `lo` go to the shared list and then to the slots from `slot0` by
+        // their rank among them; with `writeLo` (the base set) `lo`'s
+        // units are written in unit order at the front.
+        Value perWarp = e.mul(
+            e.ceilDiv(e.ceilDiv(nu, e.idx(warps)), e.idx(kWarp * kUnroll)),
+            e.idx(kWarp * kUnroll));
+        Value wlo = e.mins(e.mul(warp, perWarp), nu);
+        Value whi = e.mins(e.add(wlo, perWarp), nu);
         // The units of the kUnroll rounds from u0 in this warp's range
         // and their keys (0 past it).
         auto roundsAt = [&](GPUEmitter &e, const KeyFn &keyOf, Value u0,
@@ -879,137 +878,145 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                                    keyOf(e, e.mins(u, e.sub(whi, e.idx(1)))),
                                    e.i32(0)));
         };
-        // Counting: each warp's totals, then the totals of the warps
-        // before it.
         Type indexType = e.builder().getIndexType();
-        auto counts = byCache(
-            e, {indexType, indexType, indexType},
-            [&](GPUEmitter &e, const KeyFn &keyOf) {
-              return e.forLoop(wlo, whi, e.idx(kWarp * kUnroll),
-                               {e.idx(0), e.idx(0), e.idx(0)},
-                               [&](Emitter &ee, Value u0,
-                                   ValueRange acc) -> SmallVector<Value> {
-                                 GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                                 SmallVector<Value> us, kks;
-                                 roundsAt(e, keyOf, u0, us, kks);
-                                 // At most kUnroll per 10-bit field.
-                                 Value f = e.i32(0);
-                                 for (Value kk : kks)
-                                   f = e.add(f, flagsOf(e, kk));
-                                 return {e.add(acc[0], field(e, f, 0)),
-                                         e.add(acc[1], field(e, f, 1)),
-                                         e.add(acc[2], field(e, f, 2))};
-                               });
+        auto collect = [&](const TopSet *lo, bool writeLo, const TopSet *hi,
+                           Value slot0) {
+          e.ifThen(e.eq(tid, e.idx(0)),
+                   [&](Emitter &e) { e.store(e.i32(0), state, {e.idx(5)}); });
+          auto flagsOf = [&](Emitter &e, Value kk) {
+            Value f = e.i32(0);
+            if (lo)
+              f = e.add(e.select(lo->above(e, kk), e.i32(1), e.i32(0)),
+                        e.select(lo->tie(e, kk), e.i32(1 << 10), e.i32(0)));
+            if (hi)
+              f = e.add(f, e.select(hi->tie(e, kk), e.i32(1 << 20), e.i32(0)));
+            return f;
+          };
+          // Counting: each warp's totals, then the totals of the warps
+          // before it.
+          auto counts =
+              byCache(e, {indexType, indexType, indexType},
+                      [&](GPUEmitter &e, const KeyFn &keyOf) {
+                        return e.forLoop(
+                            wlo, whi, e.idx(kWarp * kUnroll),
+                            {e.idx(0), e.idx(0), e.idx(0)},
+                            [&](Emitter &ee, Value u0,
+                                ValueRange acc) -> SmallVector<Value> {
+                              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                              SmallVector<Value> us, kks;
+                              roundsAt(e, keyOf, u0, us, kks);
+                              // At most kUnroll per 10-bit field.
+                              Value f = e.i32(0);
+                              for (Value kk : kks)
+                                f = e.add(f, flagsOf(e, kk));
+                              return {e.add(acc[0], field(e, f, 0)),
+                                      e.add(acc[1], field(e, f, 1)),
+                                      e.add(acc[2], field(e, f, 2))};
+                            });
+                      });
+          for (int64_t c = 0; c < 3; ++c) {
+            Value t = laneReduce(e, nvvmTarget(), e.toI32(counts[c]), kWarp,
+                                 [&](Value x, Value y) { return e.add(x, y); });
+            e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+              e.store(t, red, {e.add(e.mul(warp, e.idx(3)), e.idx(c))});
             });
-        for (int64_t c = 0; c < 3; ++c) {
-          Value t = laneReduce(e, nvvmTarget(), e.toI32(counts[c]), kWarp,
-                               [&](Value x, Value y) { return e.add(x, y); });
-          e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
-            e.store(t, red, {e.add(e.mul(warp, e.idx(3)), e.idx(c))});
-          });
-        }
-        e.barrier();
-        SmallVector<Value> before = e.forLoop(
-            e.idx(0), warp, e.idx(1), {e.idx(0), e.idx(0), e.idx(0)},
-            [&](Emitter &e, Value w, ValueRange acc) -> SmallVector<Value> {
-              SmallVector<Value> next;
-              for (int64_t c = 0; c < 3; ++c)
-                next.push_back(e.add(
-                    acc[c], e.loadIndex(red, {e.add(e.mul(w, e.idx(3)),
-                                                     e.idx(c))})));
-              return next;
-            });
-        Value tiesWanted = e.toIndex(baseSet.ties);
-        Value tiesWantedAll = e.toIndex(topSetAll.ties);
-        // Writing: the base set at its position in unit order, the extras
-        // appended to the shared list (any order), the base set's last tie
-        // noted for the argmax passes.
-        // One round of 32 units: f its flags, incl their inclusive scan,
-        // acc the counts before the round.
-        auto writeRound =
-            [&](GPUEmitter &e, Value u, Value kk, Value f, Value incl,
-                ValueRange acc) {
-              Value excl = e.sub(incl, f);
-              Value valid = e.lt(u, whi);
-              Value inBase = e.i1(false);
-              if (base > 0) {
-                Value isAbove = e.ne(field(e, f, 0), e.idx(0));
-                Value isTie = e.ne(field(e, f, 1), e.idx(0));
-                Value tieRank = e.add(acc[1], field(e, excl, 1));
-                Value takeTie = e.band(isTie, e.lt(tieRank, tiesWanted));
-                inBase = e.band(valid, e.bor(isAbove, takeTie));
+          }
+          e.barrier();
+          SmallVector<Value> before = e.forLoop(
+              e.idx(0), warp, e.idx(1), {e.idx(0), e.idx(0), e.idx(0)},
+              [&](Emitter &e, Value w, ValueRange acc) -> SmallVector<Value> {
+                SmallVector<Value> next;
+                for (int64_t c = 0; c < 3; ++c)
+                  next.push_back(e.add(
+                      acc[c],
+                      e.loadIndex(red, {e.add(e.mul(w, e.idx(3)), e.idx(c))})));
+                return next;
+              });
+          Value loTies = lo ? e.toIndex(lo->ties) : Value();
+          Value hiTies = hi ? e.toIndex(hi->ties) : Value();
+          // Writing: `lo`'s units at their position in unit order (with
+          // writeLo), the others of `hi` appended to the shared list (any
+          // order). One round of 32 units: f its flags, incl their
+          // inclusive scan, acc the counts before the round.
+          auto writeRound = [&](GPUEmitter &e, Value u, Value kk, Value f,
+                                Value incl, ValueRange acc) {
+            Value excl = e.sub(incl, f);
+            Value valid = e.lt(u, whi);
+            Value inLo = e.i1(false);
+            if (lo) {
+              Value isAbove = e.ne(field(e, f, 0), e.idx(0));
+              Value isTie = e.ne(field(e, f, 1), e.idx(0));
+              Value tieRank = e.add(acc[1], field(e, excl, 1));
+              Value takeTie = e.band(isTie, e.lt(tieRank, loTies));
+              inLo = e.band(valid, e.bor(isAbove, takeTie));
+              if (writeLo) {
                 Value pos = e.add(e.add(acc[0], field(e, excl, 0)),
-                                  e.mins(tieRank, tiesWanted));
-                e.ifThen(inBase, [&](Emitter &e) {
+                                  e.mins(tieRank, loTies));
+                e.ifThen(inLo, [&](Emitter &e) {
                   e.store(unitOf(e, u), indices, {bb, g, pos});
                 });
-                if (extras > 0 && !rankShared) {
-                  Value last = e.band(
-                      e.band(valid, isTie),
-                      e.eq(e.add(tieRank, e.idx(1)), tiesWanted));
-                  e.ifThen(last, [&](Emitter &e) {
-                    e.store(e.toI32(u), state, {e.idx(4)});
-                  });
-                }
               }
-              if (rankShared) {
-                Value tieRank = e.add(acc[2], field(e, excl, 2));
-                Value isTie = e.ne(field(e, f, 2), e.idx(0));
-                Value inTop = e.band(
-                    valid, e.bor(topSetAll.above(e, kk),
-                                 e.band(isTie, e.lt(tieRank, tiesWantedAll))));
-                e.ifThen(e.band(inTop, e.bnot(inBase)), [&](Emitter &ee) {
-                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                  Value at = e.toIndex(
-                      e.atomicAddI32(state, {e.idx(5)}, e.i32(1)));
-                  // At most `extras` units qualify (the base set is part of
-                  // the larger set); the guard only keeps the list's bounds.
-                  e.ifThen(e.lt(at, e.idx(listCap)), [&](Emitter &e) {
-                    e.store(kk, list, {at});
-                    e.store(unitOf(e, u), list, {e.add(at, e.idx(listCap))});
-                  });
+            }
+            if (hi) {
+              Value tieRank = e.add(acc[2], field(e, excl, 2));
+              Value isTie = e.ne(field(e, f, 2), e.idx(0));
+              Value inHi =
+                  e.band(valid, e.bor(hi->above(e, kk),
+                                      e.band(isTie, e.lt(tieRank, hiTies))));
+              e.ifThen(e.band(inHi, e.bnot(inLo)), [&](Emitter &ee) {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                Value at =
+                    e.toIndex(e.atomicAddI32(state, {e.idx(5)}, e.i32(1)));
+                // At most listCap units qualify (hi ranks at most that
+                // many past lo); the guard only keeps the list's bounds.
+                e.ifThen(e.lt(at, e.idx(listCap)), [&](Emitter &e) {
+                  e.store(kk, list, {at});
+                  e.store(unitOf(e, u), list, {e.add(at, e.idx(listCap))});
                 });
-              }
-            };
-        byCache(e, {}, [&](GPUEmitter &e, const KeyFn &keyOf) {
-          e.forLoop(wlo, whi, e.idx(kWarp * kUnroll), before,
-                    [&](Emitter &ee, Value u0,
-                        ValueRange acc0) -> SmallVector<Value> {
-                      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                      SmallVector<Value> us, kks, fs, incls;
-                      roundsAt(e, keyOf, u0, us, kks);
-                      // The rounds' scans are independent; their totals chain.
-                      for (Value kk : kks) {
-                        fs.push_back(flagsOf(e, kk));
-                        incls.push_back(e.warpScanI32(fs.back(), lane));
-                      }
-                      SmallVector<Value> acc(acc0);
-                      for (int64_t j = 0; j < kUnroll; ++j) {
-                        writeRound(e, us[j], kks[j], fs[j], incls[j], acc);
-                        Value total = shuffle(e, incls[j], kWarp - 1,
-                                              gpu::ShuffleMode::IDX);
-                        for (int64_t c = 0; c < 3; ++c)
-                          acc[c] = e.add(acc[c], field(e, total, c));
-                      }
-                      return acc;
-                    });
-          return SmallVector<Value>{};
-        });
-        if (base > 0) {
-          // Pad the base set.
-          Value written = e.mins(numValid, e.idx(base));
-          e.forLoop(e.add(written, tid), e.idx(base), e.idx(threads), {},
-                    [&](Emitter &e, Value j, ValueRange) -> SmallVector<Value> {
-                      e.store(e.i32(-1), indices, {bb, g, j});
-                      return {};
-                    });
-        }
-        if (rankShared) {
+              });
+            }
+          };
+          byCache(e, {}, [&](GPUEmitter &e, const KeyFn &keyOf) {
+            e.forLoop(wlo, whi, e.idx(kWarp * kUnroll), before,
+                      [&](Emitter &ee, Value u0,
+                          ValueRange acc0) -> SmallVector<Value> {
+                        GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                        SmallVector<Value> us, kks, fs, incls;
+                        roundsAt(e, keyOf, u0, us, kks);
+                        // The rounds' scans are independent; their totals
+                        // chain.
+                        for (Value kk : kks) {
+                          fs.push_back(flagsOf(e, kk));
+                          incls.push_back(e.warpScanI32(fs.back(), lane));
+                        }
+                        SmallVector<Value> acc(acc0);
+                        for (int64_t j = 0; j < kUnroll; ++j) {
+                          writeRound(e, us[j], kks[j], fs[j], incls[j], acc);
+                          Value total = shuffle(e, incls[j], kWarp - 1,
+                                                gpu::ShuffleMode::IDX);
+                          for (int64_t c = 0; c < 3; ++c)
+                            acc[c] = e.add(acc[c], field(e, total, c));
+                        }
+                        return acc;
+                      });
+            return SmallVector<Value>{};
+          });
+          if (writeLo) {
+            // Pad the base set.
+            Value written = e.mins(numValid, e.idx(base));
+            e.forLoop(
+                e.add(written, tid), e.idx(base), e.idx(threads), {},
+                [&](Emitter &e, Value j, ValueRange) -> SmallVector<Value> {
+                  e.store(e.i32(-1), indices, {bb, g, j});
+                  return {};
+                });
+          }
+          if (!hi)
+            return;
           // Each extra's slot is its rank in (key desc, unit asc) order
-          // among the extras.
+          // among the chunk's.
           e.barrier();
-          Value count =
-              e.mins(e.loadIndex(state, {e.idx(5)}), e.idx(listCap));
+          Value count = e.mins(e.loadIndex(state, {e.idx(5)}), e.idx(listCap));
           e.forLoop(
               tid, count, e.idx(threads), {},
               [&](Emitter &e, Value i, ValueRange) -> SmallVector<Value> {
@@ -1020,8 +1027,7 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                     [&](Emitter &e, Value jx,
                         ValueRange acc) -> SmallVector<Value> {
                       Value kj = e.load(list, {jx});
-                      Value uj =
-                          e.load(list, {e.add(jx, e.idx(listCap))});
+                      Value uj = e.load(list, {e.add(jx, e.idx(listCap))});
                       Value better = e.bor(
                           e.cmp(arith::CmpIPredicate::ugt, kj, ki),
                           e.band(e.eq(kj, ki),
@@ -1029,109 +1035,43 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                       return {e.select(better, e.add(acc[0], e.idx(1)),
                                        acc[0])};
                     })[0];
-                e.store(ui, indices, {bb, g, e.add(e.idx(base), rank)});
+                e.store(ui, indices, {bb, g, e.add(slot0, rank)});
                 return {};
               });
-          e.forLoop(e.add(e.add(e.idx(base), count), tid), e.idx(slots),
-                    e.idx(threads), {},
+          // The list is read until here; the next chunk refills it.
+          e.barrier();
+        };
+        collect(base > 0 ? &baseSet : nullptr, base > 0,
+                extras > 0 ? &firstSet : nullptr, e.idx(base));
+        if (extras > 0) {
+          // The slots the candidates fill: every extra past the base set,
+          // up to the slots.
+          Value filled = e.mins(e.idx(slots), e.maxs(numValid, e.idx(base)));
+          if (slots > firstEnd) {
+            // Chunks past the first, while candidates remain (a uniform
+            // count: the barriers inside are reached by every thread).
+            Value chunks = e.ceilDiv(
+                e.sub(e.maxs(filled, e.idx(firstEnd)), e.idx(firstEnd)),
+                e.idx(kSharedExtras));
+            e.forLoop(
+                e.idx(0), chunks, e.idx(1),
+                {firstSet.few, firstSet.thr, firstSet.ties},
+                [&](Emitter &, Value c, ValueRange acc) -> SmallVector<Value> {
+                  TopSet lo{acc[0], acc[1], acc[2]};
+                  Value from =
+                      e.add(e.idx(firstEnd), e.mul(c, e.idx(kSharedExtras)));
+                  Value to =
+                      e.mins(e.add(from, e.idx(kSharedExtras)), e.idx(slots));
+                  TopSet hi = topSetOf(e.toI32(to)).first;
+                  collect(&lo, false, &hi, from);
+                  return {hi.few, hi.thr, hi.ties};
+                });
+          }
+          e.forLoop(e.add(filled, tid), e.idx(slots), e.idx(threads), {},
                     [&](Emitter &e, Value j, ValueRange) -> SmallVector<Value> {
                       e.store(e.i32(-1), indices, {bb, g, j});
                       return {};
                     });
-        } else if (extras > 0) {
-          // More extras than the shared list holds: one argmax pass per
-          // extra slot, each after (prevKey, prevIdx), as a loop (uniform
-          // bounds: the barriers inside are reached by every thread).
-          Value few = baseSet.few;
-          e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
-            if (base == 0) {
-              // Start above every key.
-              e.store(e.i32(-1), state, {e.idx(3)});
-              e.store(e.i32(-1), state, {e.idx(4)});
-              return;
-            }
-            e.ifThen(e.bor(few, e.eq(baseSet.ties, e.i32(0))),
-                     [&](Emitter &e) {
-                       e.store(e.toI32(nu), state, {e.idx(4)});
-                     });
-            e.store(e.select(few, e.i32(0), baseSet.thr), state, {e.idx(3)});
-          });
-          e.barrier();
-          e.forLoop(e.idx(base), e.idx(slots), e.idx(1), {},
-                    [&](Emitter &ej, Value j,
-                        ValueRange) -> SmallVector<Value> {
-            GPUEmitter &e = static_cast<GPUEmitter &>(ej);
-            Value prevKey = e.load(state, {e.idx(3)});
-            Value prevIdx = e.toIndex(e.load(state, {e.idx(4)}));
-            auto best = forUnits(
-                e, {e.i32(0), e.i32(-1)},
-                [&](Emitter &ee, Value u,
-                    ValueRange acc) -> SmallVector<Value> {
-                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                  Value kk = key(e, u);
-                  Value after =
-                      e.bor(e.cmp(arith::CmpIPredicate::ult, kk, prevKey),
-                            e.band(e.eq(kk, prevKey), e.gt(u, prevIdx)));
-                  Value ok = e.band(after, e.ne(kk, e.i32(0)));
-                  Value better = e.band(
-                      ok, e.bor(e.cmp(arith::CmpIPredicate::ugt, kk, acc[0]),
-                                e.band(e.eq(kk, acc[0]),
-                                       e.lt(e.toI32(u), acc[1]))));
-                  // Ties between candidates go to the lower unit; a thread
-                  // visits its units in increasing order, so acc[1] is the
-                  // lowest so far at equal key.
-                  better = e.band(ok, e.bor(better, e.eq(acc[1], e.i32(-1))));
-                  return {e.select(better, kk, acc[0]),
-                          e.select(better, e.toI32(u), acc[1])};
-                });
-            // Warp argmax (key desc, unit asc), then across warps.
-            Value bk = best[0], bu = best[1];
-            for (int64_t o = kWarp / 2; o >= 1; o /= 2) {
-              Value ok = e.shuffleXor(bk, o), ou = e.shuffleXor(bu, o);
-              Value otherBetter = e.bor(
-                  e.cmp(arith::CmpIPredicate::ugt, ok, bk),
-                  e.band(
-                      e.eq(ok, bk),
-                      e.band(e.ne(ou, e.i32(-1)),
-                             e.bor(e.eq(bu, e.i32(-1)),
-                                   e.cmp(arith::CmpIPredicate::slt, ou, bu)))));
-              bk = e.select(otherBetter, ok, bk);
-              bu = e.select(otherBetter, ou, bu);
-            }
-            e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
-              e.store(bk, red, {warp});
-              e.store(bu, red, {e.add(warp, e.idx(warps))});
-            });
-            e.barrier();
-            e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
-              auto fin = e.forLoop(
-                  e.idx(0), e.idx(warps), e.idx(1),
-                  {e.i32(0), e.i32(-1)},
-                  [&](Emitter &e, Value r,
-                      ValueRange acc) -> SmallVector<Value> {
-                    Value ok = e.load(red, {r});
-                    Value ou = e.load(red, {e.add(r, e.idx(warps))});
-                    Value otherBetter = e.band(
-                        e.ne(ok, e.i32(0)),
-                        e.bor(e.cmp(arith::CmpIPredicate::ugt, ok, acc[0]),
-                              e.band(e.eq(ok, acc[0]),
-                                     e.bor(e.eq(acc[1], e.i32(-1)),
-                                           e.cmp(arith::CmpIPredicate::slt, ou,
-                                                 acc[1])))));
-                    return {e.select(otherBetter, ok, acc[0]),
-                            e.select(otherBetter, ou, acc[1])};
-                  });
-              Value found = e.ne(fin[0], e.i32(0));
-              Value foundUnit =
-                  unitOf(e, e.toIndex(e.select(found, fin[1], e.i32(0))));
-              e.store(e.select(found, foundUnit, e.i32(-1)), indices,
-                      {bb, g, j});
-              e.store(e.select(found, fin[0], e.i32(0)), state, {e.idx(3)});
-              e.store(e.select(found, fin[1], e.toI32(nu)), state, {e.idx(4)});
-            });
-            e.barrier();
-            return {};
-          });
         }
       });
   KernelBuilder::launchBounds(fn, threads, 1);

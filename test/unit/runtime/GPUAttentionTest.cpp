@@ -452,7 +452,10 @@ TEST(GPUCertificate, MatchesCPUCertificate) {
   Policy sketch = policy(1, 16, 64, Selector::Sketch, 16);
   sketch.sketchBits = 4;
   sketch.tau = 1e-3;
-  sketch.maxExtra = 1024; // past 64: chunk sums and shared-memory marks
+  // Open extras (more slots than the longest context's tokens): past 64
+  // the certificate walks from chunk sums and marks what it took in shared
+  // memory; past 1024 select_topk ranks them a list of 1024 at a time.
+  sketch.maxExtra = 32768;
   Schedule s;
   s.numLayers = 4;
   s.defaultPolicy = minmax;
@@ -463,8 +466,8 @@ TEST(GPUCertificate, MatchesCPUCertificate) {
   ASSERT_TRUE(cpu.ok());
   std::mt19937 rng(std::random_device{}());
   int64_t compared = 0, sameDecision = 0, epsClose = 0, boundClose = 0,
-          passes = 0, passesWithExtra = 0, sketchCompared = 0,
-          sketchSame = 0, sketchPasses = 0;
+          passes = 0, passesWithExtra = 0, sketchCompared = 0, sketchSame = 0,
+          sketchPasses = 0, sketchPast1024 = 0;
   // Random keys almost never certify (the min/max bounds are loose);
   // clustered keys (tight pages, a few dominant ones) certify often, with
   // and without extras, so both outcomes are compared.
@@ -502,6 +505,7 @@ TEST(GPUCertificate, MatchesCPUCertificate) {
           ++sketchCompared;
           sketchSame += same;
           sketchPasses += same && x[3] == 0.0f;
+          sketchPast1024 += same && x[2] > 1024.0f;
         }
         passes += same && x[3] == 0.0f;
         passesWithExtra += same && x[3] == 0.0f && x[2] > 0.0f;
@@ -523,10 +527,12 @@ TEST(GPUCertificate, MatchesCPUCertificate) {
               (long long)epsClose, (long long)boundClose, (long long)passes,
               (long long)passesWithExtra);
   std::printf("sketch certificate CPU vs GPU: %lld heads, same decision "
-              "%lld, certified %lld\n",
+              "%lld, certified %lld, more than 1024 extras %lld\n",
               (long long)sketchCompared, (long long)sketchSame,
-              (long long)sketchPasses);
+              (long long)sketchPasses, (long long)sketchPast1024);
   EXPECT_GE(sketchSame, sketchCompared * 99 / 100);
+  // Walks that took extras ranked past the first list of 1024.
+  EXPECT_GT(sketchPast1024, 0);
   EXPECT_GE(sameDecision, compared * 99 / 100);
   EXPECT_GT(passes, 0);
   EXPECT_GT(passesWithExtra, 0);

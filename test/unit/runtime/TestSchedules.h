@@ -108,7 +108,7 @@ inline Schedule testSchedule(const Config &c, std::vector<std::vector<Policy>> &
   // what it needs and stops), capped on the longer ones; past 64 slots the
   // GPU certify starts from chunk sums and marks the extras it took in
   // shared memory, and up to 1024 the GPU select ranks them in shared
-  // memory (more take one pass over the units each).
+  // memory (more are ranked a list of 1024 at a time).
   certSketch.maxExtra = 1000;
   kinds.push_back(certSketch);
   // The same certificate bounding the omitted mass alone (output_bound =

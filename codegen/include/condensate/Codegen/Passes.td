@@ -83,7 +83,7 @@ def ConvertCondensateToGPU
       page's box and slack terms once, then walks its word rows, summing
       each row's token dot products over the lane group with one transposed
       butterfly (laneSumTransposed: N/2 + N/4 + ... shuffles for N sums).
-    - select_topk: one 512-thread block per (kv head, sequence); ranking
+    - select_topk: one 1024-thread block per (kv head, sequence); ranking
       keys cached in dynamic shared memory (as many as the chip's opt-in
       limit holds: 56832 units on sm_90); 8-bit radix search (4 shared-memory
       histogram passes, warp-aggregated with match.any, the first pass
@@ -91,7 +91,8 @@ def ConvertCondensateToGPU
       and, when the op ranks extras, for the (base + extras)-th; each warp
       walks a contiguous range of units, warp scans writing the base set in
       unit order and appending the extras to a shared list where each one's
-      rank is counted (up to 1024 extras; more take an argmax pass each).
+      rank is counted (1024 extras a list: more take a radix search and
+      two passes a further 1024).
     - certify: one block per (kv head, sequence), omitted mass in f64;
       the omitted-value box (only for groups that certify) with one warp
       per page row, lanes over channels, rows combined through shared
