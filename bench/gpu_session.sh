@@ -108,11 +108,42 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
             --json "$OUT/prefill-e2e-$arch-$ctx.json"
         done ;;
     model) # join the model parts carried by earlier calls
+        # (bench/split_model.sh SmolLM2-135M-Instruct.Q4_1.gguf model)
         if [ ! -f /root/models/model.gguf ]; then
-          cat /root/models/model.part00 /root/models/model.part01 \
-            > /root/models/model.gguf
+          cat /root/models/model.part[0-9][0-9] > /root/models/model.gguf
         fi
         ls -la /root/models/ ;;
+    join-model) # join JOIN_NAME's parts (bench/split_model.sh MODEL NAME)
+        # into /root/models/NAME.gguf, checked against JOIN_FILE's checksum
+        # in scripts/fetch-models.sh (its one home)
+        f=/root/models/$JOIN_NAME.gguf
+        [ -f "$f" ] || cat /root/models/$JOIN_NAME.part[0-9][0-9] > "$f"
+        sha=$(grep -A1 "fetch $JOIN_FILE" scripts/fetch-models.sh | tail -n 1 \
+              | tr -d ' \\')
+        echo "$sha  $f" | sha256sum -c - ;;
+    qwen32k) # Qwen2.5-Coder-0.5B (join-model with JOIN_NAME=qwen) on the
+        # fidelity study's 32K natural prompts, 64 tokens: dense against
+        # the certified 4-bit sketch policy with open extras and no value
+        # boxes at QWEN_TAU (the study's cert-mass-TAU; 0.01 kept the
+        # study's runs identical at 32K) and against sketch top-1024
+        cert="{\"anchor\":1,\"window\":64,\"topk\":192,\"selector\":\"sketch\",\"bits\":4,\"tau\":${QWEN_TAU:-0.01},\"max_extra\":32768,\"output_bound\":false}"
+        sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'
+        for id in ${QWEN_PROMPTS:-natural-32768-s7 natural-32768-0}; do
+          python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    if d["id"] == sys.argv[2]:
+        sys.stdout.write(d["text"])' \
+            reports/fidelity/qwen2.5-tau/32k-natural3-plusL/prompts.jsonl \
+            "$id" > "/tmp/$id.txt"
+          for pol in cert sketch; do
+            [ $pol = cert ] && p=$cert || p=$sk
+            step "qwen32k-$id-$pol" ${QWEN_SECONDS:-200} $BIN/condensate-decode \
+              --device gpu --model /root/models/qwen.gguf \
+              --prompt-file "/tmp/$id.txt" --max-new-tokens 64 --ignore-eos \
+              --policy "$p" --compare dense
+          done
+        done ;;
     decoder) CONDENSATE_MODEL=/root/models/model.gguf step decoder 300 \
         $BIN/GPUDecoderTest --gtest_brief=1 ;;
     e2e) # end-to-end decode speed on dummy weights of real architectures

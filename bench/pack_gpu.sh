@@ -38,17 +38,17 @@ strip --strip-unneeded .carry/stage/lib/* .carry/stage/bin/*
 tar cf - -C .carry/stage . | xz -T2 -4 > .carry/gpu.tar.xz
 rm -rf .carry/stage
 ls -la .carry/gpu.tar.xz
-# The model is over the 64 MiB a call may carry: two parts, each carried by
-# its own call and copied to /root/models/ (gpu_session.sh's `model` step
-# joins them).
-MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
-if [ -f "$MODEL" ] && [ ! -f .carry/model.part01 ]; then
-  split -b 50000000 -d -a 2 "$MODEL" .carry/model.part
-fi
-# Gemma-3-270M (scripts/fetch-models.sh gemma3), when fetched: six parts
-# for six calls, copied to /root/models/ (the `gemma-model` step joins them).
-GEMMA=models/gemma-3-270m-q4_k_m.gguf
-if [ -f "$GEMMA" ] && [ ! -f .carry/gemma.part00 ]; then
-  split -b 44000000 -d -a 2 "$GEMMA" .carry/gemma.part
-fi
+# The models are over the 64 MiB a call may carry: parts of 33 MB
+# (bench/split_model.sh), each carried by its own call and copied to
+# /root/models/; gpu_session.sh's `model`, `gemma-model` and `join-model`
+# (JOIN_NAME=qwen) steps join them. Gemma-3-270M and Qwen2.5-Coder-0.5B
+# only when fetched (scripts/fetch-models.sh).
+for m in model:models/SmolLM2-135M-Instruct.Q4_1.gguf \
+         gemma:models/gemma-3-270m-q4_k_m.gguf \
+         qwen:models/Qwen2.5-Coder-0.5B-Instruct.gguf; do
+  name=${m%%:*} file=${m#*:}
+  if [ -f "$file" ] && [ ! -f ".carry/$name.part00" ]; then
+    bash bench/split_model.sh "$file" "$name" > /dev/null
+  fi
+done
 ls -la .carry/
