@@ -151,9 +151,9 @@ for line in open(sys.argv[1]):
         sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'
         bm='{"anchor":1,"window":64,"topk":1024,"selector":"block_minmax"}'
         # E2E_CERTIFIED=1 adds a certified sketch policy (pages of 64) with
-        # 512 extras: examples/certified.mlir's open extras (32768) take one
-        # select pass per slot past 1024 on the GPU (docs/CERTIFICATE.md),
-        # and the same without the output-error bound (no value boxes)
+        # 512 extras (examples/certified.mlir's open extras, 32768, are
+        # slow on the GPU: docs/CERTIFICATE.md, "Open extras"), and the
+        # same without the output-error bound (no value boxes)
         cert='{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64}'
         certm="${cert%\}},\"output_bound\":false}"
         pols=(--policy "$sk" --policy "$bm")
