@@ -1221,10 +1221,18 @@ std::optional<RealKV> prefillGPL(int64_t context) {
     return out;
   }
   const decoder::ModelConfig &cfg = (*weights)->config();
-  std::ifstream in("/usr/share/common-licenses/GPL-3");
+  // CONDENSATE_PRUNE_TEXT: a text file to prefill instead (three copies
+  // of GPL-3 are about 24K tokens: longer contexts need a longer text).
+  const char *textPath = std::getenv("CONDENSATE_PRUNE_TEXT");
+  std::ifstream in(textPath ? textPath : "/usr/share/common-licenses/GPL-3");
+  if (!in) {
+    ADD_FAILURE() << "cannot read " << textPath;
+    return out;
+  }
   std::stringstream ss;
   ss << in.rdbuf();
-  std::vector<int32_t> ids = tok->encode(ss.str() + ss.str() + ss.str());
+  std::vector<int32_t> ids =
+      tok->encode(textPath ? ss.str() : ss.str() + ss.str() + ss.str());
   if (static_cast<int64_t>(ids.size()) <= context) {
     ADD_FAILURE() << "the text has " << ids.size() << " tokens, not "
                   << context + 1;
