@@ -7,6 +7,15 @@ set -u
 source "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
 ls /usr/local/cuda/nvvm/libdevice/ 2>&1 | head -2
+# join_model NAME FILE: the parts /root/models/NAME.partNN (made by
+# bench/split_model.sh FILE NAME) joined into /root/models/NAME.gguf and
+# checked against FILE's checksum in scripts/fetch-models.sh (its one home).
+join_model() {
+  local f=/root/models/$1.gguf sha
+  [ -f "$f" ] || cat /root/models/$1.part[0-9][0-9] > "$f"
+  sha=$(grep -A1 "fetch $2" scripts/fetch-models.sh | tail -n 1 | tr -d ' \\')
+  echo "$sha  $f" | sha256sum -c -
+}
 for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
   case $s in
     driver) step driver 60 $BIN/CondensateCudaDriverTest --gtest_brief=1 ;;
@@ -114,13 +123,7 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         fi
         ls -la /root/models/ ;;
     join-model) # join JOIN_NAME's parts (bench/split_model.sh MODEL NAME)
-        # into /root/models/NAME.gguf, checked against JOIN_FILE's checksum
-        # in scripts/fetch-models.sh (its one home)
-        f=/root/models/$JOIN_NAME.gguf
-        [ -f "$f" ] || cat /root/models/$JOIN_NAME.part[0-9][0-9] > "$f"
-        sha=$(grep -A1 "fetch $JOIN_FILE" scripts/fetch-models.sh | tail -n 1 \
-              | tr -d ' \\')
-        echo "$sha  $f" | sha256sum -c - ;;
+        join_model "$JOIN_NAME" "$JOIN_FILE" ;;
     qwen32k) # Qwen2.5-Coder-0.5B (join-model with JOIN_NAME=qwen) on the
         # fidelity study's 32K natural prompts, 64 tokens: dense against
         # the certified 4-bit sketch policy with open extras and no value
@@ -210,11 +213,7 @@ for line in open(sys.argv[1]):
           --policy '{"anchor":1,"window":64,"topk":1024,"selector":"block_minmax"}'
         python3 bench/ncu_step.py "$OUT/ncu-step.csv" | tee "$OUT/ncu-step.txt" ;;
     gemma-model) # join the Gemma-3-270M parts carried by earlier calls
-        if [ ! -f /root/models/gemma.gguf ]; then
-          cat /root/models/gemma.part0[0-9] > /root/models/gemma.gguf
-        fi
-        echo "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818  /root/models/gemma.gguf" \
-          | sha256sum -c - ;;
+        join_model gemma models/gemma-3-270m-q4_k_m.gguf ;;
     gemma) # Gemma-3-270M at a ~21.6K-token prompt (its window: 32K):
         # the model's own attention, uncertified sketch top-1024 and the
         # certified sketch policy on its global layers, against dense

@@ -659,14 +659,14 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         };
         sumOmitted(e, e.idx(0));
         if (tau > 0.0) {
-          // Each unit is in one slot at most, so slots past the units are
-          // empty.
-          Value filledMax = e.mins(e.idx(extraMax), nu);
-          Value chunkLen =
-              e.maxs(e.ceilDiv(filledMax, e.idx(numChunks)), e.idx(1));
           // With many slots the chunks' sums come first: each of numChunks
-          // threads sums the mass of its chunk of slots per head.
+          // threads sums the mass of its chunk of slots per head. Each
+          // unit is in one slot at most, so slots past the units are empty
+          // and the chunks split only the first filledMax.
+          Value filledMax, chunkLen;
           if (manyExtras) {
+            filledMax = e.mins(e.idx(extraMax), nu);
+            chunkLen = e.maxs(e.ceilDiv(filledMax, e.idx(numChunks)), e.idx(1));
             Value cs = sm[chunksIdx];
             e.ifThen(e.lt(tid, e.idx(numChunks)), [&](Emitter &e) {
               Value j0 = e.mul(tid, chunkLen);

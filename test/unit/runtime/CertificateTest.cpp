@@ -1224,9 +1224,11 @@ std::optional<RealKV> prefillGPL(int64_t context) {
   // CONDENSATE_PRUNE_TEXT: a text file to prefill instead (three copies
   // of GPL-3 are about 24K tokens: longer contexts need a longer text).
   const char *textPath = std::getenv("CONDENSATE_PRUNE_TEXT");
-  std::ifstream in(textPath ? textPath : "/usr/share/common-licenses/GPL-3");
+  const std::string path =
+      textPath ? textPath : "/usr/share/common-licenses/GPL-3";
+  std::ifstream in(path);
   if (!in) {
-    ADD_FAILURE() << "cannot read " << textPath;
+    ADD_FAILURE() << "cannot read " << path;
     return out;
   }
   std::stringstream ss;
