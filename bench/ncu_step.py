@@ -67,4 +67,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:  # a reader such as `head` stopped early
+        sys.stderr.close()

@@ -442,10 +442,11 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   // units: open extras leave most of a short context's slots empty).
   const int64_t numChunks = std::clamp<int64_t>(1024 / G, 1, threads);
   const int64_t chunkCols = widthsIdx >= 0 ? 2 * G : G;
-  SmallVector<Type> smem{KernelBuilder::workgroupType(ctx, {G}, f32),  // m
-                         KernelBuilder::workgroupType(ctx, {G}, f64),  // Z
-                         KernelBuilder::workgroupType(ctx, {G}, f64),  // U
-                         KernelBuilder::workgroupType(ctx, {2}, i32)}; // e, fb
+  SmallVector<Type> smem{KernelBuilder::workgroupType(ctx, {G}, f32), // m
+                         KernelBuilder::workgroupType(ctx, {G}, f64), // Z
+                         KernelBuilder::workgroupType(ctx, {G}, f64), // U
+                         // extras taken, fallback, first chunk within tau
+                         KernelBuilder::workgroupType(ctx, {3}, i32)};
   Type marksType = KernelBuilder::workgroupType(ctx, {kMarkWords}, i32);
   Type chunksType =
       KernelBuilder::workgroupType(ctx, {numChunks, chunkCols}, f64);
@@ -526,6 +527,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
           e.store(e.i32(0), smD, {e.idx(0)});
           e.store(e.i32(0), smD, {e.idx(1)});
+          e.store(e.i32(numChunks), smD, {e.idx(2)});
         });
         Value marks = marksOn ? sm[marksIdx] : Value();
         if (marksOn)
@@ -696,11 +698,59 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                 e.store(sums[i], cs, {tid, e.idx(i)});
             });
             e.barrier();
+            // Their inclusive prefix sums over the chunks, in place
+            // (Hillis-Steele: log2(numChunks) rounds of two barriers).
+            for (int64_t off = 1; off < numChunks; off *= 2) {
+              Value take =
+                  e.band(e.lt(tid, e.idx(numChunks)), e.ge(tid, e.idx(off)));
+              SmallVector<Type> f64s(chunkCols, f64);
+              SmallVector<Value> before = e.ifElse(
+                  take, f64s,
+                  [&](Emitter &e) -> SmallVector<Value> {
+                    SmallVector<Value> out;
+                    for (int64_t i = 0; i < chunkCols; ++i)
+                      out.push_back(
+                          e.load(cs, {e.sub(tid, e.idx(off)), e.idx(i)}));
+                    return out;
+                  },
+                  [&](Emitter &e) -> SmallVector<Value> {
+                    return SmallVector<Value>(chunkCols, e.f64(0.0));
+                  });
+              e.barrier();
+              e.ifThen(take, [&](Emitter &e) {
+                for (int64_t i = 0; i < chunkCols; ++i)
+                  e.store(e.fadd(e.load(cs, {tid, e.idx(i)}), before[i]), cs,
+                          {tid, e.idx(i)});
+              });
+              e.barrier();
+            }
+            // The first chunk after which every head is within tau (the
+            // omitted sums only shrink along the slots, so the test is
+            // monotone): each thread tests its chunk's end.
+            e.ifThen(e.lt(tid, e.idx(numChunks)), [&](Emitter &ee) {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              SmallVector<Value> left, grown;
+              for (int64_t i = 0; i < G; ++i) {
+                left.push_back(e.fmax(e.fsub(e.load(smU, {e.idx(i)}),
+                                             e.load(cs, {tid, e.idx(i)})),
+                                      e.f64(0.0)));
+                Value z = e.load(smZ, {e.idx(i)});
+                grown.push_back(
+                    lower ? e.fadd(z, e.load(cs, {tid, e.idx(G + i)})) : z);
+              }
+              Value ok =
+                  e.fcmp(arith::CmpFPredicate::OLE,
+                         worstEpsHat(e, target, left, grown), e.f64(tau));
+              e.ifThen(ok, [&](Emitter &ee) {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                e.atomic(arith::AtomicRMWKind::mins, smD, {e.idx(2)},
+                         e.toI32(tid));
+              });
+            });
+            e.barrier();
           }
-          // Thread 0 walks the extras in order; with chunk sums it first
-          // finds the first chunk after which every head is within tau (the
-          // omitted sums only shrink along the slots, so that test is
-          // monotone) and walks only that chunk, slot by slot.
+          // Thread 0 walks the extras in order; with chunk sums only the
+          // first chunk whose end is within tau, slot by slot.
           e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &ee) {
             GPUEmitter &e = static_cast<GPUEmitter &>(ee);
             SmallVector<Value> us, zs;
@@ -711,49 +761,31 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             ExtrasWalk walk;
             if (manyExtras) {
               Value cs = sm[chunksIdx];
-              // State: (found, chunk, sums before it: U's, then Z's).
-              SmallVector<Value> init{e.i1(false), e.idx(numChunks)};
-              init.append(chunkCols, e.f64(0.0));
-              auto scan = e.forLoop(
-                  e.idx(0), e.idx(numChunks), e.idx(1), init,
-                  [&](Emitter &e, Value c,
-                      ValueRange st) -> SmallVector<Value> {
-                    SmallVector<Value> next, left, grown(zs);
-                    for (int64_t i = 0; i < chunkCols; ++i)
-                      next.push_back(
-                          e.fadd(st[2 + i], e.load(cs, {c, e.idx(i)})));
-                    for (int64_t i = 0; i < G; ++i) {
-                      left.push_back(
-                          e.fmax(e.fsub(us[i], next[i]), e.f64(0.0)));
-                      if (lower)
-                        grown[i] = e.fadd(zs[i], next[G + i]);
-                    }
-                    Value ok =
-                        e.fcmp(arith::CmpFPredicate::OLE,
-                               worstEpsHat(e, target, left, grown), e.f64(tau));
-                    Value stop = e.band(ok, e.bnot(st[0]));
-                    SmallVector<Value> out{e.bor(st[0], ok),
-                                           e.select(stop, c, st[1])};
-                    for (int64_t i = 0; i < chunkCols; ++i)
-                      out.push_back(
-                          e.select(e.bor(st[0], ok), st[2 + i], next[i]));
-                    return out;
-                  });
+              Value first = e.loadIndex(smD, {e.idx(2)});
+              Value found = e.lt(first, e.idx(numChunks));
+              Value c = e.mins(first, e.idx(numChunks - 1));
+              // The sums before chunk c: chunk c - 1's inclusive sums.
+              Value hasPrev = e.gt(c, e.idx(0));
+              Value prevC = e.select(hasPrev, e.sub(c, e.idx(1)), e.idx(0));
+              auto before = [&](int64_t col) {
+                return e.select(hasPrev, e.load(cs, {prevC, e.idx(col)}),
+                                e.f64(0.0));
+              };
               SmallVector<Value> left, grown(zs);
               for (int64_t i = 0; i < G; ++i) {
-                left.push_back(e.fmax(e.fsub(us[i], scan[2 + i]), e.f64(0.0)));
+                left.push_back(e.fmax(e.fsub(us[i], before(i)), e.f64(0.0)));
                 if (lower)
-                  grown[i] = e.fadd(zs[i], scan[2 + G + i]);
+                  grown[i] = e.fadd(zs[i], before(G + i));
               }
-              Value c = e.mins(scan[1], e.idx(numChunks - 1));
               Value from = e.mins(e.mul(c, chunkLen), filledMax);
-              Value to = e.mins(e.add(from, chunkLen), filledMax);
+              Value to = e.select(
+                  found, e.mins(e.add(from, chunkLen), filledMax), from);
               walk = walkExtrasFrom(e, target, indices, bb, g, base, from, to,
                                     tau, left, grown, mass, lower);
               // Found: the chunk sums say its end is within tau, so the walk
               // stops inside it (or, by rounding, at its end; the fresh sum
               // below decides either way). Not found: no count passes.
-              walk.done = scan[0];
+              walk.done = found;
             } else {
               walk = walkExtras(e, target, indices, bb, g, base, extraMax, tau,
                                 us, zs, mass, lower);
