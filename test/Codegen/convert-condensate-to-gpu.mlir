@@ -327,7 +327,7 @@ func.func @dense_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v: 
 // CHECK-LABEL: func.func @certify(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x?xf32>
 // CHECK: gpu.launch_func @condensate_kernels::@certify_certify blocks in (%c2{{(_[0-9]+)?}}, %[[B]], %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %arg2 : memref<?x2x6xi32>, %arg4 : memref<?x4x1x3xf32>, %arg5 : memref<?x2xi32>, %arg6 : memref<?x2xi32>, %arg7 : memref<?x4x5xf32>)
-// CHECK: gpu.func @certify_certify({{.*}}) workgroup(%{{.*}} : memref<2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[Z:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[U:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<2xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[MARKS:.*]] : memref<4096xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: gpu.func @certify_certify({{.*}}) workgroup(%{{.*}} : memref<2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[Z:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[U:.*]] : memref<2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<3xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[MARKS:.*]] : memref<4096xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
 // CHECK: arith.extf %{{.*}} : f32 to f64
 // CHECK: gpu.barrier
 // CHECK: memref.atomic_rmw ori %{{.*}}, %[[MARKS]]
