@@ -108,13 +108,15 @@ func.func @score_tokens_d96(%q: memref<?x4x96xf32>, %k: memref<?x2x16x96xbf16>, 
 // with one digit, whose lowest lane adds their count (popc). Then per-warp
 // counts (3 per warp), each warp placing its units in unit order by warp
 // scans (shuffles up). The two ranked extras (slots 4 and 5) are collected
-// in a shared list of 2 and ranked there. Optional operands (windows) go
+// in a shared list of 2 entries (~key << 32 | unit, i64) and sorted there
+// by a bitonic network (unsigned compares, a barrier a round), then their
+// units go to the slots. Optional operands (windows) go
 // last.
 // CHECK-LABEL: func.func @select_topk(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x?xf32>
 // CHECK: gpu.launch_func @condensate_kernels::@select_topk_select_topk blocks in (%c2{{(_[0-9]+)?}}, %[[B]], %c1{{(_[0-9]+)?}}) threads in (%c1024{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c225280_i32 args(%arg0 : memref<?x4x?xf32>, %arg1 : memref<?xi32>, %arg3 : memref<?x2x6xi32>, %arg2 : memref<?xi32>)
 // CHECK: gpu.func @select_topk_select_topk(%{{.*}}: memref<?x4x?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?x2x6xi32>, %{{.*}}: memref<?xi32>)
-// CHECK-SAME: workgroup(%[[HIST:.*]] : memref<256xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[HIST0:.*]] : memref<256xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[STATE:.*]] : memref<8xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<96xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[LIST:.*]] : memref<4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {nvvm.maxntid = array<i32: 1024, 1, 1>, nvvm.minctasm = 1 : i32} {
+// CHECK-SAME: workgroup(%[[HIST:.*]] : memref<256xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[HIST0:.*]] : memref<256xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[STATE:.*]] : memref<8xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<96xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[LIST:.*]] : memref<2xi64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {nvvm.maxntid = array<i32: 1024, 1, 1>, nvvm.minctasm = 1 : i32} {
 // CHECK: %[[DYN:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
 // CHECK: %[[KEYS:.*]] = memref.view %[[DYN]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<56320xi32, #gpu.address_space<workgroup>>
 // CHECK: memref.store %{{.*}}, %[[KEYS]][%{{.*}}] : memref<56320xi32, #gpu.address_space<workgroup>>
@@ -133,10 +135,14 @@ func.func @score_tokens_d96(%q: memref<?x4x96xf32>, %k: memref<?x2x16x96xbf16>, 
 // CHECK: gpu.shuffle idx %{{.*}}, %c31_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : i32
 // CHECK: memref.store %{{.*}}, %arg2[{{.*}}] : memref<?x2x6xi32>
 // CHECK: memref.atomic_rmw addi %{{.*}}, %[[STATE]][%{{.*}}] : (i32, memref<8xi32, #gpu.address_space<workgroup>>) -> i32
-// CHECK: memref.store %{{.*}}, %[[LIST]][%{{.*}}] : memref<4xi32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %{{.*}}, %[[LIST]][%{{.*}}] : memref<2xi64, #gpu.address_space<workgroup>>
 // CHECK: gpu.barrier
-// CHECK: memref.load %[[LIST]][%{{.*}}] : memref<4xi32, #gpu.address_space<workgroup>>
-// CHECK: memref.store %{{.*}}, %arg2[{{.*}}] : memref<?x2x6xi32>
+// CHECK: memref.load %[[LIST]][%{{.*}}] : memref<2xi64, #gpu.address_space<workgroup>>
+// CHECK: arith.cmpi ugt, %{{.*}}, %{{.*}} : i64
+// CHECK: memref.store %{{.*}}, %[[LIST]][%{{.*}}] : memref<2xi64, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK: %[[UNIT:.*]] = arith.trunci %{{.*}} : i64 to i32
+// CHECK: memref.store %[[UNIT]], %arg2[{{.*}}] : memref<?x2x6xi32>
 // CHECK: gpu.return
 func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?xi32>, %idx: memref<?x2x6xi32>) {
   condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) windows(%w : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 64 : i64, page_size = 16 : i64, base = 4 : i64}

@@ -620,6 +620,20 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
         CondensateSlots slotsInfo = CondensateSlots::of(e, op, list, w, n);
         Value limit = list.limit(e, limits, bb, g);
         auto [v0, v1] = list.splitRange(e, split);
+        // With a limit the slots past the units attended hold nothing: the
+        // splits share the slots before it (in whole tiles of 16), not the
+        // list's length (open extras leave most of a list's slots past the
+        // limit; walking them read position 0's row for each).
+        if (limits) {
+          Value used = e.add(e.idx(list.forced), e.mul(e.maxs(limit, e.idx(0)),
+                                                       e.idx(list.unitTokens)));
+          Value end = e.mins(used, e.idx(list.length));
+          Value per =
+              e.mul(e.ceilDiv(e.ceilDiv(end, e.idx(list.splits)), e.idx(16)),
+                    e.idx(16));
+          v0 = e.mins(e.mul(split, per), end);
+          v1 = e.mins(e.add(v0, per), end);
+        }
         // A skipped group attends nothing: its blocks write empty partials.
         if (skipIdx >= 0)
           v1 = e.select(e.ne(e.load(a[skipIdx], {bb, g}), e.i32(0)), v0, v1);

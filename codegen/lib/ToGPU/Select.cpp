@@ -7,7 +7,7 @@
 // finds the base-th largest key, and one the (base + extras)-th when the op
 // ranks extras; then each warp walks a contiguous range of units, its warp
 // scans placing the base set in unit order and appending the extras to a
-// shared list, where each extra's rank (key desc, unit asc) is counted.
+// shared list, which a bitonic network sorts by (key desc, unit asc).
 // More extras than the list holds are ranked the same way a list at a
 // time: a radix search for the end of each further 1024 ranks, and the
 // units between it and the last one's end listed and ranked. Every pass
@@ -495,12 +495,16 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
   const int64_t warps = threads / kWarp;
   int64_t extras = slots - base;
   int64_t listCap = std::max<int64_t>(1, std::min(extras, kSharedExtras));
+  // The list is sorted by a bitonic network over a power of two entries,
+  // each (~key << 32 | unit): ascending is (key desc, unit asc).
+  int64_t sortLen = int64_t(llvm::PowerOf2Ceil(listCap));
+  Type i64 = b.getI64Type();
   SmallVector<Type> smem{
-      KernelBuilder::workgroupType(ctx, {256}, i32),          // hist
-      KernelBuilder::workgroupType(ctx, {256}, i32),          // first pass
-      KernelBuilder::workgroupType(ctx, {8}, i32),            // state
-      KernelBuilder::workgroupType(ctx, {3 * warps}, i32),    // per-warp
-      KernelBuilder::workgroupType(ctx, {2 * listCap}, i32)}; // extras
+      KernelBuilder::workgroupType(ctx, {256}, i32),       // hist
+      KernelBuilder::workgroupType(ctx, {256}, i32),       // first pass
+      KernelBuilder::workgroupType(ctx, {8}, i32),         // state
+      KernelBuilder::workgroupType(ctx, {3 * warps}, i32), // per-warp
+      KernelBuilder::workgroupType(ctx, {sortLen}, i64)};  // extras
   int64_t staticBytes = KernelBuilder::workgroupBytes(smem);
   // The ranking keys of the first `cachedKeys` units live in dynamic shared
   // memory, as many as the chip lets a block claim (less 1 KB the driver
@@ -580,6 +584,17 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
               },
               [&](Emitter &) -> SmallVector<Value> { return {sc.nu}; })[0];
         }
+        // A list entry: (~key) << 32 | unit, so that ascending order is
+        // key desc, then unit asc (units are non-negative i32; a
+        // candidate's key is at least 1, so no entry is all ones).
+        auto sortEntry = [&](Emitter &e, Value kk, Value unitI32) -> Value {
+          OpBuilder &ob = e.builder();
+          Location l = e.location();
+          Value hi = arith::ExtUIOp::create(ob, l, i64, e.bxor(kk, e.i32(-1)));
+          Value lo = arith::ExtUIOp::create(ob, l, i64, unitI32);
+          Value c32 = arith::ConstantIntOp::create(ob, l, 32, 64);
+          return e.bor(arith::ShLIOp::create(ob, l, hi, c32), lo);
+        };
         // The unit walked i-th (i32).
         auto unitOf = [&](Emitter &e, Value i) -> Value {
           if (!prefilter)
@@ -970,8 +985,7 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                 // At most listCap units qualify (hi ranks at most that
                 // many past lo); the guard only keeps the list's bounds.
                 e.ifThen(e.lt(at, e.idx(listCap)), [&](Emitter &e) {
-                  e.store(kk, list, {at});
-                  e.store(unitOf(e, u), list, {e.add(at, e.idx(listCap))});
+                  e.store(sortEntry(e, kk, unitOf(e, u)), list, {at});
                 });
               });
             }
@@ -1014,30 +1028,71 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
           if (!hi)
             return;
           // Each extra's slot is its rank in (key desc, unit asc) order
-          // among the chunk's.
+          // among the chunk's: the list, padded past its count with
+          // entries above every real one, is sorted ascending by a bitonic
+          // network (log2(n) (log2(n) + 1) / 2 compare-exchange rounds of
+          // one barrier each; the rank of each by counting the entries
+          // before it took count^2 / threads shared loads a thread, most
+          // of a list's time).
           e.barrier();
           Value count = e.mins(e.loadIndex(state, {e.idx(5)}), e.idx(listCap));
+          Value pad =
+              arith::ConstantIntOp::create(e.builder(), e.location(), -1, 64);
+          e.forLoop(e.add(count, tid), e.idx(sortLen), e.idx(threads), {},
+                    [&](Emitter &e, Value i, ValueRange) -> SmallVector<Value> {
+                      e.store(pad, list, {i});
+                      return {};
+                    });
+          e.barrier();
+          // Round (kk, t): blocks of k = 2^kk entries, partners j =
+          // 2^(kk - 1 - t) apart.
+          int64_t sortLog = llvm::Log2_64(sortLen);
+          auto shl = [&](Emitter &e, Value x) {
+            return arith::ShLIOp::create(e.builder(), e.location(), e.idx(1),
+                                         x);
+          };
           e.forLoop(
-              tid, count, e.idx(threads), {},
-              [&](Emitter &e, Value i, ValueRange) -> SmallVector<Value> {
-                Value ki = e.load(list, {i});
-                Value ui = e.load(list, {e.add(i, e.idx(listCap))});
-                Value rank = e.forLoop(
-                    e.idx(0), count, e.idx(1), {e.idx(0)},
-                    [&](Emitter &e, Value jx,
-                        ValueRange acc) -> SmallVector<Value> {
-                      Value kj = e.load(list, {jx});
-                      Value uj = e.load(list, {e.add(jx, e.idx(listCap))});
-                      Value better = e.bor(
-                          e.cmp(arith::CmpIPredicate::ugt, kj, ki),
-                          e.band(e.eq(kj, ki),
-                                 e.cmp(arith::CmpIPredicate::slt, uj, ui)));
-                      return {e.select(better, e.add(acc[0], e.idx(1)),
-                                       acc[0])};
-                    })[0];
-                e.store(ui, indices, {bb, g, e.add(slot0, rank)});
+              e.idx(1), e.idx(sortLog + 1), e.idx(1), {},
+              [&](Emitter &e, Value kk, ValueRange) -> SmallVector<Value> {
+                Value k = shl(e, kk);
+                e.forLoop(e.idx(0), kk, e.idx(1), {},
+                          [&](Emitter &ee, Value t,
+                              ValueRange) -> SmallVector<Value> {
+                            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                            Value j = shl(e, e.sub(e.sub(kk, e.idx(1)), t));
+                            e.forLoop(
+                                tid, e.idx(sortLen), e.idx(threads), {},
+                                [&](Emitter &e, Value i,
+                                    ValueRange) -> SmallVector<Value> {
+                                  Value partner = e.bxor(i, j);
+                                  e.ifThen(e.gt(partner, i), [&](Emitter &e) {
+                                    Value x = e.load(list, {i});
+                                    Value y = e.load(list, {partner});
+                                    Value up = e.eq(e.band(i, k), e.idx(0));
+                                    Value swap = e.select(
+                                        up,
+                                        e.cmp(arith::CmpIPredicate::ugt, x, y),
+                                        e.cmp(arith::CmpIPredicate::ult, x, y));
+                                    e.ifThen(swap, [&](Emitter &e) {
+                                      e.store(y, list, {i});
+                                      e.store(x, list, {partner});
+                                    });
+                                  });
+                                  return {};
+                                });
+                            e.barrier();
+                            return {};
+                          });
                 return {};
               });
+          e.forLoop(tid, count, e.idx(threads), {},
+                    [&](Emitter &e, Value i, ValueRange) -> SmallVector<Value> {
+                      Value unit = arith::TruncIOp::create(
+                          e.builder(), e.location(), e.builder().getI32Type(),
+                          e.load(list, {i}));
+                      e.store(unit, indices, {bb, g, e.add(slot0, i)});
+                      return {};
+                    });
           // The list is read until here; the next chunk refills it.
           e.barrier();
         };
