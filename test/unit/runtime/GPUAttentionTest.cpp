@@ -439,7 +439,7 @@ TEST(GPUAppend, PrefillRunsInOneCall) {
 /// float rounding of the two softmax sums).
 TEST(GPUCertificate, MatchesCPUCertificate) {
   REQUIRE_GPU();
-  ModelShape shape{4, 12, 4, 64, 16, KVType::BF16, 0.0f};
+  ModelShape shape{5, 12, 4, 64, 16, KVType::BF16, 0.0f};
   Policy minmax = policy(1, 16, 64, Selector::BlockMinMax, 16);
   minmax.tau = 1e-2;
   minmax.maxExtra = 6;
@@ -456,10 +456,16 @@ TEST(GPUCertificate, MatchesCPUCertificate) {
   // the certificate walks from chunk sums and marks what it took in shared
   // memory; past 1024 select_topk ranks them a list of 1024 at a time.
   sketch.maxExtra = 32768;
+  // Extras past the first list with fewer slots than a long context's
+  // tokens: the long sequences go through the prefilter, whose gathered
+  // candidates the later lists' kernel ranks.
+  Policy capped = sketch;
+  capped.maxExtra = 2048;
   Schedule s;
-  s.numLayers = 4;
+  s.numLayers = 5;
   s.defaultPolicy = minmax;
-  s.rules = {{{1}, {}, exact}, {{2}, {}, mean}, {{3}, {}, sketch}};
+  s.rules = {
+      {{1}, {}, exact}, {{2}, {}, mean}, {{3}, {}, sketch}, {{4}, {}, capped}};
   auto exec = GPUExecutor::create(shape, s);
   ASSERT_TRUE(exec.ok()) << exec.message();
   auto cpu = CPUProgram::compile(shape, s);
@@ -467,7 +473,8 @@ TEST(GPUCertificate, MatchesCPUCertificate) {
   std::mt19937 rng(std::random_device{}());
   int64_t compared = 0, sameDecision = 0, epsClose = 0, boundClose = 0,
           passes = 0, passesWithExtra = 0, sketchCompared = 0, sketchSame = 0,
-          sketchPasses = 0, sketchPast1024 = 0;
+          sketchPasses = 0, sketchPast1024 = 0, cappedCompared = 0,
+          cappedSame = 0, cappedPast1024 = 0;
   // Random keys almost never certify (the min/max bounds are loose);
   // clustered keys (tight pages, a few dominant ones) certify often, with
   // and without extras, so both outcomes are compared.
@@ -485,7 +492,7 @@ TEST(GPUCertificate, MatchesCPUCertificate) {
         lens[size_t(i)] =
             std::uniform_int_distribution<int32_t>(9000, 16000)(rng);
     CacheCase c = buildCache(**exec, lens, rng, mode);
-    for (int64_t l = 0; l < 4; ++l) {
+    for (int64_t l = 0; l < 5; ++l) {
       const int64_t W = kAttentionStatsWidth;
       std::vector<float> out(c.batch * 12 * 64), cpuStats(c.batch * 12 * W),
           gpuStats(c.batch * 12 * W, NAN);
@@ -506,6 +513,11 @@ TEST(GPUCertificate, MatchesCPUCertificate) {
           sketchSame += same;
           sketchPasses += same && x[3] == 0.0f;
           sketchPast1024 += same && x[2] > 1024.0f;
+        }
+        if (l == 4) {
+          ++cappedCompared;
+          cappedSame += same;
+          cappedPast1024 += same && x[2] > 1024.0f;
         }
         passes += same && x[3] == 0.0f;
         passesWithExtra += same && x[3] == 0.0f && x[2] > 0.0f;
@@ -530,7 +542,13 @@ TEST(GPUCertificate, MatchesCPUCertificate) {
               "%lld, certified %lld, more than 1024 extras %lld\n",
               (long long)sketchCompared, (long long)sketchSame,
               (long long)sketchPasses, (long long)sketchPast1024);
+  std::printf("sketch with 2048 extras CPU vs GPU: %lld heads, same "
+              "decision %lld, more than 1024 extras %lld\n",
+              (long long)cappedCompared, (long long)cappedSame,
+              (long long)cappedPast1024);
   EXPECT_GE(sketchSame, sketchCompared * 99 / 100);
+  EXPECT_GE(cappedSame, cappedCompared * 99 / 100);
+  EXPECT_GT(cappedPast1024, 0);
   // Walks that took extras ranked past the first list of 1024.
   EXPECT_GT(sketchPast1024, 0);
   EXPECT_GE(sameDecision, compared * 99 / 100);
