@@ -149,9 +149,13 @@ buildProgram(mlir::MLIRContext *ctx, mlir::OwningOpRef<mlir::ModuleOp> module,
   options.transformer = transformer;
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   // CONDENSATE_JIT_PERF=1: LLVM's perf listener names the JIT's functions
-  // for `perf record -k 1` + `perf inject --jit` (a profiling aid).
-  if (const char *perf = std::getenv("CONDENSATE_JIT_PERF"))
-    options.enablePerfNotificationListener = std::string(perf) == "1";
+  // for `perf record -k 1` + `perf inject --jit` (a profiling aid). Off
+  // otherwise: on by default in ExecutionEngineOptions, it wrote a
+  // jit-<pid>.dump folder (~180 KB) under $JITDUMPDIR/.debug/jit (else the
+  // home or temporary folder) for every program compiled, never removed.
+  const char *perf = std::getenv("CONDENSATE_JIT_PERF");
+  options.enablePerfNotificationListener =
+      perf != nullptr && std::string(perf) == "1";
   auto engine = ExecutionEngine::create(*module, options);
   if (!engine) {
     std::string message = llvm::toString(engine.takeError());

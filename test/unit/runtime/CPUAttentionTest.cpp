@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -205,6 +206,41 @@ TEST(CPUAttentionAPI, RejectsBadArguments) {
   st = (*program)->attend(0, call.args);
   EXPECT_NE(st.message().find("lens[0] = 33"), std::string::npos)
       << st.message();
+}
+
+// Compiling writes no profiling files unless asked: LLVM's perf listener
+// (on by default in MLIR's ExecutionEngine) left a jit-<pid>.dump folder
+// under $JITDUMPDIR/.debug/jit for every program compiled. Asked for
+// (CONDENSATE_JIT_PERF=1) it writes one, so the check can fail. Shapes of
+// their own: compiled programs are cached per process.
+TEST(CPUAttentionAPI, JITWritesNoPerfDumpUnlessAsked) {
+  char dir[] = "/tmp/condensate-jitdump-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const char *old = std::getenv("JITDUMPDIR");
+  std::string oldDir = old ? old : "";
+  ::setenv("JITDUMPDIR", dir, 1);
+  ::unsetenv("CONDENSATE_JIT_PERF");
+  std::string dump = std::string(dir) + "/.debug";
+  ModelShape shape{3, 6, 3, 64, 16, KVType::F32, 0.0f};
+  auto plain = CPUProgram::compile(
+      shape,
+      Schedule::uniform(3, policy(1, 23, 37, Selector::BlockMinMax, 16)));
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  bool wrotePlain = ::access(dump.c_str(), F_OK) == 0;
+  ::setenv("CONDENSATE_JIT_PERF", "1", 1);
+  auto profiled = CPUProgram::compile(
+      shape,
+      Schedule::uniform(3, policy(1, 29, 41, Selector::BlockMinMax, 16)));
+  ::unsetenv("CONDENSATE_JIT_PERF");
+  bool wroteProfiled = ::access(dump.c_str(), F_OK) == 0;
+  if (old)
+    ::setenv("JITDUMPDIR", oldDir.c_str(), 1);
+  else
+    ::unsetenv("JITDUMPDIR");
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(profiled.ok()) << profiled.message();
+  EXPECT_FALSE(wrotePlain);
+  EXPECT_TRUE(wroteProfiled);
 }
 
 // A NaN or infinite key or value would poison its page's summaries and
