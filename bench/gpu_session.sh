@@ -124,6 +124,34 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         ls -la /root/models/ ;;
     join-model) # join JOIN_NAME's parts (bench/split_model.sh MODEL NAME)
         join_model "$JOIN_NAME" "$JOIN_FILE" ;;
+    mainjob) # the README's main job on the GPU (after `model`): the
+        # certified policy against dense, then its kernels under Nsight
+        # Compute (4 tokens, summed by name)
+        args=(--device gpu --model /root/models/model.gguf --chat
+              --prompt-file reports/gpu/session30/main-job-prompt.txt
+              --policy @examples/certified.mlir)
+        step mainjob 100 $BIN/condensate-decode "${args[@]}" \
+          --max-new-tokens 64 --compare dense
+        timeout 100 ncu --target-processes all --metrics gpu__time_duration.sum \
+          --csv --log-file "$OUT/ncu-mainjob.csv" $BIN/condensate-decode \
+          "${args[@]}" --max-new-tokens 4 > /dev/null 2>&1
+        python3 bench/ncu_step.py "$OUT/ncu-mainjob.csv" > "$OUT/ncu-mainjob.txt"
+        rm -f "$OUT/ncu-mainjob.csv"; head -16 "$OUT/ncu-mainjob.txt" ;;
+    open32k) # certified open extras at 32K on dummy Llama-3.2-1B (the walk
+        # takes everything): against 512 extras at batch 8, and one step's
+        # kernels at batch 1 under Nsight Compute
+        cert='{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64,"output_bound":false}'
+        open="${cert/512/32768}"
+        step e2e-open 120 $BIN/condensate-bench --dummy llama-3.2-1b \
+          --context 32768 --batch 8 --steps 16 --warmup 2 \
+          --policy "$cert" --policy "$open" --json "$OUT/e2e-open.json"
+        timeout 90 ncu --target-processes all --profile-from-start off \
+          --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu-open.csv" \
+          $BIN/condensate-bench --dummy llama-3.2-1b --context 32768 \
+          --batch 1 --steps 2 --warmup 1 --profile --policy "$open" \
+          > /dev/null 2>&1
+        python3 bench/ncu_step.py "$OUT/ncu-open.csv" > "$OUT/ncu-open.txt"
+        rm -f "$OUT/ncu-open.csv"; head -14 "$OUT/ncu-open.txt" ;;
     qwen32k) # Qwen2.5-Coder-0.5B (join-model with JOIN_NAME=qwen) on the
         # fidelity study's 32K natural prompts, 64 tokens: dense against
         # the certified 4-bit sketch policy with open extras and no value
