@@ -151,6 +151,34 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 
 // -----
 
+// More ranked extras than one list of 1024: the first kernel ranks the
+// base and the first list; a second ranks each further list in a block of
+// its own, grid (lists, hkv, B) with ceil((min(units, slots) - 1028) /
+// 1024) lists, at least one (the launch plan has no subtraction: an add of
+// -1028), each list sorted in a shared list of 1024 i64 entries.
+// CHECK-LABEL: func.func @select_topk_lists(
+// CHECK: gpu.launch_func @condensate_kernels::@select_topk_lists_select_topk blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %c1{{(_[0-9]+)?}})
+// CHECK: %[[UNITS:.*]] = memref.dim %arg0, %c2{{(_[0-9]+)?}} : memref<?x4x?xf32>
+// CHECK: %[[RANKED:.*]] = arith.minsi %[[UNITS]], %c2104 : index
+// CHECK: %[[PAST:.*]] = arith.addi %[[RANKED]], %c-1028 : index
+// CHECK: %[[SOME:.*]] = arith.maxsi %[[PAST]], %c1{{(_[0-9]+)?}} : index
+// CHECK: %[[LISTS:.*]] = arith.ceildivsi %[[SOME]], %c1024{{(_[0-9]+)?}} : index
+// CHECK: %[[B:.*]] = memref.dim %arg0, %c0{{(_[0-9]+)?}} : memref<?x4x?xf32>
+// CHECK: gpu.launch_func @condensate_kernels::@select_topk_lists_select_topk_lists blocks in (%[[LISTS]], %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c1024{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size
+// CHECK: gpu.func @select_topk_lists_select_topk(
+// CHECK-SAME: memref<1024xi64, #gpu.address_space<workgroup>>
+// CHECK: gpu.func @select_topk_lists_select_topk_lists(
+// CHECK-SAME: memref<1024xi64, #gpu.address_space<workgroup>>
+// CHECK: gpu.block_id x
+// CHECK: arith.cmpi ugt, %{{.*}}, %{{.*}} : i64
+// CHECK: gpu.return
+func.func @select_topk_lists(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x2104xi32>) {
+  condensate.select_topk page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x2104xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base = 4 : i64}
+  return
+}
+
+// -----
+
 // Token selection runs the prefilter first, on scratch of the launch plan:
 // the key histograms and each sequence's state (blocks done, threshold
 // bin) cleared (grid (hkv, B)), counted (a block per k chunks of 2048
