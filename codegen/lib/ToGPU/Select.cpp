@@ -1,7 +1,8 @@
 //===- Select.cpp - the top-k selection kernel ----------------------------===//
 //
-// Lowers select_topk to one block of 1024 threads per (kv head, sequence).
-// The units' ranking keys are computed once into dynamic shared memory (as
+// Lowers select_topk to one block of 1024 threads per (kv head, sequence)
+// (and, past the first list of extras, one per further list). The units'
+// ranking keys are computed once into dynamic shared memory (as
 // many as the chip allows), counting their top 8 bits on the way; an 8-bit
 // radix search (3 more histogram passes, an atomic per key on the prefix)
 // finds the base-th largest key, and one the (base + extras)-th when the op
