@@ -5,8 +5,8 @@
 // tokens in bound order until the bound holds. max_extra = 32768 covers
 // every context the supported models allow (open extras): a group never
 // runs out of extras, so it never falls back to dense attention, and it
-// reads only what its bound needs. (On the GPU, ranking more than 1024
-// extras is slow today: docs/CERTIFICATE.md, "Open extras".)
+// reads only what its bound needs. (On the GPU, walks of thousands of
+// extras are slow today: docs/CERTIFICATE.md, "Open extras".)
 // output_bound = false: the certificate bounds the omitted mass, which
 // governs every decision; the bound on the output error that it could add
 // would read the value box of every omitted page (docs/CERTIFICATE.md,
