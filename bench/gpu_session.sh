@@ -16,6 +16,11 @@ join_model() {
   sha=$(grep -A1 "fetch $2" scripts/fetch-models.sh | tail -n 1 | tr -d ' \\')
   echo "$sha  $f" | sha256sum -c -
 }
+# The certified 4-bit sketch policy the speed steps share (pages of 64,
+# 512 extras), and the same without the output-error bound (no value
+# boxes).
+CERT512='{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64}'
+CERT512M="${CERT512%\}},\"output_bound\":false}"
 for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
   case $s in
     driver) step driver 60 $BIN/CondensateCudaDriverTest --gtest_brief=1 ;;
@@ -140,7 +145,7 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
     open32k) # certified open extras at 32K on dummy Llama-3.2-1B (the walk
         # takes everything): against 512 extras at batch 8, and one step's
         # kernels at batch 1 under Nsight Compute
-        cert='{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64,"output_bound":false}'
+        cert=$CERT512M
         open="${cert/512/32768}"
         step e2e-open 120 $BIN/condensate-bench --dummy llama-3.2-1b \
           --context 32768 --batch 8 --steps 16 --warmup 2 \
@@ -185,8 +190,8 @@ for line in open(sys.argv[1]):
         # 512 extras (examples/certified.mlir's open extras, 32768, are
         # slow on the GPU: docs/CERTIFICATE.md, "Open extras"), and the
         # same without the output-error bound (no value boxes)
-        cert='{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64}'
-        certm="${cert%\}},\"output_bound\":false}"
+        cert=$CERT512
+        certm=$CERT512M
         pols=(--policy "$sk" --policy "$bm")
         [ "${E2E_CERTIFIED:-0}" = 1 ] && pols+=(--policy "$cert" --policy "$certm")
         for run in ${E2E_RUNS:-llama-3-8b:32768:8 llama-3-8b:32768:1 llama-3.2-1b:32768:8 qwen2.5-7b:32768:8 llama-3.2-1b:130000:8 llama-3-8b:130000:1}; do
@@ -200,7 +205,7 @@ for line in open(sys.argv[1]):
         # policy run model_layer0's kernels; the skip passes dense's merges
         # (3 steps x 16 layers).
         sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'
-        cert='{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64}'
+        cert=$CERT512
         step ncu-sketch 300 ncu --target-processes all \
           --kernel-name regex:'layer0_(score_sketch|select_topk|precertify|sparse_attend|certify|merge)' --launch-skip 48 --launch-count 24 \
           --metrics gpu__time_duration.sum $BIN/condensate-bench \
@@ -248,7 +253,7 @@ for line in open(sys.argv[1]):
         cat /usr/share/common-licenses/* | head -c 100000 > /tmp/prompt-gemma.txt
         for pol in dense \
           '{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4,"page_size":64}' \
-          '{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0.01,"max_extra":512,"page_size":64}'; do
+          "$CERT512"; do
           case $pol in dense) n=dense ;; *tau*) n=certified ;; *) n=sketch1024 ;; esac
           step "gemma-$n" 200 $BIN/condensate-decode --device gpu \
             --model /root/models/gemma.gguf --prompt-file /tmp/prompt-gemma.txt \
