@@ -452,11 +452,24 @@ func.func @certify_box(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref
 
 // -----
 
-// head_dim 512 with more than 64 extras: the bitmap of the selected set
-// and the extras' chunk sums leave room for 4 rows of the value box, so
-// the kernel stays within the 48 KB of static shared memory.
+// head_dim 512 with more than 64 extras: the bitmap of the selected set,
+// the extras' chunk sums and the fast walk's sums leave room for 4 rows of
+// the value box, so the kernel stays within the 48 KB of static shared
+// memory. The fast walk's run sums (100 extras: 4 runs of 32 slots, one
+// column a head) come from a grid kernel launched first, a block for each
+// 256 slots that can hold a unit.
 // CHECK-LABEL: func.func @certify_box_wide(
-// CHECK: gpu.func @certify_box_wide_certify({{.*}}) workgroup({{.*}}, %{{.*}} : memref<4x2x512xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4096xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<256x2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: %[[RUNS:.*]] = memref.alloc(%{{.*}}) : memref<?x2x4x2xf64>
+// CHECK: %[[UNITS:.*]] = memref.dim %arg0, %c2
+// CHECK: %[[MIN:.*]] = arith.minsi %[[UNITS]], %c100
+// CHECK: %[[CD:.*]] = arith.ceildivsi %[[MIN]], %c256
+// CHECK: %[[BLOCKS:.*]] = arith.maxsi %[[CD]], %c1
+// CHECK: gpu.launch_func @condensate_kernels::@certify_box_wide_certify_sums blocks in (%[[BLOCKS]], %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c256{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args({{.*}}, %[[RUNS]] : memref<?x2x4x2xf64>)
+// CHECK: gpu.launch_func @condensate_kernels::@certify_box_wide_certify blocks in {{.*}} args({{.*}}, %[[RUNS]] : memref<?x2x4x2xf64>)
+// CHECK: gpu.func @certify_box_wide_certify_sums({{.*}}) workgroup(%{{.*}} : memref<2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// CHECK: gpu.shuffle  xor
+// CHECK: gpu.func @certify_box_wide_certify({{.*}}) workgroup({{.*}}, %{{.*}} : memref<4x2x512xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4096xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<256x2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<8x2xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<8x6xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: gpu.shuffle  down
 func.func @certify_box_wide(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x104xi32>, %po: memref<?x4x1x512xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x5xf32>, %s: memref<?x2x5x512xf32>, %pt: memref<?x?xi32>, %vb: memref<?x2x2x512xf32>) {
   condensate.certify page scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x104xi32>) base(%po, %pml : memref<?x4x1x512xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) summaries(%s : memref<?x2x5x512xf32>) pages(%pt : memref<?x?xi32>) vbox(%vb : memref<?x2x2x512xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-4 : f64}
   return

@@ -4,9 +4,10 @@
 // head, sequence) for the base set and the forced positions, a grid over
 // chunks of units for the pass over every unit, and a block per group for
 // the test; certify to one block per (kv head, sequence) with f64 mass
-// sums;
-// the omitted-value box with threads over (page rows, channels), rows
-// combined through shared memory.
+// sums, after a grid kernel summing runs of 32 slots when there are many
+// extras (the fast walk of open extras); the omitted-value box with
+// threads over (page rows, channels), rows combined through shared
+// memory.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -394,6 +395,33 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   launchPerGroup(b, loc, test, op.getScores(), hkv, kWarp, testOperands);
 }
 
+/// A unit's terms for head i of kv head g's group, as certify and its run
+/// sums take them: the omitted mass of its bound (unitMassBound) and, with
+/// the pages' widths, the mass its lower bound adds to Z (unitLowerMass).
+struct GroupMasses {
+  Value scores, widths, bb, g;
+  CandidateUnits units;
+  SmallVector<Value> ms; // the heads' max logits
+  Value pageSize;
+  int64_t group;
+
+  Value head(Emitter &e, int64_t i) const {
+    return e.add(e.mul(g, e.idx(group)), e.idx(i));
+  }
+  Value mass(Emitter &e, Value u, int64_t i) const {
+    Value cnt = units.count(e, u);
+    Value bound = e.load(scores, {bb, head(e, i), u});
+    return unitMassBound(e, nvvmTarget(), cnt, bound, ms[i]);
+  }
+  Value lower(Emitter &e, Value u, int64_t i) const {
+    Value h = head(e, i);
+    Value bound = e.load(scores, {bb, h, u});
+    Value width = e.load(widths, {bb, h, e.divs(u, pageSize)});
+    return unitLowerMass(e, nvvmTarget(), units.count(e, u), bound, width,
+                         ms[i]);
+  }
+};
+
 void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                   StringRef name) {
   Location loc = op.getLoc();
@@ -442,6 +470,21 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   // units: open extras leave most of a short context's slots empty).
   const int64_t numChunks = std::clamp<int64_t>(1024 / G, 1, threads);
   const int64_t chunkCols = widthsIdx >= 0 ? 2 * G : G;
+  // With many extras a sequence whose last slot is empty (open extras:
+  // every candidate is in a slot, so U is the slots' mass and nothing
+  // else) takes the fast walk instead: a grid kernel (`_sums`) sums each
+  // run of 32 slots (U's and, with widths, Z's columns) into scratch;
+  // certify's warps turn them into the omitted sums after each run and
+  // find the first run whose end is within tau, and one warp the slot in
+  // it. Every decision is taken on sums of positive terms (no
+  // subtraction), so it needs no fresh pass over the units. Shared: each
+  // warp's sums [warp][column] and the found run's sums [warp][U at its
+  // end, Z before it, Z at its end].
+  const int64_t warps = threads / kWarp;
+  const int64_t runsMax = (std::max<int64_t>(extraMax, 1) + kWarp - 1) / kWarp;
+  Type warpSumsType =
+      KernelBuilder::workgroupType(ctx, {warps, chunkCols}, f64);
+  Type foundType = KernelBuilder::workgroupType(ctx, {warps, 3 * G}, f64);
   SmallVector<Type> smem{KernelBuilder::workgroupType(ctx, {G}, f32), // m
                          KernelBuilder::workgroupType(ctx, {G}, f64), // Z
                          KernelBuilder::workgroupType(ctx, {G}, f64), // U
@@ -466,7 +509,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   if (hasBox) {
     SmallVector<Type> fixed(smem);
     if (manyExtras)
-      fixed.append({marksType, chunksType});
+      fixed.append({marksType, chunksType, warpSumsType, foundType});
     int64_t fixedBytes = KernelBuilder::workgroupBytes(fixed);
     while (boxRows > 1 &&
            fixedBytes + KernelBuilder::workgroupBytes({boxType(boxRows)}) >
@@ -489,26 +532,140 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   int64_t chunksIdx = smem.size();
   if (manyExtras)
     smem.push_back(chunksType);
+  int64_t warpSumsIdx = smem.size(), foundIdx = warpSumsIdx + 1;
+  if (manyExtras)
+    smem.append({warpSumsType, foundType});
+  // The runs' sums [sequence][kv head][run][column]: U's columns, then
+  // Z's; the fast walk overwrites U's with the omitted sums after each
+  // run within its warp's share.
+  int64_t runsIdx = -1;
+  if (manyExtras) {
+    runsIdx = operands.size();
+    operands.push_back(memref::AllocOp::create(
+        b, loc,
+        MemRefType::get({ShapedType::kDynamic, hkv, runsMax, chunkCols}, f64),
+        ValueRange{memref::DimOp::create(b, loc, op.getScores(), 0)}));
+  }
+  // What both kernels read of a sequence and group: the context, the
+  // window, the early test's decision and the units that can hold mass
+  // (none after an early fallback: it sums nothing).
+  struct GroupView {
+    Value n, w, early, nu;
+  };
+  auto viewOf = [&](GPUEmitter &e, ValueRange a, Value bb,
+                    Value g) -> GroupView {
+    Value scores = a[0], lens = a[1];
+    Value n = e.loadIndex(lens, {bb});
+    Value w = effectiveWindow(e, hasWindows ? a[7] : Value(), bb,
+                              op.getWindow(), op.getWindowMax());
+    Value early = e.i1(false);
+    if (earlyIdx >= 0)
+      early = e.ne(e.load(a[earlyIdx], {bb, g}), e.i32(0));
+    Value nu =
+        e.select(early, e.idx(0),
+                 e.mins(e.dim(scores, 2), e.ceilDiv(n, e.idx(unitTokens))));
+    return {n, w, early, nu};
+  };
+  // The fast walk's test: the last slot empty and no early fallback.
+  auto fastWalkOf = [&](GPUEmitter &e, Value indices, Value bb, Value g,
+                        const GroupView &v) -> Value {
+    Value last = e.loadIndex(indices, {bb, g, e.idx(slots - 1)});
+    return e.band(e.lt(last, e.idx(0)), e.bnot(v.early));
+  };
+  if (manyExtras) {
+    // A warp a run of 32 slots, 8 runs a block, blocks for the runs that
+    // can hold a unit.
+    auto sums = kb.createKernel(
+        (name + "_sums").str(), operands,
+        {KernelBuilder::workgroupType(ctx, {G}, f32)},
+        [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
+          Value indices = a[2], pml = a[3], runs = a[runsIdx], smM = sm[0];
+          Value tid = e.tid(), lane = e.rems(tid, e.idx(kWarp));
+          Value run = e.add(e.mul(e.bid(gpu::Dimension::x), e.idx(warps)),
+                            e.divs(tid, e.idx(kWarp)));
+          Value g = e.bid(gpu::Dimension::y), bb = e.bid(gpu::Dimension::z);
+          GroupView v = viewOf(e, a, bb, g);
+          Value filledMax = e.mins(e.idx(extraMax), v.nu);
+          Value nRuns = e.ceilDiv(filledMax, e.idx(kWarp));
+          Value firstRun =
+              e.mul(e.bid(gpu::Dimension::x), e.idx(warps)); // uniform
+          e.ifThen(
+              e.band(fastWalkOf(e, indices, bb, g, v), e.lt(firstRun, nRuns)),
+              [&](Emitter &ee) {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                for (int64_t i = 0; i < G; ++i)
+                  e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &e) {
+                    Value h = e.add(e.mul(g, e.idx(G)), e.idx(i));
+                    auto [m, z] =
+                        partialMaxAndTotal(e, pml, e.dim(pml, 2), bb, h);
+                    (void)z;
+                    e.store(m, smM, {e.idx(i)});
+                  });
+                e.barrier();
+                GroupMasses gm{
+                    a[0],
+                    widthsIdx >= 0 ? a[widthsIdx] : Value(),
+                    bb,
+                    g,
+                    {e.idx(unitTokens), e.idx(op.getAnchor()), v.n, v.w},
+                    {},
+                    e.idx(op.getPageSize()),
+                    G};
+                for (int64_t i = 0; i < G; ++i)
+                  gm.ms.push_back(e.load(smM, {e.idx(i)}));
+                // The warp's run (a uniform branch in the warp).
+                e.ifThen(e.lt(run, nRuns), [&](Emitter &ee) {
+                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                  Value j = e.add(e.mul(run, e.idx(kWarp)), lane);
+                  Value in = e.lt(j, filledMax);
+                  Value u = e.loadIndex(
+                      indices,
+                      {bb, g, e.add(e.idx(base), e.select(in, j, e.idx(0)))});
+                  Value have = e.band(in, e.ge(u, e.idx(0)));
+                  Value uSafe = e.select(have, u, e.idx(0));
+                  SmallVector<Value> cols;
+                  for (int64_t i = 0; i < G; ++i)
+                    cols.push_back(e.warpSumF64(
+                        e.select(have, gm.mass(e, uSafe, i), e.f64(0.0))));
+                  if (widthsIdx >= 0)
+                    for (int64_t i = 0; i < G; ++i)
+                      cols.push_back(e.warpSumF64(
+                          e.select(have, gm.lower(e, uSafe, i), e.f64(0.0))));
+                  e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+                    for (int64_t c = 0; c < chunkCols; ++c)
+                      e.store(cols[c], runs, {bb, g, run, e.idx(c)});
+                  });
+                });
+              });
+        });
+    KernelBuilder::launchBounds(sums, threads, 2);
+    auto cidx = [&](int64_t x) {
+      return arith::ConstantIndexOp::create(b, loc, x);
+    };
+    // (The launch plan expresses add, mul, ceildiv, min and max.)
+    Value units = memref::DimOp::create(b, loc, op.getScores(), 2);
+    Value blocks = arith::MaxSIOp::create(
+        b, loc,
+        arith::CeilDivSIOp::create(
+            b, loc, arith::MinSIOp::create(b, loc, units, cidx(extraMax)),
+            cidx(threads)),
+        cidx(1));
+    launch(b, loc, sums, blocks, cidx(hkv),
+           memref::DimOp::create(b, loc, op.getScores(), 0), threads, operands);
+  }
   auto fn = kb.createKernel(
       name, operands, smem, [&](GPUEmitter &e, ValueRange a, ValueRange sm) {
-        Value scores = a[0], lens = a[1], indices = a[2], pml = a[3];
+        Value scores = a[0], indices = a[2], pml = a[3];
         Value extraOut = a[4], fallbackOut = a[5], stats = a[6];
-        Value windows = hasWindows ? a[7] : Value();
         Value smM = sm[0], smZ = sm[1], smU = sm[2], smD = sm[3];
         Value tid = e.tid();
         Value g = e.bid(gpu::Dimension::x), bb = e.bid(gpu::Dimension::y);
-        Value n = e.loadIndex(lens, {bb});
-        Value w =
-            effectiveWindow(e, windows, bb, op.getWindow(), op.getWindowMax());
         // A group the early test sent to dense had no sparse pass: it sums
-        // nothing and falls back.
-        Value early = e.i1(false);
-        if (earlyIdx >= 0)
-          early = e.ne(e.load(a[earlyIdx], {bb, g}), e.i32(0));
+        // nothing and falls back. Units past the context hold no candidate
+        // position (and no mass).
+        GroupView view = viewOf(e, a, bb, g);
+        Value n = view.n, w = view.w, early = view.early, nu = view.nu;
         Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
-        // Units past the context hold no candidate position (and no mass).
-        Value nu = e.select(early, e.idx(0),
-                            e.mins(e.dim(scores, 2), e.ceilDiv(n, unit)));
         Value splits = e.dim(pml, 2);
         auto head = [&](Emitter &e, int64_t i) {
           return e.add(e.mul(g, e.idx(G)), e.idx(i));
@@ -624,21 +781,16 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         };
         const TargetInfo &target = nvvmTarget();
         CandidateUnits units{unit, anchor, n, w};
-        auto mass = [&](Emitter &e, Value u, int64_t i) -> Value {
-          Value cnt = units.count(e, u);
-          Value bound = e.load(scores, {bb, head(e, i), u});
-          return unitMassBound(e, target, cnt, bound, ms[i]);
-        };
-        // The mass of unit u's lower bound (a token's, from its page's
-        // width) that a taken extra adds to Z.
+        // The mass of unit u's bound, and of its lower bound (a token's,
+        // from its page's width) that a taken extra adds to Z.
         Value widths = widthsIdx >= 0 ? a[widthsIdx] : Value();
-        Value pageSize = e.idx(op.getPageSize());
-        auto lowerMass = [&](Emitter &e, Value u, int64_t i) -> Value {
-          Value h = head(e, i);
-          Value bound = e.load(scores, {bb, h, u});
-          Value width = e.load(widths, {bb, h, e.divs(u, pageSize)});
-          return unitLowerMass(e, target, units.count(e, u), bound, width,
-                               ms[i]);
+        GroupMasses gm{
+            scores, widths, bb, g, units, ms, e.idx(op.getPageSize()), G};
+        auto mass = [&](Emitter &e, Value u, int64_t i) {
+          return gm.mass(e, u, i);
+        };
+        auto lowerMass = [&](Emitter &e, Value u, int64_t i) {
+          return gm.lower(e, u, i);
         };
         UnitMassFn lower = widths ? UnitMassFn(lowerMass) : nullptr;
         // U over candidates outside base (and the first `count` extras).
@@ -659,176 +811,434 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             e.warpAtomicAddF64(smU, {e.idx(i)}, part[i]);
           e.barrier();
         };
-        sumOmitted(e, e.idx(0));
-        if (tau > 0.0) {
-          // With many slots the chunks' sums come first: each of numChunks
-          // threads sums the mass of its chunk of slots per head. Each
-          // unit is in one slot at most, so slots past the units are empty
-          // and the chunks split only the first filledMax.
-          Value filledMax, chunkLen;
-          if (manyExtras) {
-            filledMax = e.mins(e.idx(extraMax), nu);
-            chunkLen = e.maxs(e.ceilDiv(filledMax, e.idx(numChunks)), e.idx(1));
-            Value cs = sm[chunksIdx];
-            e.ifThen(e.lt(tid, e.idx(numChunks)), [&](Emitter &e) {
-              Value j0 = e.mul(tid, chunkLen);
-              Value j1 = e.mins(e.add(j0, chunkLen), filledMax);
-              SmallVector<Value> init(chunkCols, e.f64(0.0));
-              auto sums = e.forLoop(
-                  j0, j1, e.idx(1), init,
-                  [&](Emitter &e, Value j,
-                      ValueRange acc) -> SmallVector<Value> {
-                    Value u =
-                        e.loadIndex(indices, {bb, g, e.add(e.idx(base), j)});
-                    Value have = e.ge(u, e.idx(0));
-                    Value uSafe = e.select(have, u, e.idx(0));
-                    SmallVector<Value> out;
-                    for (int64_t i = 0; i < G; ++i)
-                      out.push_back(
-                          e.fadd(acc[i], e.select(have, mass(e, uSafe, i),
-                                                  e.f64(0.0))));
-                    if (lower)
-                      for (int64_t i = 0; i < G; ++i)
-                        out.push_back(e.fadd(
-                            acc[G + i],
-                            e.select(have, lower(e, uSafe, i), e.f64(0.0))));
-                    return out;
-                  });
-              for (int64_t i = 0; i < chunkCols; ++i)
-                e.store(sums[i], cs, {tid, e.idx(i)});
-            });
-            e.barrier();
-            // Their inclusive prefix sums over the chunks, in place
-            // (Hillis-Steele: log2(numChunks) rounds of two barriers).
-            for (int64_t off = 1; off < numChunks; off *= 2) {
-              Value take =
-                  e.band(e.lt(tid, e.idx(numChunks)), e.ge(tid, e.idx(off)));
-              SmallVector<Type> f64s(chunkCols, f64);
-              SmallVector<Value> before = e.ifElse(
-                  take, f64s,
-                  [&](Emitter &e) -> SmallVector<Value> {
-                    SmallVector<Value> out;
-                    for (int64_t i = 0; i < chunkCols; ++i)
-                      out.push_back(
-                          e.load(cs, {e.sub(tid, e.idx(off)), e.idx(i)}));
-                    return out;
-                  },
-                  [&](Emitter &e) -> SmallVector<Value> {
-                    return SmallVector<Value>(chunkCols, e.f64(0.0));
-                  });
-              e.barrier();
-              e.ifThen(take, [&](Emitter &e) {
-                for (int64_t i = 0; i < chunkCols; ++i)
-                  e.store(e.fadd(e.load(cs, {tid, e.idx(i)}), before[i]), cs,
-                          {tid, e.idx(i)});
-              });
-              e.barrier();
-            }
-            // The first chunk after which every head is within tau (the
-            // omitted sums only shrink along the slots, so the test is
-            // monotone): each thread tests its chunk's end.
-            e.ifThen(e.lt(tid, e.idx(numChunks)), [&](Emitter &ee) {
-              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-              SmallVector<Value> left, grown;
-              for (int64_t i = 0; i < G; ++i) {
-                left.push_back(e.fmax(e.fsub(e.load(smU, {e.idx(i)}),
-                                             e.load(cs, {tid, e.idx(i)})),
-                                      e.f64(0.0)));
-                Value z = e.load(smZ, {e.idx(i)});
-                grown.push_back(
-                    lower ? e.fadd(z, e.load(cs, {tid, e.idx(G + i)})) : z);
-              }
-              Value ok =
-                  e.fcmp(arith::CmpFPredicate::OLE,
-                         worstEpsHat(e, target, left, grown), e.f64(tau));
-              e.ifThen(ok, [&](Emitter &ee) {
+        // Marks the first `count` extras (all threads; ends in a barrier).
+        auto markTaken = [&](GPUEmitter &e, Value count) {
+          e.forLoop(
+              tid, count, e.idx(threads), {},
+              [&](Emitter &ee, Value j, ValueRange) -> SmallVector<Value> {
                 GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                e.atomic(arith::AtomicRMWKind::mins, smD, {e.idx(2)},
-                         e.toI32(tid));
+                mark(e, e.loadIndex(indices, {bb, g, e.add(e.idx(base), j)}));
+                return {};
               });
+          e.barrier();
+        };
+        // The walk in rank order over fresh sums of every unit: U of all
+        // but the base, the walk subtracting the extras' masses (from the
+        // chunk sums with many extras), and U of the final set afresh.
+        auto walkInOrder = [&](GPUEmitter &e) {
+          sumOmitted(e, e.idx(0));
+          if (tau > 0.0) {
+            // With many slots the chunks' sums come first: each of numChunks
+            // threads sums the mass of its chunk of slots per head. Each
+            // unit is in one slot at most, so slots past the units are empty
+            // and the chunks split only the first filledMax.
+            Value filledMax, chunkLen;
+            if (manyExtras) {
+              filledMax = e.mins(e.idx(extraMax), nu);
+              chunkLen =
+                  e.maxs(e.ceilDiv(filledMax, e.idx(numChunks)), e.idx(1));
+              Value cs = sm[chunksIdx];
+              e.ifThen(e.lt(tid, e.idx(numChunks)), [&](Emitter &e) {
+                Value j0 = e.mul(tid, chunkLen);
+                Value j1 = e.mins(e.add(j0, chunkLen), filledMax);
+                SmallVector<Value> init(chunkCols, e.f64(0.0));
+                auto sums = e.forLoop(
+                    j0, j1, e.idx(1), init,
+                    [&](Emitter &e, Value j,
+                        ValueRange acc) -> SmallVector<Value> {
+                      Value u =
+                          e.loadIndex(indices, {bb, g, e.add(e.idx(base), j)});
+                      Value have = e.ge(u, e.idx(0));
+                      Value uSafe = e.select(have, u, e.idx(0));
+                      SmallVector<Value> out;
+                      for (int64_t i = 0; i < G; ++i)
+                        out.push_back(
+                            e.fadd(acc[i], e.select(have, mass(e, uSafe, i),
+                                                    e.f64(0.0))));
+                      if (lower)
+                        for (int64_t i = 0; i < G; ++i)
+                          out.push_back(e.fadd(
+                              acc[G + i],
+                              e.select(have, lower(e, uSafe, i), e.f64(0.0))));
+                      return out;
+                    });
+                for (int64_t i = 0; i < chunkCols; ++i)
+                  e.store(sums[i], cs, {tid, e.idx(i)});
+              });
+              e.barrier();
+              // Their inclusive prefix sums over the chunks, in place
+              // (Hillis-Steele: log2(numChunks) rounds of two barriers).
+              for (int64_t off = 1; off < numChunks; off *= 2) {
+                Value take =
+                    e.band(e.lt(tid, e.idx(numChunks)), e.ge(tid, e.idx(off)));
+                SmallVector<Type> f64s(chunkCols, f64);
+                SmallVector<Value> before = e.ifElse(
+                    take, f64s,
+                    [&](Emitter &e) -> SmallVector<Value> {
+                      SmallVector<Value> out;
+                      for (int64_t i = 0; i < chunkCols; ++i)
+                        out.push_back(
+                            e.load(cs, {e.sub(tid, e.idx(off)), e.idx(i)}));
+                      return out;
+                    },
+                    [&](Emitter &e) -> SmallVector<Value> {
+                      return SmallVector<Value>(chunkCols, e.f64(0.0));
+                    });
+                e.barrier();
+                e.ifThen(take, [&](Emitter &e) {
+                  for (int64_t i = 0; i < chunkCols; ++i)
+                    e.store(e.fadd(e.load(cs, {tid, e.idx(i)}), before[i]), cs,
+                            {tid, e.idx(i)});
+                });
+                e.barrier();
+              }
+              // The first chunk after which every head is within tau (the
+              // omitted sums only shrink along the slots, so the test is
+              // monotone): each thread tests its chunk's end.
+              e.ifThen(e.lt(tid, e.idx(numChunks)), [&](Emitter &ee) {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                SmallVector<Value> left, grown;
+                for (int64_t i = 0; i < G; ++i) {
+                  left.push_back(e.fmax(e.fsub(e.load(smU, {e.idx(i)}),
+                                               e.load(cs, {tid, e.idx(i)})),
+                                        e.f64(0.0)));
+                  Value z = e.load(smZ, {e.idx(i)});
+                  grown.push_back(
+                      lower ? e.fadd(z, e.load(cs, {tid, e.idx(G + i)})) : z);
+                }
+                Value ok =
+                    e.fcmp(arith::CmpFPredicate::OLE,
+                           worstEpsHat(e, target, left, grown), e.f64(tau));
+                e.ifThen(ok, [&](Emitter &ee) {
+                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                  e.atomic(arith::AtomicRMWKind::mins, smD, {e.idx(2)},
+                           e.toI32(tid));
+                });
+              });
+              e.barrier();
+            }
+            // Thread 0 walks the extras in order; with chunk sums only the
+            // first chunk whose end is within tau, slot by slot.
+            e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &ee) {
+              GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+              SmallVector<Value> us, zs;
+              for (int64_t i = 0; i < G; ++i) {
+                us.push_back(e.load(smU, {e.idx(i)}));
+                zs.push_back(e.load(smZ, {e.idx(i)}));
+              }
+              ExtrasWalk walk;
+              if (manyExtras) {
+                Value cs = sm[chunksIdx];
+                Value first = e.loadIndex(smD, {e.idx(2)});
+                Value found = e.lt(first, e.idx(numChunks));
+                Value c = e.mins(first, e.idx(numChunks - 1));
+                // The sums before chunk c: chunk c - 1's inclusive sums.
+                Value hasPrev = e.gt(c, e.idx(0));
+                Value prevC = e.select(hasPrev, e.sub(c, e.idx(1)), e.idx(0));
+                auto before = [&](int64_t col) {
+                  return e.select(hasPrev, e.load(cs, {prevC, e.idx(col)}),
+                                  e.f64(0.0));
+                };
+                SmallVector<Value> left, grown(zs);
+                for (int64_t i = 0; i < G; ++i) {
+                  left.push_back(e.fmax(e.fsub(us[i], before(i)), e.f64(0.0)));
+                  if (lower)
+                    grown[i] = e.fadd(zs[i], before(G + i));
+                }
+                Value from = e.mins(e.mul(c, chunkLen), filledMax);
+                Value to = e.select(
+                    found, e.mins(e.add(from, chunkLen), filledMax), from);
+                walk = walkExtrasFrom(e, target, indices, bb, g, base, from, to,
+                                      tau, left, grown, mass, lower);
+                // Found: the chunk sums say its end is within tau, so the walk
+                // stops inside it (or, by rounding, at its end; the fresh sum
+                // below decides either way). Not found: no count passes.
+                walk.done = found;
+              } else {
+                walk = walkExtras(e, target, indices, bb, g, base, extraMax,
+                                  tau, us, zs, mass, lower);
+              }
+              Value done = walk.done;
+              e.store(e.toI32(e.select(done, walk.taken, e.idx(0))), smD,
+                      {e.idx(0)});
+              e.store(e.select(done, e.i32(0), e.i32(1)), smD, {e.idx(1)});
+              for (int64_t i = 0; i < G; ++i)
+                e.store(e.f64(0.0), smU, {e.idx(i)});
             });
             e.barrier();
+            Value extra = e.loadIndex(smD, {e.idx(0)});
+            if (marksOn)
+              markTaken(e, extra);
+            // Z of the final set: the extras taken add their lower bounds'
+            // mass (a sum of positive terms, so the walk's own would do; this
+            // one is parallel). sumOmitted's barrier orders it before the
+            // decision.
+            if (lower) {
+              SmallVector<Value> init(G, e.f64(0.0));
+              auto part =
+                  e.forLoop(tid, extra, e.idx(threads), init,
+                            [&](Emitter &e, Value j,
+                                ValueRange acc) -> SmallVector<Value> {
+                              Value u = e.loadIndex(
+                                  indices, {bb, g, e.add(e.idx(base), j)});
+                              SmallVector<Value> out;
+                              for (int64_t i = 0; i < G; ++i)
+                                out.push_back(e.fadd(acc[i], lower(e, u, i)));
+                              return out;
+                            });
+              for (int64_t i = 0; i < G; ++i)
+                e.warpAtomicAddF64(smZ, {e.idx(i)}, part[i]);
+            }
+            sumOmitted(e, extra);
           }
-          // Thread 0 walks the extras in order; with chunk sums only the
-          // first chunk whose end is within tau, slot by slot.
-          e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &ee) {
-            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-            SmallVector<Value> us, zs;
-            for (int64_t i = 0; i < G; ++i) {
-              us.push_back(e.load(smU, {e.idx(i)}));
-              zs.push_back(e.load(smZ, {e.idx(i)}));
-            }
-            ExtrasWalk walk;
-            if (manyExtras) {
-              Value cs = sm[chunksIdx];
-              Value first = e.loadIndex(smD, {e.idx(2)});
-              Value found = e.lt(first, e.idx(numChunks));
-              Value c = e.mins(first, e.idx(numChunks - 1));
-              // The sums before chunk c: chunk c - 1's inclusive sums.
-              Value hasPrev = e.gt(c, e.idx(0));
-              Value prevC = e.select(hasPrev, e.sub(c, e.idx(1)), e.idx(0));
-              auto before = [&](int64_t col) {
-                return e.select(hasPrev, e.load(cs, {prevC, e.idx(col)}),
-                                e.f64(0.0));
-              };
-              SmallVector<Value> left, grown(zs);
-              for (int64_t i = 0; i < G; ++i) {
-                left.push_back(e.fmax(e.fsub(us[i], before(i)), e.f64(0.0)));
-                if (lower)
-                  grown[i] = e.fadd(zs[i], before(G + i));
-              }
-              Value from = e.mins(e.mul(c, chunkLen), filledMax);
-              Value to = e.select(
-                  found, e.mins(e.add(from, chunkLen), filledMax), from);
-              walk = walkExtrasFrom(e, target, indices, bb, g, base, from, to,
-                                    tau, left, grown, mass, lower);
-              // Found: the chunk sums say its end is within tau, so the walk
-              // stops inside it (or, by rounding, at its end; the fresh sum
-              // below decides either way). Not found: no count passes.
-              walk.done = found;
-            } else {
-              walk = walkExtras(e, target, indices, bb, g, base, extraMax, tau,
-                                us, zs, mass, lower);
-            }
-            Value done = walk.done;
-            e.store(e.toI32(e.select(done, walk.taken, e.idx(0))), smD,
-                    {e.idx(0)});
-            e.store(e.select(done, e.i32(0), e.i32(1)), smD, {e.idx(1)});
-            for (int64_t i = 0; i < G; ++i)
-              e.store(e.f64(0.0), smU, {e.idx(i)});
+        };
+        // The fast walk (open extras; see runsIdx). Pass 1: each warp
+        // takes its share of the runs from the last, writing over each
+        // run's U columns the omitted sums after it within the share, and
+        // leaves the share's totals. Pass 2: each warp adds the later
+        // shares' U and the earlier shares' Z, and finds its first run
+        // whose end is within tau (the sums only shrink along the slots:
+        // the test is monotone); the first such run over the warps wins.
+        // Then warp 0 finds the slot in it.
+        auto fastWalk = [&](GPUEmitter &e) {
+          Value runs = a[runsIdx], smT = sm[warpSumsIdx], smF = sm[foundIdx];
+          Value lane = e.rems(tid, e.idx(kWarp));
+          Value warp = e.divs(tid, e.idx(kWarp));
+          Value filledMax = e.mins(e.idx(extraMax), nu);
+          Value nRuns = e.ceilDiv(filledMax, e.idx(kWarp));
+          Value rounds = e.ceilDiv(nRuns, e.idx(threads));
+          Value share = e.maxs(e.mul(rounds, e.idx(kWarp)), e.idx(1));
+          Value r0 = e.mul(warp, share);
+          Value noRun = e.i32(std::numeric_limits<int32_t>::max());
+          e.ifThen(e.eq(tid, e.idx(0)),
+                   [&](Emitter &e) { e.store(noRun, smD, {e.idx(2)}); });
+          // Lane l of the warp's value at lane `from` (index or i32).
+          auto fromLane = [&](GPUEmitter &e, Value v, Value from) {
+            return e.shuffleF64(v,
+                                [&](Value x) { return e.shuffleIdx(x, from); });
+          };
+          // The sum over the lanes after this one (0 at the last lane).
+          auto afterLane = [&](GPUEmitter &e, Value suffix) {
+            Value next = e.shuffleF64(
+                suffix, [&](Value x) { return e.shuffleDown(x, 1); });
+            return e.select(e.lt(lane, e.idx(kWarp - 1)), next, e.f64(0.0));
+          };
+          SmallVector<Value> init(chunkCols, e.f64(0.0));
+          auto totals = e.forLoop(
+              e.idx(0), rounds, e.idx(1), init,
+              [&](Emitter &ee, Value r, ValueRange acc) -> SmallVector<Value> {
+                GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                Value back = e.sub(e.sub(rounds, e.idx(1)), r);
+                Value run = e.add(r0, e.add(e.mul(back, e.idx(kWarp)), lane));
+                Value in = e.lt(run, nRuns);
+                Value at = e.select(in, run, e.idx(0));
+                SmallVector<Value> out;
+                for (int64_t c = 0; c < chunkCols; ++c) {
+                  Value v = e.select(in, e.load(runs, {bb, g, at, e.idx(c)}),
+                                     e.f64(0.0));
+                  if (c >= G) { // Z's columns: the share's total
+                    out.push_back(e.fadd(acc[c], e.warpSumF64(v)));
+                    continue;
+                  }
+                  Value suffix = e.warpSuffixF64(v, lane);
+                  Value after = e.fadd(acc[c], afterLane(e, suffix));
+                  e.ifThen(in, [&](Emitter &e) {
+                    e.store(after, runs, {bb, g, run, e.idx(c)});
+                  });
+                  out.push_back(e.fadd(acc[c], fromLane(e, suffix, e.idx(0))));
+                }
+                return out;
+              });
+          e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+            for (int64_t c = 0; c < chunkCols; ++c)
+              e.store(totals[c], smT, {warp, e.idx(c)});
           });
           e.barrier();
-          Value extra = e.loadIndex(smD, {e.idx(0)});
-          if (marksOn) {
-            e.forLoop(
-                tid, extra, e.idx(threads), {},
-                [&](Emitter &ee, Value j, ValueRange) -> SmallVector<Value> {
-                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                  mark(e, e.loadIndex(indices, {bb, g, e.add(e.idx(base), j)}));
-                  return {};
-                });
-            e.barrier();
+          // U of taking no extra; U after this warp's share; Z before it.
+          SmallVector<Value> uAll, uAfter, zBase, zIn;
+          for (int64_t i = 0; i < G; ++i) {
+            Value all = e.f64(0.0), after = e.f64(0.0);
+            Value z = e.load(smZ, {e.idx(i)}), before = z;
+            for (int64_t v = 0; v < warps; ++v) {
+              Value t = e.load(smT, {e.idx(v), e.idx(i)});
+              all = e.fadd(all, t);
+              after = e.select(e.lt(warp, e.idx(v)), e.fadd(after, t), after);
+              if (lower)
+                before = e.select(
+                    e.gt(warp, e.idx(v)),
+                    e.fadd(before, e.load(smT, {e.idx(v), e.idx(G + i)})),
+                    before);
+            }
+            uAll.push_back(all);
+            uAfter.push_back(after);
+            zBase.push_back(z);
+            zIn.push_back(before);
           }
-          // Z of the final set: the extras taken add their lower bounds'
-          // mass (a sum of positive terms, so the walk's own would do; this
-          // one is parallel). sumOmitted's barrier orders it before the
-          // decision.
-          if (lower) {
-            SmallVector<Value> init(G, e.f64(0.0));
-            auto part = e.forLoop(
-                tid, extra, e.idx(threads), init,
-                [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
-                  Value u =
-                      e.loadIndex(indices, {bb, g, e.add(e.idx(base), j)});
-                  SmallVector<Value> out;
+          Value takeNone =
+              e.fcmp(arith::CmpFPredicate::OLE,
+                     worstEpsHat(e, target, uAll, zBase), e.f64(tau));
+          e.ifThen(e.bnot(takeNone), [&](Emitter &ee) {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            // State: (found, round, Z before the round).
+            SmallVector<Value> init{e.i1(false), e.idx(0)};
+            init.append(zIn.begin(), zIn.end());
+            e.whileLoop(
+                init,
+                [&](Emitter &e, ValueRange st) {
+                  return e.band(e.bnot(st[0]), e.lt(st[1], rounds));
+                },
+                [&](Emitter &ee, ValueRange st) -> SmallVector<Value> {
+                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                  Value run =
+                      e.add(r0, e.add(e.mul(st[1], e.idx(kWarp)), lane));
+                  Value in = e.lt(run, nRuns);
+                  Value at = e.select(in, run, e.idx(0));
+                  SmallVector<Value> uEnd, zEnd, prefix;
                   for (int64_t i = 0; i < G; ++i)
-                    out.push_back(e.fadd(acc[i], lower(e, u, i)));
+                    uEnd.push_back(
+                        e.fadd(uAfter[i],
+                               e.select(in, e.load(runs, {bb, g, at, e.idx(i)}),
+                                        e.f64(0.0))));
+                  for (int64_t i = 0; i < G; ++i) {
+                    Value z = st[2 + i];
+                    if (lower) {
+                      Value l =
+                          e.select(in, e.load(runs, {bb, g, at, e.idx(G + i)}),
+                                   e.f64(0.0));
+                      prefix.push_back(e.warpPrefixF64(l, lane));
+                      z = e.fadd(z, prefix.back());
+                    }
+                    zEnd.push_back(z);
+                  }
+                  Value ok =
+                      e.band(in, e.fcmp(arith::CmpFPredicate::OLE,
+                                        worstEpsHat(e, target, uEnd, zEnd),
+                                        e.f64(tau)));
+                  Value first =
+                      e.warpMinI32(e.select(ok, e.toI32(lane), e.i32(kWarp)));
+                  Value hit =
+                      e.cmp(arith::CmpIPredicate::slt, first, e.i32(kWarp));
+                  // A uniform branch in the warp: its first run within tau.
+                  e.ifThen(hit, [&](Emitter &ee) {
+                    GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                    SmallVector<Value> zBefore;
+                    for (int64_t i = 0; i < G; ++i) {
+                      Value z = st[2 + i];
+                      if (lower) {
+                        Value up = e.shuffleF64(prefix[i], [&](Value x) {
+                          return e.shuffleUp(x, 1);
+                        });
+                        z = e.fadd(
+                            z, e.select(e.gt(lane, e.idx(0)), up, e.f64(0.0)));
+                      }
+                      zBefore.push_back(z);
+                    }
+                    e.ifThen(e.eq(e.toI32(lane), first), [&](Emitter &ee) {
+                      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                      for (int64_t i = 0; i < G; ++i) {
+                        e.store(uEnd[i], smF, {warp, e.idx(i)});
+                        e.store(zBefore[i], smF, {warp, e.idx(G + i)});
+                        e.store(zEnd[i], smF, {warp, e.idx(2 * G + i)});
+                      }
+                      e.atomic(arith::AtomicRMWKind::mins, smD, {e.idx(2)},
+                               e.toI32(run));
+                    });
+                  });
+                  SmallVector<Value> out{hit, e.add(st[1], e.idx(1))};
+                  for (int64_t i = 0; i < G; ++i)
+                    out.push_back(
+                        lower ? e.fadd(st[2 + i],
+                                       fromLane(e, prefix[i], e.idx(kWarp - 1)))
+                              : st[2 + i]);
                   return out;
                 });
-            for (int64_t i = 0; i < G; ++i)
-              e.warpAtomicAddF64(smZ, {e.idx(i)}, part[i]);
-          }
-          sumOmitted(e, extra);
+          });
+          e.barrier();
+          // Warp 0: the slot in the found run. Lane l takes the run's slot
+          // l; U after it is U at the run's end plus the lanes after, Z
+          // through it Z before the run plus the lanes up to it.
+          e.ifThen(e.lt(tid, e.idx(kWarp)), [&](Emitter &ee) {
+            GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+            Value found32 = e.load(smD, {e.idx(2)});
+            Value found =
+                e.band(e.bnot(takeNone),
+                       e.cmp(arith::CmpIPredicate::slt, found32, noRun));
+            Value run = e.select(found, e.toIndex(found32), e.idx(0));
+            Value owner = e.divs(run, share);
+            SmallVector<Value> uEnd, zBefore, zEnd, uLane, zLane;
+            for (int64_t i = 0; i < G; ++i) {
+              uEnd.push_back(e.load(smF, {owner, e.idx(i)}));
+              zBefore.push_back(e.load(smF, {owner, e.idx(G + i)}));
+              zEnd.push_back(e.load(smF, {owner, e.idx(2 * G + i)}));
+            }
+            Value j = e.add(e.mul(run, e.idx(kWarp)), lane);
+            Value in = e.band(found, e.lt(j, filledMax));
+            Value u = e.loadIndex(
+                indices,
+                {bb, g, e.add(e.idx(base), e.select(in, j, e.idx(0)))});
+            Value have = e.band(in, e.ge(u, e.idx(0)));
+            Value uSafe = e.select(have, u, e.idx(0));
+            for (int64_t i = 0; i < G; ++i) {
+              Value m = e.select(have, mass(e, uSafe, i), e.f64(0.0));
+              uLane.push_back(
+                  e.fadd(uEnd[i], afterLane(e, e.warpSuffixF64(m, lane))));
+              Value z = zBefore[i];
+              if (lower)
+                z = e.fadd(z, e.warpPrefixF64(e.select(have, lower(e, uSafe, i),
+                                                       e.f64(0.0)),
+                                              lane));
+              zLane.push_back(z);
+            }
+            Value ok = e.band(have, e.fcmp(arith::CmpFPredicate::OLE,
+                                           worstEpsHat(e, target, uLane, zLane),
+                                           e.f64(tau)));
+            Value first =
+                e.warpMinI32(e.select(ok, e.toI32(lane), e.i32(kWarp)));
+            Value hit = e.cmp(arith::CmpIPredicate::slt, first, e.i32(kWarp));
+            // Filled slots come first: the run holds the lanes before the
+            // first without a unit. No lane within tau (the lanes' sums
+            // round apart from the run's): the whole run, on the run's sums.
+            Value held =
+                e.warpMinI32(e.select(have, e.i32(kWarp), e.toI32(lane)));
+            Value src = e.select(hit, first, e.i32(0));
+            Value inRun =
+                e.toIndex(e.select(hit, e.add(first, e.i32(1)), held));
+            Value taken = e.select(
+                found, e.add(e.mul(run, e.idx(kWarp)), inRun), e.idx(0));
+            SmallVector<Value> uFinal, zFinal;
+            for (int64_t i = 0; i < G; ++i) {
+              Value uRun = e.select(hit, fromLane(e, uLane[i], src), uEnd[i]);
+              Value zRun = e.select(hit, fromLane(e, zLane[i], src), zEnd[i]);
+              uFinal.push_back(e.select(found, uRun, uAll[i]));
+              zFinal.push_back(e.select(found, zRun, zBase[i]));
+            }
+            // Not found and not within tau without extras: a NaN or an
+            // overflow kept every run's end over tau; fall back.
+            Value fellBack = e.band(e.bnot(takeNone), e.bnot(found));
+            e.ifThen(e.eq(tid, e.idx(0)), [&](Emitter &e) {
+              e.store(e.toI32(taken), smD, {e.idx(0)});
+              e.store(e.select(fellBack, e.i32(1), e.i32(0)), smD, {e.idx(1)});
+              for (int64_t i = 0; i < G; ++i) {
+                e.store(uFinal[i], smU, {e.idx(i)});
+                e.store(zFinal[i], smZ, {e.idx(i)});
+              }
+            });
+          });
+          e.barrier();
+          // The value box reads the final set's marks.
+          if (hasBox)
+            markTaken(e, e.loadIndex(smD, {e.idx(0)}));
+        };
+        if (manyExtras) {
+          Value fast = fastWalkOf(e, indices, bb, g, view);
+          e.ifThen(fast, [&](Emitter &ee) {
+            fastWalk(static_cast<GPUEmitter &>(ee));
+          });
+          e.ifThen(e.bnot(fast), [&](Emitter &ee) {
+            walkInOrder(static_cast<GPUEmitter &>(ee));
+          });
+        } else {
+          walkInOrder(e);
         }
         Value extra = e.loadIndex(smD, {e.idx(0)});
         Value fallback = e.ne(e.load(smD, {e.idx(1)}), e.i32(0));

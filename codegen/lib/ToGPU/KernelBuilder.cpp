@@ -151,25 +151,47 @@ Value mlir::condensate::kernel::lop3(GPUEmitter &e, Value a, Value b, Value c,
       .getRes();
 }
 
-Value GPUEmitter::warpSumF64(Value v) {
+Value GPUEmitter::shuffleF64(Value v, const std::function<Value(Value)> &move) {
   OpBuilder &b = builder();
   Location loc = location();
   Type i32 = b.getI32Type(), i64 = b.getI64Type();
-  for (int64_t offset = kWarp / 2; offset >= 1; offset /= 2) {
-    Value bits = arith::BitcastOp::create(b, loc, i64, v);
-    Value lo = arith::TruncIOp::create(b, loc, i32, bits);
-    Value hi = arith::TruncIOp::create(
-        b, loc, i32,
-        arith::ShRUIOp::create(b, loc, bits,
-                               arith::ConstantIntOp::create(b, loc, i64, 32)));
-    lo = shuffleXor(lo, offset);
-    hi = shuffleXor(hi, offset);
-    Value joined = arith::OrIOp::create(
-        b, loc, arith::ExtUIOp::create(b, loc, i64, lo),
-        arith::ShLIOp::create(b, loc, arith::ExtUIOp::create(b, loc, i64, hi),
-                              arith::ConstantIntOp::create(b, loc, i64, 32)));
-    v = fadd(v, arith::BitcastOp::create(b, loc, b.getF64Type(), joined));
+  Value c32 = arith::ConstantIntOp::create(b, loc, i64, 32);
+  Value bits = arith::BitcastOp::create(b, loc, i64, v);
+  Value lo = move(arith::TruncIOp::create(b, loc, i32, bits));
+  Value hi = move(arith::TruncIOp::create(
+      b, loc, i32, arith::ShRUIOp::create(b, loc, bits, c32)));
+  Value joined = arith::OrIOp::create(
+      b, loc, arith::ExtUIOp::create(b, loc, i64, lo),
+      arith::ShLIOp::create(b, loc, arith::ExtUIOp::create(b, loc, i64, hi),
+                            c32));
+  return arith::BitcastOp::create(b, loc, b.getF64Type(), joined);
+}
+
+Value GPUEmitter::warpSumF64(Value v) {
+  for (int64_t offset = kWarp / 2; offset >= 1; offset /= 2)
+    v = fadd(v, shuffleF64(v, [&](Value x) { return shuffleXor(x, offset); }));
+  return v;
+}
+
+Value GPUEmitter::warpPrefixF64(Value v, Value lane) {
+  for (int64_t o = 1; o < kWarp; o *= 2) {
+    Value up = shuffleF64(v, [&](Value x) { return shuffleUp(x, o); });
+    v = select(ge(lane, idx(o)), fadd(v, up), v);
   }
+  return v;
+}
+
+Value GPUEmitter::warpSuffixF64(Value v, Value lane) {
+  for (int64_t o = 1; o < kWarp; o *= 2) {
+    Value down = shuffleF64(v, [&](Value x) { return shuffleDown(x, o); });
+    v = select(lt(lane, idx(kWarp - o)), fadd(v, down), v);
+  }
+  return v;
+}
+
+Value GPUEmitter::warpMinI32(Value v) {
+  for (int64_t o = kWarp / 2; o >= 1; o /= 2)
+    v = mins(v, shuffleXor(v, o));
   return v;
 }
 

@@ -217,9 +217,21 @@ public:
     return memref::AtomicRMWOp::create(builder(), location(),
                                        arith::AtomicRMWKind::addf, v, mem, ivs);
   }
+  /// An f64 moved between a warp's lanes as its two 32-bit halves: `move`
+  /// shuffles one half (shuffleXor, shuffleUp, ...). Every lane of the warp
+  /// must reach it.
+  Value shuffleF64(Value v, const std::function<Value(Value)> &move);
   /// The f64 `v` summed over the warp (xor butterflies on its two 32-bit
   /// halves; every lane gets the sum). Every lane of the warp must reach it.
   Value warpSumF64(Value v);
+  /// Inclusive prefix sums of an f64 over the warp's lanes (lane l gets
+  /// lanes 0..l), and inclusive suffix sums (lanes l..31): log2(32) rounds
+  /// of additions, so sums of positive terms stay rigorous upper bounds up
+  /// to their rounding. Every lane of the warp must reach them.
+  Value warpPrefixF64(Value v, Value lane);
+  Value warpSuffixF64(Value v, Value lane);
+  /// The smallest i32 over the warp's lanes (every lane gets it).
+  Value warpMinI32(Value v);
   /// Adds every thread's f64 `v` to `mem[ivs]`: summed over the warp first,
   /// then one atomic a warp (lane 0 of a 1-D block's warp), not 32
   /// contended ones. Every lane of the warp must reach it.
