@@ -117,10 +117,14 @@ func.func @score_tokens(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: 
 // CHECK: memref.store %{{.*}}, %arg3[%[[B]], %[[G]], %{{.*}}] : memref<?x2x6xi32>
 // CHECK: scf.for %[[J:.*]] = %{{.*}} to %c4 step %c1 {
 // CHECK-NEXT: memref.store %c-1_i32, %arg3[%[[B]], %[[G]], %[[J]]] : memref<?x2x6xi32>
-// Slots 4 and 5 take the next units in ranking order.
-// CHECK: scf.for %[[E:.*]] = %c4 to %c6 step %c1 {
-// CHECK: memref.load %[[ORDER]][%[[E]]] : memref<?xi32>
-// CHECK: memref.store %{{.*}}, %arg3[%[[B]], %[[G]], %[[E]]] : memref<?x2x6xi32>
+// Slots 4 and 5 take the next units in ranking order, as many as there
+// are candidates, then -1 (two plain loops, no branch a slot).
+// CHECK: %[[FILLED:.*]] = arith.maxsi %{{.*}}, %c4 : index
+// CHECK: scf.for %[[E:.*]] = %c4 to %[[FILLED]] step %c1 {
+// CHECK-NEXT: %[[U:.*]] = memref.load %[[ORDER]][%[[E]]] : memref<?xi32>
+// CHECK-NEXT: memref.store %[[U]], %arg3[%[[B]], %[[G]], %[[E]]] : memref<?x2x6xi32>
+// CHECK: scf.for %[[P:.*]] = %[[FILLED]] to %c6 step %c1 {
+// CHECK-NEXT: memref.store %c-1_i32, %arg3[%[[B]], %[[G]], %[[P]]] : memref<?x2x6xi32>
 // CHECK: memref.dealloc %[[KEYS]] : memref<?xi32>
 // CHECK-NOT: condensate.
 func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?xi32>, %idx: memref<?x2x6xi32>) {
@@ -138,8 +142,12 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 // CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
 // CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
 // CHECK-NOT: memref.store %{{.*}}, %arg2
-// CHECK: scf.for %[[E:.*]] = %c0 to %c2 step %c1 {
+// CHECK: %[[MIN:.*]] = arith.minsi %{{.*}}, %c2 : index
+// CHECK-NEXT: %[[FILLED:.*]] = arith.maxsi %[[MIN]], %c0 : index
+// CHECK-NEXT: scf.for %[[E:.*]] = %c0 to %[[FILLED]] step %c1 {
 // CHECK: memref.store %{{.*}}, %arg2[%[[B]], %[[G]], %[[E]]] : memref<?x2x2xi32>
+// CHECK: scf.for %[[P:.*]] = %[[FILLED]] to %c2 step %c1 {
+// CHECK: memref.store %c-1_i32, %arg2[%[[B]], %[[G]], %[[P]]] : memref<?x2x2xi32>
 // CHECK-NOT: memref.store %{{.*}}, %arg2
 // CHECK: memref.dealloc
 // CHECK-NOT: condensate.
@@ -152,7 +160,8 @@ func.func @select_topk_zero_base(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %i
 
 // Online softmax over the virtual list: 1 anchor + 64 window + 4 pages of 16
 // = 129 slots in 2 splits of 65; bf16 rows widened; units read from index
-// slots first = 2 onwards, limited per group.
+// slots first = 2 onwards, limited per group: a split stops at the last
+// slot the limit leaves (65 forced + 16 per unit).
 // CHECK-LABEL: func.func @sparse_attend
 // CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
 // CHECK: scf.for %[[H:.*]] = %c0 to %c4 step %c1 {
@@ -160,7 +169,12 @@ func.func @select_topk_zero_base(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %i
 // CHECK: %[[LIM:.*]] = memref.load %arg6[%[[B]], %[[G]]] : memref<?x2xi32>
 // CHECK: scf.for %[[S:.*]] = %c0 to %c2 step %c1 {
 // CHECK: %[[V0:.*]] = arith.muli %[[S]], %c65 : index
-// CHECK: %[[V1:.*]] = arith.minsi %{{.*}}, %c129 : index
+// CHECK: %[[END:.*]] = arith.minsi %{{.*}}, %c129 : index
+// CHECK: %[[L:.*]] = arith.maxsi %{{.*}}, %c0 : index
+// CHECK: %[[LT:.*]] = arith.muli %[[L]], %c16 : index
+// CHECK: %[[USED:.*]] = arith.addi %c65, %[[LT]] : index
+// CHECK: %[[CUT:.*]] = arith.minsi %[[END]], %[[USED]] : index
+// CHECK: %[[V1:.*]] = arith.maxsi %[[CUT]], %[[V0]] : index
 // CHECK: scf.for %{{.*}} = %[[V0]] to %[[V1]] step %c1 iter_args({{.*}}) -> (f32, f32, f32, vector<8xf32>, vector<8xf32>) {
 // CHECK: arith.addi %{{.*}}, %c2 : index
 // CHECK: memref.load %arg5[%[[B]], %[[G]], %{{.*}}] : memref<?x2x6xi32>

@@ -75,6 +75,14 @@ void lowerSparseAttend(SparseAttendOp op, Emitter &e,
       e.forEach(e.idx(0), e.idx(list.splits), [&](Emitter &e, Value s) {
         RowOps row{e, d};
         auto [v0, v1] = list.splitRange(e, s);
+        // With a limit the slots past the units attended hold nothing:
+        // each split stops there (open extras leave most of a list's slots
+        // past the limit), walking the same slots in the same order.
+        if (op.getLimits()) {
+          Value used = e.add(e.idx(list.forced), e.mul(e.maxs(limit, e.idx(0)),
+                                                       e.idx(list.unitTokens)));
+          v1 = e.maxs(e.mins(v1, used), v0);
+        }
         if (skipped)
           v1 = e.select(skipped, v0, v1);
         SmallVector<Value> init = Softmax::init(e, row);

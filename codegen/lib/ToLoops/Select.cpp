@@ -128,15 +128,16 @@ void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
           e.store(e.i32(-1), op.getIndices(), {b, g, j});
         });
       }
-      // Extras: the units that follow the base set in the order.
-      e.forEach(e.idx(base), e.idx(slots), [&](Emitter &e, Value j) {
-        Value u = e.ifElse(
-            e.lt(j, valid), {i32},
-            [&](Emitter &e) -> SmallVector<Value> {
-              return {e.load(order, {j})};
-            },
-            [&](Emitter &e) -> SmallVector<Value> { return {e.i32(-1)}; })[0];
-        e.store(u, op.getIndices(), {b, g, j});
+      // Extras: the units that follow the base set in the order, then -1
+      // in every slot left (two plain loops: open extras leave most of
+      // their slots empty, and a branch a slot cost more than the rest of
+      // the selection).
+      Value filled = e.maxs(e.mins(valid, e.idx(slots)), e.idx(base));
+      e.forEach(e.idx(base), filled, [&](Emitter &e, Value j) {
+        e.store(e.load(order, {j}), op.getIndices(), {b, g, j});
+      });
+      e.forEach(filled, e.idx(slots), [&](Emitter &e, Value j) {
+        e.store(e.i32(-1), op.getIndices(), {b, g, j});
       });
     });
   });
