@@ -848,3 +848,27 @@ func.func @precertify(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xf16>, %pt: me
   condensate.precertify token q(%q : memref<?x4x64xf32>) k(%k : memref<?x2x16x64xf16>) pages(%pt : memref<?x?xi32>) scores(%sc : memref<?x4x?xf32>) bounds(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) early(%e : memref<?x2xi32>) {anchor = 1 : i64, window = 16 : i64, window_max = 16 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-2 : f64, scale = 0.125 : f32}
   return
 }
+
+// -----
+
+// Open extras over tokens with the sketches' page widths (200 extras: 7
+// runs of 32 slots). The run sums hold U's column and Z's column of each
+// head (4 columns for a group of 2); certify's fast walk takes suffix
+// sums of U over the lanes (shuffles down) and prefix sums of Z (shuffles
+// up), and its warps meet through shared memory: each warp's sums [8][4]
+// and the found run's [8][U at its end, Z before it, Z at its end].
+// CHECK-LABEL: func.func @certify_open_widths(
+// CHECK: %[[RUNS:.*]] = memref.alloc(%{{.*}}) : memref<?x2x7x4xf64>
+// CHECK: gpu.launch_func @condensate_kernels::@certify_open_widths_certify_sums {{.*}} args({{.*}}%arg8 : memref<?x4x?xf32>, %[[RUNS]] : memref<?x2x7x4xf64>)
+// CHECK: gpu.launch_func @condensate_kernels::@certify_open_widths_certify blocks in {{.*}} args({{.*}}, %[[RUNS]] : memref<?x2x7x4xf64>)
+// CHECK: gpu.func @certify_open_widths_certify_sums(
+// CHECK-COUNT-4: math.exp
+// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c3{{(_[0-9]+)?}}] : memref<?x2x7x4xf64>
+// CHECK: gpu.func @certify_open_widths_certify({{.*}}) workgroup({{.*}}, %{{.*}} : memref<8x4xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<8x6xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: gpu.shuffle  down
+// CHECK: gpu.shuffle  up
+// CHECK: memref.atomic_rmw mins
+func.func @certify_open_widths(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x204xi32>, %po: memref<?x4x1x64xf32>, %pml: memref<?x4x1x3xf32>, %e: memref<?x2xi32>, %f: memref<?x2xi32>, %st: memref<?x4x5xf32>, %w: memref<?x4x?xf32>) {
+  condensate.certify token scores(%sc : memref<?x4x?xf32>) widths(%w : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x204xi32>) base(%po, %pml : memref<?x4x1x64xf32>, memref<?x4x1x3xf32>) extra(%e : memref<?x2xi32>) fallback(%f : memref<?x2xi32>) stats(%st : memref<?x4x5xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, page_size = 16 : i64, base_units = 4 : i64, tau = 1.0e-2 : f64}
+  return
+}
