@@ -395,6 +395,12 @@ void lowerPrecertify(PrecertifyOp op, OpBuilder &b, const KernelBuilder &kb,
   launchPerGroup(b, loc, test, op.getScores(), hkv, kWarp, testOperands);
 }
 
+/// The smallest i32 over the warp's lanes (every lane gets it).
+Value warpMin(GPUEmitter &e, Value v) {
+  return laneReduce(e, nvvmTarget(), v, kWarp,
+                    [&](Value x, Value y) { return e.mins(x, y); });
+}
+
 /// A unit's terms for head i of kv head g's group, as certify and its run
 /// sums take them: the omitted mass of its bound (unitMassBound) and, with
 /// the pages' widths, the mass its lower bound adds to Z (unitLowerMass).
@@ -593,14 +599,6 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
               e.band(fastWalkOf(e, indices, bb, g, v), e.lt(firstRun, nRuns)),
               [&](Emitter &ee) {
                 GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                for (int64_t i = 0; i < G; ++i)
-                  e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &e) {
-                    Value h = e.add(e.mul(g, e.idx(G)), e.idx(i));
-                    Value m =
-                        partialMaxAndTotal(e, pml, e.dim(pml, 2), bb, h).first;
-                    e.store(m, smM, {e.idx(i)});
-                  });
-                e.barrier();
                 GroupMasses gm{
                     a[0],
                     widthsIdx >= 0 ? a[widthsIdx] : Value(),
@@ -610,6 +608,14 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                     {},
                     e.idx(op.getPageSize()),
                     G};
+                for (int64_t i = 0; i < G; ++i)
+                  e.ifThen(e.eq(tid, e.idx(i)), [&](Emitter &e) {
+                    Value m = partialMaxAndTotal(e, pml, e.dim(pml, 2), bb,
+                                                 gm.head(e, i))
+                                  .first;
+                    e.store(m, smM, {e.idx(i)});
+                  });
+                e.barrier();
                 for (int64_t i = 0; i < G; ++i)
                   gm.ms.push_back(e.load(smM, {e.idx(i)}));
                 // The warp's run (a uniform branch in the warp).
@@ -1114,7 +1120,7 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
                                         worstEpsHat(e, target, uEnd, zEnd),
                                         e.f64(tau)));
                   Value first =
-                      e.warpMinI32(e.select(ok, e.toI32(lane), e.i32(kWarp)));
+                      warpMin(e, e.select(ok, e.toI32(lane), e.i32(kWarp)));
                   Value hit =
                       e.cmp(arith::CmpIPredicate::slt, first, e.i32(kWarp));
                   // A uniform branch in the warp: its first run within tau.
@@ -1191,14 +1197,13 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
             Value ok = e.band(have, e.fcmp(arith::CmpFPredicate::OLE,
                                            worstEpsHat(e, target, uLane, zLane),
                                            e.f64(tau)));
-            Value first =
-                e.warpMinI32(e.select(ok, e.toI32(lane), e.i32(kWarp)));
+            Value first = warpMin(e, e.select(ok, e.toI32(lane), e.i32(kWarp)));
             Value hit = e.cmp(arith::CmpIPredicate::slt, first, e.i32(kWarp));
             // Filled slots come first: the run holds the lanes before the
             // first without a unit. No lane within tau (the lanes' sums
             // round apart from the run's): the whole run, on the run's sums.
             Value held =
-                e.warpMinI32(e.select(have, e.i32(kWarp), e.toI32(lane)));
+                warpMin(e, e.select(have, e.i32(kWarp), e.toI32(lane)));
             Value src = e.select(hit, first, e.i32(0));
             Value inRun =
                 e.toIndex(e.select(hit, e.add(first, e.i32(1)), held));
@@ -1242,9 +1247,10 @@ void lowerCertify(CertifyOp op, OpBuilder &b, const KernelBuilder &kb,
         Value extra = e.loadIndex(smD, {e.idx(0)});
         Value fallback = e.ne(e.load(smD, {e.idx(1)}), e.i32(0));
         if (tau > 0.0) {
-          // Decide on the freshly summed bound of the final set: the walk
-          // subtracts, and subtracting a dominant (or infinite) term cancels
-          // the rest. Every thread reads the same shared sums.
+          // Decide on the final set's bound: summed afresh after the walk
+          // in rank order (it subtracts, and subtracting a dominant or
+          // infinite term cancels the rest), or the fast walk's sums of
+          // positive terms. Every thread reads the same shared sums.
           Value worstEps = e.f64(0.0);
           for (int64_t i = 0; i < G; ++i)
             worstEps =

@@ -174,25 +174,21 @@ Value GPUEmitter::warpSumF64(Value v) {
 }
 
 Value GPUEmitter::warpPrefixF64(Value v, Value lane) {
-  for (int64_t o = 1; o < kWarp; o *= 2) {
-    Value up = shuffleF64(v, [&](Value x) { return shuffleUp(x, o); });
-    v = select(ge(lane, idx(o)), fadd(v, up), v);
-  }
-  return v;
+  return warpScan(
+      v, lane, /*down=*/false,
+      [&](Value x, int64_t o) {
+        return shuffleF64(x, [&](Value h) { return shuffleUp(h, o); });
+      },
+      [&](Value x, Value y) { return fadd(x, y); });
 }
 
 Value GPUEmitter::warpSuffixF64(Value v, Value lane) {
-  for (int64_t o = 1; o < kWarp; o *= 2) {
-    Value down = shuffleF64(v, [&](Value x) { return shuffleDown(x, o); });
-    v = select(lt(lane, idx(kWarp - o)), fadd(v, down), v);
-  }
-  return v;
-}
-
-Value GPUEmitter::warpMinI32(Value v) {
-  for (int64_t o = kWarp / 2; o >= 1; o /= 2)
-    v = mins(v, shuffleXor(v, o));
-  return v;
+  return warpScan(
+      v, lane, /*down=*/true,
+      [&](Value x, int64_t o) {
+        return shuffleF64(x, [&](Value h) { return shuffleDown(h, o); });
+      },
+      [&](Value x, Value y) { return fadd(x, y); });
 }
 
 void GPUEmitter::warpAtomicAddF64(Value mem, ValueRange ivs, Value v) {

@@ -172,13 +172,26 @@ public:
                                   i32(kWarp), gpu::ShuffleMode::IDX)
         .getShuffleResult();
   }
-  /// Inclusive prefix sum of an i32 across the warp.
-  Value warpScanI32(Value v, Value lane) {
+  /// Inclusive scan of `v` over the warp's lanes (Hillis-Steele, log2(32)
+  /// rounds): lane l combines lanes 0..l, or with `down` lanes l..31.
+  /// `move(x, o)` brings the value o lanes away (shuffleUp, or shuffleDown
+  /// with `down`). Every lane of the warp must reach it.
+  Value warpScan(Value v, Value lane, bool down,
+                 llvm::function_ref<Value(Value, int64_t)> move,
+                 llvm::function_ref<Value(Value, Value)> combine) {
     for (int64_t o = 1; o < kWarp; o *= 2) {
-      Value up = shuffleUp(v, o);
-      v = select(ge(lane, idx(o)), add(v, up), v);
+      Value other = move(v, o);
+      Value has = down ? lt(lane, idx(kWarp - o)) : ge(lane, idx(o));
+      v = select(has, combine(v, other), v);
     }
     return v;
+  }
+  /// Inclusive prefix sum of an i32 across the warp.
+  Value warpScanI32(Value v, Value lane) {
+    return warpScan(
+        v, lane, /*down=*/false,
+        [&](Value x, int64_t o) { return shuffleUp(x, o); },
+        [&](Value x, Value y) { return add(x, y); });
   }
   Value fastExp(Value x) {
     auto flags =
@@ -225,13 +238,11 @@ public:
   /// halves; every lane gets the sum). Every lane of the warp must reach it.
   Value warpSumF64(Value v);
   /// Inclusive prefix sums of an f64 over the warp's lanes (lane l gets
-  /// lanes 0..l), and inclusive suffix sums (lanes l..31): log2(32) rounds
-  /// of additions, so sums of positive terms stay rigorous upper bounds up
-  /// to their rounding. Every lane of the warp must reach them.
+  /// lanes 0..l), and inclusive suffix sums (lanes l..31): warpScan's
+  /// additions, so sums of positive terms stay rigorous upper bounds up to
+  /// their rounding. Every lane of the warp must reach them.
   Value warpPrefixF64(Value v, Value lane);
   Value warpSuffixF64(Value v, Value lane);
-  /// The smallest i32 over the warp's lanes (every lane gets it).
-  Value warpMinI32(Value v);
   /// Adds every thread's f64 `v` to `mem[ivs]`: summed over the warp first,
   /// then one atomic a warp (lane 0 of a 1-D block's warp), not 32
   /// contended ones. Every lane of the warp must reach it.
