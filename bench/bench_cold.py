@@ -15,14 +15,25 @@ same process, are timed for every method:
     (tau 1e-3, up to 4 extra pages, then dense fallback);
   - token top-960 by 4-bit key sketches (the same budget; its own program,
     whose summaries carry the sketch rows, written here by the ABI's
-    formula, dialect/include/condensate/ABI/AttentionABI.h).
+    formula, dialect/include/condensate/ABI/AttentionABI.h);
+  - FlexAttention (torch.nn.attention.flex_attention, compiled once per
+    process by torch.compile) with a block mask of the same budget at KV
+    blocks of P = 64: per batch and kv head the anchor block, the blocks
+    of the window and ceil(960 / 64) = 15 blocks whose key sum aligns best
+    with the group's mean query (the needle pages come first), 17 blocks
+    where n is a multiple of 64. The mask is built outside every timing:
+    the peer is handed its blocks, whereas our condensate step computes its
+    selection within its time. Its compile (first call) is not timed
+    either; flex_compile_s records it. It runs at the --flex-cases only.
 Correctness is checked on layer 0 of every case before timing (dense
-against SDPA, the sparse outputs against dense).
+against SDPA, the sparse outputs against dense, FlexAttention against
+float32 attention over exactly its masked blocks).
 
 Usage:
   bench_cold.py --lib build/runtime/libCondensateCompiler.so --json out.json
       [--shapes 32/8/128,28/4/128] [--batches 1,8] [--contexts 4096,131072]
       [--max-tokens N] [--iters N]
+      [--flex-cases 1:131072,8:131072 | --flex-cases all | --no-flex]
   bench_cold.py --report out.json [--png speedup.png]   (table and plot)
 """
 import argparse
@@ -35,6 +46,7 @@ import time
 
 P = 64            # page size
 TOPK = 960        # + anchor 1 + window 64 = 1025 tokens
+WINDOW = 64       # the policy's window, in tokens
 L2_BYTES = 60 * 1024**2
 # (name, q heads, kv heads, head dim): the models whose shape each is.
 SHAPES = [
@@ -46,7 +58,14 @@ SHAPES = [
 BATCHES = [1, 8, 32, 64]
 CONTEXTS = [4096, 16384, 32768, 65536, 131072, 1048576]
 METHODS = ["sdpa_cudnn", "sdpa_flash", "dense", "condensate", "certified",
-           "sketch"]
+           "sketch", "flex"]
+# The (batch, context) cases FlexAttention runs at by default: the key rows,
+# so that its compiles (one per case) keep the sweep's GPU time small.
+FLEX_CASES = "1:131072,8:131072,32:32768,1:1048576"
+# The Q block of the peer's BlockMask: FlexAttention's default, which its
+# decode kernel accepts (its query tile, 16 rows for up to 16 query heads a
+# kv head, must divide it).
+FLEX_Q_BLOCK = 128
 SKETCH_BITS = 4
 SKETCH_TEMPLATE = """condensate.model @sketch layers = 1, q_heads = {hq},
     kv_heads = {hkv}, head_dim = {d}, page_size = {p}, kv_type = bf16,
@@ -88,6 +107,115 @@ def add_sketches(torch, c, bits):
     c["summ_sketch"] = out
 
 
+# torch.compile(flex_attention), made by compiled_flex on first use.
+_flex_attention = None
+
+
+def compiled_flex(torch):
+    """FlexAttention compiled once per process. dynamic=False: the
+    flex-decoding kernel is chosen only for a static batch and head count
+    (its KV split count is fixed from them at compile time); a dynamic
+    batch would fall back to the main kernel, which gives each query head
+    a tile of many query rows. Each (shape, batch, context) therefore compiles once,
+    on its first call, outside every timing; the recompile limit is raised
+    so that a long sweep never falls back to the eager flex_attention (which
+    materialises the scores), and hitting it fails rather than falls back
+    where this torch has the switch."""
+    global _flex_attention
+    if _flex_attention is None:
+        from torch.nn.attention.flex_attention import flex_attention
+        config = torch._dynamo.config
+        # recompile_limit is the newer name of cache_size_limit; each name
+        # is set only where this torch has it.
+        for name in ("recompile_limit", "cache_size_limit",
+                     "accumulated_recompile_limit",
+                     "accumulated_cache_size_limit"):
+            if hasattr(config, name):
+                setattr(config, name, max(getattr(config, name), 4096))
+        if hasattr(config, "fail_on_recompile_limit_hit"):
+            config.fail_on_recompile_limit_hit = True
+        _flex_attention = torch.compile(flex_attention, dynamic=False)
+    return _flex_attention
+
+
+def add_flex_mask(torch, c):
+    """The peer's inputs and block mask, stored in the layer's cache `c`.
+
+    FlexAttention's decode kernel takes a block mask with grouped-query
+    heads only when the mask has one head (every query head of a batch
+    then shares its blocks). To give each (batch, kv head) its own blocks,
+    as our selection does, the kv heads are folded into the batch: queries
+    [B * Hkv, G, 1, D], keys and values [B * Hkv, 1, n, D] (views of q4,
+    ks and vs, no copy), the mask [B * Hkv, 1, 1, ceil(n / P)]. Its blocks
+    (KV blocks of P tokens): the anchor block, the blocks that hold the
+    last WINDOW tokens, and ceil(TOPK / P) more whose key sum (summary row
+    2) aligns best with the group's mean query, which puts make_cache's
+    eight needle pages first. That is 17 blocks where n is a multiple of
+    P, 18 where the window straddles two, at least the ~1K tokens of ours.
+    They are all "partial" blocks (kv_num_blocks, the no-op mask_mod): the
+    decode kernel sizes its KV splits by the number of partial blocks, but
+    by the whole context for full blocks, which would leave one split to
+    walk all 17. Built outside every timing: the peer is handed its blocks
+    for free, whereas our condensate step computes its selection within
+    its time."""
+    from torch.nn.attention.flex_attention import BlockMask
+    q, pt = c["q"], c["pt"].long()
+    batch, hq, d = q.shape
+    hkv = c["ks"].shape[1]
+    n = c["ks"].shape[2]
+    nb = pt.shape[1]                       # ceil(n / P) blocks
+    g = hq // hkv
+    qg = q.view(batch, hkv, g, d).mean(2)
+    k_sum = c["summ"][:, :, 2][pt]         # [B, blocks, Hkv, D]
+    score = torch.einsum("bphd,bhd->bhp", k_sum, qg).reshape(batch * hkv, nb)
+    del k_sum
+    w0 = max(0, n - WINDOW) // P           # the window's first block
+    keep = torch.zeros(batch * hkv, nb, dtype=torch.bool, device=q.device)
+    keep[:, 0] = True
+    keep[:, w0:] = True
+    fixed = nb - w0 + (1 if w0 > 0 else 0)
+    top = min(math.ceil(TOPK / P), nb - fixed)
+    if top > 0:
+        best = score.masked_fill(keep, float("-inf")).topk(top, dim=1).indices
+        keep.scatter_(1, best, True)
+    # kv_indices in FlexAttention's convention: each row a permutation of
+    # the blocks, the kept ones first (ascending), of which kv_num_blocks
+    # are read.
+    order = torch.argsort((~keep).to(torch.int32), dim=1, stable=True)
+    count = fixed + top
+    c["flex_blocks"] = order[:, :count]
+    c["flex_mask"] = BlockMask.from_kv_blocks(
+        torch.full((batch * hkv, 1, 1), count, dtype=torch.int32,
+                   device=q.device),
+        order.to(torch.int32).view(batch * hkv, 1, 1, nb).contiguous(),
+        BLOCK_SIZE=(FLEX_Q_BLOCK, P), seq_lengths=(1, n))
+    c["flex_q"] = c["q4"].reshape(batch * hkv, g, 1, d)
+    c["flex_k"] = c["ks"].view(batch * hkv, 1, n, d)
+    c["flex_v"] = c["vs"].view(batch * hkv, 1, n, d)
+    return count
+
+
+def flex_reference(torch, c):
+    """float32 attention of c's queries (q4, as FlexAttention reads them)
+    over exactly the blocks of c's mask, [B, Hq, D]: query head j of kv
+    head h reads kv head h's blocks."""
+    q4, ks, vs = c["q4"], c["ks"], c["vs"]
+    batch, hq, _, d = q4.shape
+    hkv, n = ks.shape[1], ks.shape[2]
+    blocks = c["flex_blocks"]                        # [B * Hkv, count]
+    tok = (blocks[:, :, None] * P
+           + torch.arange(P, device=blocks.device)).flatten(1)
+    valid = tok < n
+    tok = tok.clamp(max=n - 1)
+    rows = torch.arange(batch * hkv, device=blocks.device)[:, None]
+    kk = ks.reshape(batch * hkv, n, d)[rows, tok].float()
+    vv = vs.reshape(batch * hkv, n, d)[rows, tok].float()
+    qq = q4.reshape(batch * hkv, hq // hkv, d).float()
+    logits = torch.einsum("bgd,btd->bgt", qq, kk) / math.sqrt(d)
+    logits = logits.masked_fill(~valid[:, None, :], float("-inf"))
+    out = torch.einsum("bgt,btd->bgd", logits.softmax(-1), vv)
+    return out.reshape(batch, hq, d)
+
 
 def shape_key(hq, hkv, d):
     return f"{hq}/{hkv}/{d}"
@@ -107,6 +235,24 @@ def parse_shape(text):
         sys.exit(f"bench_cold.py: --shapes: '{text}': q heads must be a "
                  "positive multiple of kv heads")
     return ("custom", hq, hkv, d)
+
+
+def parse_flex_cases(args):
+    """The (batch, context) pairs FlexAttention runs at: None for every
+    case (--flex-cases all), an empty set for none (--no-flex)."""
+    if args.no_flex:
+        return set()
+    if args.flex_cases == "all":
+        return None
+    cases = set()
+    for item in args.flex_cases.split(","):
+        try:
+            batch, n = (int(x) for x in item.split(":"))
+        except ValueError:
+            sys.exit(f"bench_cold.py: --flex-cases: '{item}' is not "
+                     "batch:context")
+        cases.add((batch, n))
+    return cases
 
 
 def run_bench(args):
@@ -134,6 +280,7 @@ def run_bench(args):
         else BATCHES
     contexts = [int(x) for x in args.contexts.split(",")] if args.contexts \
         else CONTEXTS
+    flex_cases = parse_flex_cases(args)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(20261201)
     backends = {"sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -173,16 +320,17 @@ def run_bench(args):
                     print(f"  skip B{batch} n{n}: over the memory cap",
                           flush=True)
                     continue
+                flex = flex_cases is None or (batch, n) in flex_cases
                 try:
                     row = measure_case(torch, F, sdpa_kernel, lib, progs, err,
                                        backends, bw, (name, hq, hkv, d),
                                        batch, n, layers, layer_bytes, gen,
-                                       args.iters)
+                                       args.iters, flex, args.once)
                 except Exception as e:  # record it, go on with the sweep
                     row = {"shape": shape_key(hq, hkv, d), "model": name,
                            "batch": batch, "context": n, "layers": layers,
                            "layer_kv_bytes": layer_bytes,
-                           "error": str(e).splitlines()[0][:300]}
+                           "error": first_line(e, 300)}
                     torch.cuda.synchronize()
                 row["seconds"] = time.time() - t0
                 rows.append(row)
@@ -206,7 +354,7 @@ def write_json(args, props, torch, bw, rows):
 
 
 def measure_case(torch, F, sdpa_kernel, lib, progs, err, backends, bw, shape,
-                 batch, n, layers, layer_bytes, gen, iters):
+                 batch, n, layers, layer_bytes, gen, iters, flex, once):
     from bench_attention import LAYERS, check, graph_time, make_cache
     name, hq, hkv, d = shape
     ls = [make_cache(hq, hkv, d, batch, n, gen) for _ in range(layers)]
@@ -244,6 +392,23 @@ def measure_case(torch, F, sdpa_kernel, lib, progs, err, backends, bw, shape,
                     c["q4"], c["ks"], c["vs"], enable_gqa=True)
         return call
 
+    g = hq // hkv
+    # The decode kernel packs a kv head's query heads into one tile and
+    # needs their number to be a power of 2; for other groups (7 for the
+    # Qwen2.5 shapes) FlexAttention's main kernel is asked for outright,
+    # which is what torch picks there where it does not refuse.
+    flex_decode = g & (g - 1) == 0
+    flex_options = None if flex_decode else {"FORCE_USE_FLEX_ATTENTION": True}
+
+    def flex_call(method, c):
+        fa = compiled_flex(torch)
+
+        def call():
+            c["flex_out"] = fa(c["flex_q"], c["flex_k"], c["flex_v"],
+                               block_mask=c["flex_mask"], enable_gqa=True,
+                               kernel_options=flex_options)
+        return call
+
     row = {"shape": shape_key(hq, hkv, d), "model": name,
            "batch": batch, "context": n, "layers": layers,
            "layer_kv_bytes": layer_bytes}
@@ -270,25 +435,70 @@ def measure_case(torch, F, sdpa_kernel, lib, progs, err, backends, bw, shape,
             flag = c0["stats"][:, :, 3]
             row["certified_fallback_rate"] = float((flag != 0).float().mean())
             row["certified_early_rate"] = float((flag == 2).float().mean())
+    if flex:
+        try:
+            for c in ls:
+                blocks = add_flex_mask(torch, c)
+            row["flex_blocks"] = blocks
+            row["flex_kernel"] = "decode" if flex_decode else "main"
+            # The first call compiles (seconds, never timed); graph_time's
+            # warm-up then calls every layer once before its capture, so
+            # no compile happens while capturing.
+            t = time.time()
+            flex_call("flex", c0)()
+            torch.cuda.synchronize()
+            row["flex_compile_s"] = time.time() - t
+            out = c0["flex_out"].reshape(batch, hq, d).float()
+            fref = flex_reference(torch, c0)
+            rel = float((out - fref).norm() / fref.norm())
+            row["flex_vs_ref_rel_err"] = rel
+            row["flex_vs_dense_rel_diff"] = float(
+                (out - dense).norm() / dense.norm())
+            if not rel <= 2e-2:
+                row["flex_error"] = f"flex vs its reference: rel err {rel:.3g}"
+            del out, fref
+        except Exception as e:  # record it, time the others
+            row["flex_error"] = first_line(e, 300)
+            torch.cuda.synchronize()
     del ref, dense
+    if once:
+        # For Nsight Compute: every kernel has now run once on layer 0 but
+        # cuDNN's; run it once too, and time nothing.
+        sdpa("sdpa_cudnn", c0)()
+        torch.cuda.synchronize()
+        del ls
+        return row
     for m in METHODS:
-        make = sdpa if m.startswith("sdpa") else ours
+        if m == "flex" and (not flex or "flex_error" in row):
+            continue
+        make = (sdpa if m.startswith("sdpa") else
+                flex_call if m == "flex" else ours)
         try:
             ms = graph_time([make(m, c) for c in ls],
                             iters)
             row[m + "_us"] = 1e3 * ms / layers
         except Exception as e:  # a backend may refuse a shape
-            row[m + "_error"] = str(e).splitlines()[0][:200]
+            row[m + "_error"] = first_line(e, 200)
     sd = [row[k] for k in ("sdpa_cudnn_us", "sdpa_flash_us")
           if k in row]
     if sd:
         best = min(sd)
         row["faster_sdpa_us"] = best
-        for m in ("dense", "condensate", "certified", "sketch"):
+        for m in ("dense", "condensate", "certified", "sketch", "flex"):
             if m + "_us" in row:
                 row[m + "_speedup"] = best / row[m + "_us"]
+    if "flex_us" in row and "condensate_us" in row:
+        # Above 1: our condensate step is faster than the peer.
+        row["condensate_vs_flex"] = row["flex_us"] / row["condensate_us"]
     del ls
     return row
+
+
+def first_line(e, limit):
+    """An exception's first line, cut to `limit` characters (its type where
+    it has no message, as many of torch.compile's assertions do)."""
+    lines = str(e).splitlines()
+    return (lines[0] if lines and lines[0] else type(e).__name__)[:limit]
 
 
 def fmt_us(v):
@@ -298,11 +508,15 @@ def fmt_us(v):
 def print_table(out):
     print(f"\n{out['gpu']}, torch {out['torch']}, copy "
           f"{out['copy_bandwidth_Bps'] / 1e9:.0f} GB/s, {out['date']}; "
-          f"times in us per layer, cold in L2\n")
+          f"times in us per layer, cold in L2; flex: FlexAttention with a "
+          f"block mask of the same budget, handed its blocks (\"err\": see "
+          f"flex_error in the JSON); condensate / flex: flex time over "
+          f"condensate time, above 1 ours faster\n")
     print("| shape | batch | context | layers | cuDNN | flash | ours dense | "
           "dense / faster SDPA | K+V at copy BW | condensate | speedup | "
-          "certified | speedup | certified fallback | sketch | speedup |")
-    print("|" + "---|" * 16)
+          "certified | speedup | certified fallback | sketch | speedup | "
+          "flex (same budget) | condensate / flex |")
+    print("|" + "---|" * 18)
     for r in out["rows"]:
         best = r.get("faster_sdpa_us")
         # What one layer must read at least, K and V, at the device-copy
@@ -316,6 +530,9 @@ def print_table(out):
         def speed(m):
             v = r.get(m + "_speedup")
             return "–" if v is None else f"{v:.1f}x"
+        flex = "err" if "flex_error" in r else fmt_us(r.get("flex_us"))
+        vs_flex = r.get("condensate_vs_flex")
+        vs_flex = "–" if vs_flex is None else f"{vs_flex:.2f}x"
         print(f"| {r['shape']} | {r['batch']} | {r['context']:,} | "
               f"{r['layers']} | {fmt_us(r.get('sdpa_cudnn_us'))} | "
               f"{fmt_us(r.get('sdpa_flash_us'))} | {fmt_us(r.get('dense_us'))}"
@@ -323,30 +540,38 @@ def print_table(out):
               f"{fmt_us(r.get('condensate_us'))} | {speed('condensate')} | "
               f"{fmt_us(r.get('certified_us'))} | {speed('certified')} | "
               f"{100 * r.get('certified_fallback_rate', float('nan')):.0f}% | "
-              f"{fmt_us(r.get('sketch_us'))} | {speed('sketch')} |")
+              f"{fmt_us(r.get('sketch_us'))} | {speed('sketch')} | "
+              f"{flex} | {vs_flex} |")
 
 
 def report(args):
     with open(args.report) as fh:
         out = json.load(fh)
     print_table(out)
-    if not args.png:
-        return
+    if args.png:
+        plot(out, args.png, args.batch)
+
+
+def plot(out, png, batch):
+    """The speedup plot of a results JSON: one panel a method, one line a
+    shape, speedup over the faster SDPA against context at `batch`."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    methods = [m for m in ("condensate", "sketch", "dense")
+    methods = [m for m in ("condensate", "sketch", "dense", "flex")
                if any(m + "_speedup" in r for r in out["rows"])]
     titles = {"condensate": "block_minmax (~1K budget) / faster SDPA",
               "sketch": "4-bit sketch top-k (~1K budget) / faster SDPA",
-              "dense": "ours dense / faster SDPA"}
-    fig, axes = plt.subplots(1, len(methods), figsize=(6.5 * len(methods), 5))
-    for ax, method in zip(axes, methods):
+              "dense": "ours dense / faster SDPA",
+              "flex": "FlexAttention, same block budget / faster SDPA"}
+    fig, axes = plt.subplots(1, len(methods), figsize=(6.5 * len(methods), 5),
+                             squeeze=False)
+    for ax, method in zip(axes[0], methods):
         title = titles[method]
         for key in sorted({r["shape"] for r in out["rows"]}):
             pts = sorted((r["context"], r[method + "_speedup"])
                          for r in out["rows"]
-                         if r["shape"] == key and r["batch"] == args.batch
+                         if r["shape"] == key and r["batch"] == batch
                          and method + "_speedup" in r)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
@@ -356,10 +581,10 @@ def report(args):
         ax.axhline(1.0, color="grey", linestyle=":")
         ax.set_xlabel("context (tokens)")
         ax.set_ylabel("speedup over the faster SDPA (cold L2)")
-        ax.set_title(f"{title}, batch {args.batch}")
+        ax.set_title(f"{title}, batch {batch}")
         ax.legend(fontsize=7, title="q/kv/d")
     fig.tight_layout()
-    fig.savefig(args.png, dpi=120)
+    fig.savefig(png, dpi=120)
 
 
 def main():
@@ -375,6 +600,14 @@ def main():
     ap.add_argument("--mem-cap", type=float, default=80e9,
                     help="bytes of caches a case may hold (default 80 GB)")
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--flex-cases", default=FLEX_CASES,
+                    help="batch:context pairs FlexAttention runs at, or "
+                    f"'all' (default {FLEX_CASES})")
+    ap.add_argument("--no-flex", action="store_true",
+                    help="time no FlexAttention")
+    ap.add_argument("--once", action="store_true",
+                    help="run every method once on layer 0 after the "
+                         "checks and time nothing (for Nsight Compute)")
     ap.add_argument("--report", help="print the table of a results JSON")
     ap.add_argument("--png", help="with --report: the speedup plot")
     ap.add_argument("--batch", type=int, default=1,
