@@ -343,6 +343,14 @@ func.func @sparse_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v:
 // CHECK: arith.cmpi ne, %[[M]], %c0_i32 : i32
 // CHECK: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
 // CHECK: vector.load %arg2[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// The loop loads the next tile's rows first and passes them through an
+// empty asm (outputs tied to inputs) before it carries them: LLVM would
+// otherwise fold the prefetch into a load at the loop's head.
+// CHECK: scf.for
+// CHECK: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// CHECK: vector.load %arg2[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
+// CHECK: llvm.inline_asm "", "=r,=r,=r,=r,0,1,2,3"
+// CHECK: nvvm.mma.sync
 // CHECK: gpu.shuffle xor
 // CHECK: gpu.barrier
 // CHECK: memref.store %{{.*}}, %arg5[{{.*}}] : memref<?x4x128x64xf32>

@@ -207,6 +207,8 @@ void AttendArgs::emitLanes(GPUEmitter &e, const AttentionShape &s) const {
                   GPUEmitter &e = static_cast<GPUEmitter &>(ee);
                   // Prefetch round r + 1 (its slots past v1 read the safe row).
                   SmallVector<Value> next = loadRound(e, e.add(r, e.idx(1)));
+                  for (int64_t i = kUnroll; i < 3 * kUnroll; ++i)
+                    next[i] = opaque(e, next[i]);
                   ValueRange rows = st.drop_front(stateSize);
                   ValueRange valid = rows.take_front(kUnroll);
                   ValueRange kr = rows.slice(kUnroll, kUnroll);
@@ -436,6 +438,8 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
       [&](Emitter &ee, Value it, ValueRange st) -> SmallVector<Value> {
         GPUEmitter &e = static_cast<GPUEmitter &>(ee);
         SmallVector<Value> next = loadTile(e, e.add(it, e.idx(1)));
+        for (size_t i = 4; i < next.size(); ++i)
+          next[i] = opaque(e, next[i]);
         ValueRange rows = st.drop_front(stateSize);
         SmallVector<Value> valid(rows.begin(), rows.begin() + 4);
         SmallVector<SmallVector<Value>> kw(2), vr(4);

@@ -151,6 +151,46 @@ Value mlir::condensate::kernel::lop3(GPUEmitter &e, Value a, Value b, Value c,
       .getRes();
 }
 
+Value mlir::condensate::kernel::opaque(GPUEmitter &e, Value v) {
+  OpBuilder &bd = e.builder();
+  Location loc = e.location();
+  auto type = cast<VectorType>(v.getType());
+  int64_t bits = type.getNumElements() * type.getElementTypeBitWidth();
+  if (bits % 32 != 0) // no such row today (rows are 16-byte loads)
+    return v;
+  Type i32 = bd.getI32Type();
+  auto wordsType = VectorType::get({bits / 32}, i32);
+  Value words = vector::BitCastOp::create(bd, loc, wordsType, v);
+  SmallVector<Value> in;
+  std::string outs, ties;
+  for (int64_t i = 0; i < bits / 32; ++i) {
+    in.push_back(e.extractElt(words, i));
+    outs += (i ? ",=r" : "=r");
+    ties += "," + std::to_string(i);
+  }
+  auto structType = LLVM::LLVMStructType::getLiteral(
+      bd.getContext(), SmallVector<Type>(in.size(), i32));
+  Value tied =
+      LLVM::InlineAsmOp::create(bd, loc, structType, in, "", outs + ties,
+                                /*has_side_effects=*/false,
+                                /*is_align_stack=*/false,
+                                LLVM::tailcallkind::TailCallKind::None,
+                                LLVM::AsmDialectAttr(), ArrayAttr())
+          .getRes();
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < bits / 32; ++i)
+    out.push_back(LLVM::ExtractValueOp::create(bd, loc, tied, i));
+  Value joined = vector::FromElementsOp::create(bd, loc, wordsType, out);
+  return vector::BitCastOp::create(bd, loc, type, joined);
+}
+
+Value mlir::condensate::kernel::opaqueIndex(GPUEmitter &e, Value i) {
+  Value word = vector::FromElementsOp::create(
+      e.builder(), e.location(), VectorType::get({1}, e.builder().getI32Type()),
+      ValueRange{e.toI32(i)});
+  return e.toIndex(e.extractElt(opaque(e, word), 0));
+}
+
 Value GPUEmitter::shuffleF64(Value v, const std::function<Value(Value)> &move) {
   OpBuilder &b = builder();
   Location loc = location();

@@ -1091,23 +1091,32 @@ void lowerSelectTopK(SelectTopKOp op, OpBuilder &b, const KernelBuilder &kb,
                               ValueRange) -> SmallVector<Value> {
                             GPUEmitter &e = static_cast<GPUEmitter &>(ee);
                             Value j = shl(e, e.sub(e.sub(kk, e.idx(1)), t));
+                            // A thread a pair (i, i + j), i the pair's
+                            // lower entry, so that no thread reads an entry
+                            // another writes in the round. The pair's index
+                            // is opaque to LLVM: with one pair (a list of 2)
+                            // it would otherwise load the pair in every
+                            // thread and let only the owner store.
                             e.forLoop(
-                                tid, e.idx(sortLen), e.idx(threads), {},
-                                [&](Emitter &e, Value i,
+                                tid, e.idx(sortLen / 2), e.idx(threads), {},
+                                [&](Emitter &ee, Value pair,
                                     ValueRange) -> SmallVector<Value> {
-                                  Value partner = e.bxor(i, j);
-                                  e.ifThen(e.gt(partner, i), [&](Emitter &e) {
-                                    Value x = e.load(list, {i});
-                                    Value y = e.load(list, {partner});
-                                    Value up = e.eq(e.band(i, k), e.idx(0));
-                                    Value swap = e.select(
-                                        up,
-                                        e.cmp(arith::CmpIPredicate::ugt, x, y),
-                                        e.cmp(arith::CmpIPredicate::ult, x, y));
-                                    e.ifThen(swap, [&](Emitter &e) {
-                                      e.store(y, list, {i});
-                                      e.store(x, list, {partner});
-                                    });
+                                  GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+                                  Value pr = opaqueIndex(e, pair);
+                                  Value low = e.band(pr, e.sub(j, e.idx(1)));
+                                  Value i = e.add(
+                                      e.mul(e.sub(pr, low), e.idx(2)), low);
+                                  Value partner = e.add(i, j);
+                                  Value x = e.load(list, {i});
+                                  Value y = e.load(list, {partner});
+                                  Value up = e.eq(e.band(i, k), e.idx(0));
+                                  Value swap = e.select(
+                                      up,
+                                      e.cmp(arith::CmpIPredicate::ugt, x, y),
+                                      e.cmp(arith::CmpIPredicate::ult, x, y));
+                                  e.ifThen(swap, [&](Emitter &e) {
+                                    e.store(y, list, {i});
+                                    e.store(x, list, {partner});
                                   });
                                   return {};
                                 });
