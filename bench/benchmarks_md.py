@@ -170,6 +170,10 @@ def checks(folder):
             parts.append(f"{san[-1]} sanitizer errors")
         if race:
             parts.append(f"{race[-1]} hazards")
+        elif "Race reported" in text:
+            parts.append(f"**{text.count('Race reported')} race reports**")
+        if "Invalid __" in text or "Out-of-range" in text:
+            parts.append("**memory errors reported**")
         if not ran:
             parts.append("**did not finish** (no test summary)")
         rows.append((name, ", ".join(parts)))
