@@ -91,14 +91,13 @@ Value packBF16(GPUEmitter &e, Value x, Value y);
 /// an or with two immediates (which ptxas keeps as two).
 Value lop3(GPUEmitter &e, Value a, Value b, Value c, uint8_t lut);
 
-/// `v` (a vector; one not of whole 32-bit words is returned as it is)
-/// unchanged, through an empty inline
-/// asm whose outputs are tied to its inputs: no PTX instruction, but LLVM
-/// cannot see through it. A software pipeline's prefetched rows pass
-/// through it before they become loop-carried values; otherwise InstCombine
-/// folds the loop's phi of two loads (the first round's, the next round's)
-/// into one load at the loop's head, issued where it is used, and every
-/// round waits for its own loads.
+/// The vector `v` unchanged, through an empty inline asm whose outputs are
+/// tied to its inputs: no PTX instruction, but LLVM cannot see through it
+/// (a vector not of whole 32-bit words is returned as it is). A software
+/// pipeline's prefetched rows pass through it before they become
+/// loop-carried values; otherwise InstCombine folds the loop's phi of two
+/// loads (the first round's, the next round's) into one load at the loop's
+/// head, issued where it is used, and every round waits for its own loads.
 Value opaque(GPUEmitter &e, Value v);
 /// The index `i` through `opaque`: addresses computed from it are not known
 /// to LLVM, which then cannot speculate a load at them out of the branch
