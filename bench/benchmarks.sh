@@ -40,7 +40,8 @@ for s in ${STEPS:-checks cold ncu md}; do
       for shape in ${NCU_SHAPES:-32/8/128 64/8/128 28/4/128 16/2/128 32/8/64 14/2/64 8/1/256}; do
         tag=$(echo "$shape" | tr / -)-b1-131072
         OUT=$R/logs step "ncu-$tag" 200 ncu --clock-control none \
-          --cache-control all --metrics "$M" --csv --log-file "$R/ncu/$tag.csv" \
+          --cache-control all --metrics "$M" --csv --print-units base \
+          --log-file "$R/ncu/$tag.csv" \
           -k 'regex:_layer[0-9]+_|flash_fwd|cudnn|fmha|sm90' \
           python3 bench/bench_cold.py --lib .carry/run/lib/libCondensateCompiler.so \
           --shapes "$shape" --batches 1 --contexts 131072 --iters 1 \

@@ -28,6 +28,9 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_cold  # noqa: E402
+from bench_cold import fmt_us as us  # noqa: E402
+from ncu_step import TIME_UNIT_US  # noqa: E402
 
 # The targets of issue 11 (its one home here): the condensate step's
 # speedups over the faster SDPA on the main shape, and the share of them
@@ -43,15 +46,12 @@ SCORE_BW = 0.8               # page scoring's share of copy bandwidth
 # What bounds a kernel, from its Nsight Compute metrics (percent of peak).
 BOUND_DRAM = 70.0
 BOUND_SM = 60.0
-STEPS = {"condensate": "block top-k (~1K)", "sketch": "4-bit sketch top-k (~1K)"}
+STEPS = {"condensate": "block top-k (~1K)",
+         "sketch": f"{bench_cold.SKETCH_BITS}-bit sketch top-k (~1K)"}
 # Kernel name prefixes of bench_cold.py's programs, by method.
 PREFIX = {"bench_layer0_": "dense", "bench_layer1_": "condensate",
           "bench_layer2_": "certified", "sketch_layer0_": "sketch"}
 CASE_RE = re.compile(r"(\d+)-(\d+)-(\d+)-b(\d+)-(\d+)\.csv$")
-
-
-def us(v):
-    return "–" if v is None else f"{v:.1f}"
 
 
 def ratio(a, b):
@@ -86,6 +86,9 @@ def load_ncu(folder):
                 v = float(r["Metric Value"].replace(",", ""))
             except (KeyError, ValueError):
                 continue
+            if r["Metric Name"] == "gpu__time_duration.sum":
+                # Kept in ns whatever unit this line was printed in.
+                v *= 1e3 * TIME_UNIT_US.get(r.get("Metric Unit", "ns"), 1e-3)
             values.setdefault(name, {}).setdefault(r["Metric Name"],
                                                    []).append(v)
         out[case] = {k: {mn: statistics.median(vs) for mn, vs in ms.items()}
@@ -282,7 +285,6 @@ def ratio_at(rows, shape, b, n, method):
 def full_table(res):
     """Every case, as bench_cold.py --report prints it."""
     import contextlib
-    import bench_cold
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         bench_cold.print_table(res)
@@ -320,10 +322,12 @@ def markdown(folder, res, ncu, png_rel, table_rel):
       "Peers in the same process over the same values: torch SDPA (cuDNN "
       "and flash backends, GQA), FlexAttention decode with a block mask of "
       "the same budget (its block indices handed to it, not computed in its "
-      "time). Ours: dense; block top-k (anchor 1 + window 64 + top 960 "
-      "tokens by page min/max, pages of 64, ~1K tokens; scoring, selection, "
-      "attention and merge all in its time); the same certified (tau 1e-3, "
-      "up to 4 extra pages, dense fallback); 4-bit key-sketch token top-k "
+      f"time). Ours: dense; block top-k (anchor 1 + window "
+      f"{bench_cold.WINDOW} + top {bench_cold.TOPK} tokens by page min/max, "
+      f"pages of {bench_cold.P}, ~1K tokens; scoring, selection, attention "
+      "and merge all in its time); the same certified (tau 1e-3, up to 4 "
+      f"extra pages, dense fallback); {bench_cold.SKETCH_BITS}-bit key-sketch "
+      "token top-k "
       "(the same budget). Keys are random bf16 with 8 needle pages a "
       "sequence; layer 0 of every case is checked first (dense against "
       "SDPA, the sparse outputs against dense). Speedups are the faster "
@@ -450,7 +454,6 @@ def main():
     base = os.path.dirname(os.path.abspath(args.out))
     png_rel = None
     if args.png:
-        import bench_cold
         try:
             bench_cold.plot(res, args.png, 1)
             png_rel = os.path.relpath(os.path.abspath(args.png), base)

@@ -16,6 +16,12 @@ import sys
 from collections import defaultdict
 
 
+# Microseconds per unit of gpu__time_duration as Nsight Compute prints it
+# (it scales units unless --print-units base).
+TIME_UNIT_US = {"ns": 1e-3, "nsecond": 1e-3, "usecond": 1.0, "us": 1.0,
+                "msecond": 1e3, "ms": 1e3}
+
+
 def rows(path):
     out = []
     with open(path, newline="") as f:
@@ -25,8 +31,7 @@ def rows(path):
             if rec[12] != "gpu__time_duration.sum":
                 continue
             unit, value = rec[13], float(rec[14].replace(",", ""))
-            scale = {"ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3,
-                     "ms": 1e3, "nsecond": 1e-3}.get(unit, 1.0)
+            scale = TIME_UNIT_US.get(unit, 1.0)
             out.append((int(rec[0]), rec[4], value * scale))
     out.sort()
     return out
