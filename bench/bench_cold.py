@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Decode attention timed cold in L2, on the head shapes of real models.
 
-The method of ../shared/DESIGN.md section 8 (BENCHMARKS.md, "Cold method"):
+The method of ../shared/DESIGN.md section 8 (BENCHMARKS.md, "Method"):
 a decode step reads every layer's cache once, so no layer finds its keys in
 the 60 MB L2. Each case therefore builds L distinct layers (their own K, V,
 summaries, queries, page tables and outputs; L so that their bytes exceed

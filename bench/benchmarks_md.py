@@ -48,9 +48,27 @@ BOUND_DRAM = 70.0
 BOUND_SM = 60.0
 STEPS = {"condensate": "block top-k (~1K)",
          "sketch": f"{bench_cold.SKETCH_BITS}-bit sketch top-k (~1K)"}
-# Kernel name prefixes of bench_cold.py's programs, by method.
-PREFIX = {"bench_layer0_": "dense", "bench_layer1_": "condensate",
-          "bench_layer2_": "certified", "sketch_layer0_": "sketch"}
+# Which method a kernel of bench_cold.py's programs belongs to: the
+# compiler names a program's functions model_layerN (bench_attention.LAYERS:
+# layer 0 dense, 1 block top-k, 2 certified), and the sketch program's
+# layer 0 has the same names as the dense one, so `--once` runs the methods
+# in this order and load_ncu tells them apart by launch order: layer-0
+# kernels from the first sketch scoring kernel on are the sketch step's.
+def _layers():
+    """bench_attention.LAYERS, read without importing that module (it
+    needs torch, which this script does not)."""
+    import ast
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "bench_attention.py")
+    for node in ast.parse(open(path).read()).body:
+        if isinstance(node, ast.Assign) and any(
+                getattr(t, "id", None) == "LAYERS" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise SystemExit(f"benchmarks_md.py: no LAYERS in {path}")
+
+
+LAYER_METHOD = {v: k for k, v in _layers().items()}
+LAYER_RE = re.compile(r"^model_layer(\d+)_(.*)$")
 CASE_RE = re.compile(r"(\d+)-(\d+)-(\d+)-b(\d+)-(\d+)\.csv$")
 
 
@@ -68,7 +86,8 @@ def label(n):
 
 
 def load_ncu(folder):
-    """{(shape, batch, context): {kernel: {metric: median value}}}."""
+    """{(shape, batch, context): {(method, stage): {metric: median}}}, in
+    launch order (the CSV's ID)."""
     out = {}
     for path in sorted(glob.glob(os.path.join(folder, "ncu", "*.csv"))):
         m = CASE_RE.search(os.path.basename(path))
@@ -79,32 +98,49 @@ def load_ncu(folder):
         start = text.find('"ID"')
         if start < 0:
             continue
-        values = {}
+        launches = {}  # ID -> (name, {metric: value})
         for r in csv.DictReader(io.StringIO(text[start:])):
             name = r.get("Kernel Name", "").split("(")[0].strip()
             try:
                 v = float(r["Metric Value"].replace(",", ""))
+                launch = int(r["ID"])
             except (KeyError, ValueError):
                 continue
             if r["Metric Name"] == "gpu__time_duration.sum":
                 # Kept in ns whatever unit this line was printed in.
                 v *= 1e3 * TIME_UNIT_US.get(r.get("Metric Unit", "ns"), 1e-3)
-            values.setdefault(name, {}).setdefault(r["Metric Name"],
-                                                   []).append(v)
+            launches.setdefault(launch, (name, {}))[1][r["Metric Name"]] = v
+        values = {}
+        sketch = False
+        for launch in sorted(launches):
+            name, metrics = launches[launch]
+            method, stage, sketch = kernel_method(name, sketch)
+            for mn, v in metrics.items():
+                values.setdefault((method, stage), {}).setdefault(
+                    mn, []).append(v)
         out[case] = {k: {mn: statistics.median(vs) for mn, vs in ms.items()}
                      for k, ms in values.items()}
     return out
 
 
-def kernel_method(name):
-    for p, m in PREFIX.items():
-        if name.startswith(p):
-            return m, name[len(p):]
-    if "flash" in name:
-        return "sdpa_flash", name
+def kernel_method(name, sketch):
+    """(method, stage, sketch) of a kernel launched after the sketch step
+    began (`sketch`) or not; the third value says whether it has begun."""
+    m = LAYER_RE.match(name)
+    if m:
+        layer, stage = int(m[1]), m[2]
+        sketch = sketch or (layer == 0 and "sketch" in stage)
+        if layer == 0 and sketch:
+            return "sketch", stage, sketch
+        return LAYER_METHOD.get(layer, "other"), stage, sketch
+    # cuDNN's kernel names mention flash too.
     if "cudnn" in name or "fmha" in name or "sm90" in name:
-        return "sdpa_cudnn", name
-    return "other", name
+        return "sdpa_cudnn", name, sketch
+    if "flash" in name:
+        return "sdpa_flash", name, sketch
+    if "flex" in name or "triton" in name:
+        return "flex", name, sketch
+    return "other", name, sketch
 
 
 def bound(k):
@@ -127,12 +163,9 @@ def bound(k):
 def step_kernels(ncu, case, method):
     """[(stage, metrics)] of one method's kernels at a case, in launch
     order of their names' first appearance."""
-    out = []
-    for name, metrics in ncu.get(case, {}).items():
-        m, stage = kernel_method(name)
-        if m == method:
-            out.append((stage, metrics))
-    return out
+    return [(stage, metrics)
+            for (m, stage), metrics in ncu.get(case, {}).items()
+            if m == method]
 
 
 def limits(ncu, case, method):
@@ -252,8 +285,7 @@ def target_rows(res, ncu):
     bw = res.get("copy_bandwidth_Bps")
     scored = []
     for case, ks in sorted(ncu.items()):
-        for name, k in ks.items():
-            m, stage = kernel_method(name)
+        for (m, stage), k in ks.items():
             if m != "condensate" or stage != "score_pages":
                 continue
             t = k.get("gpu__time_duration.sum")
@@ -401,8 +433,7 @@ def markdown(folder, res, ncu, png_rel, table_rel):
           "| registers | grid x block | bound |")
         w("|" + "---|" * 10)
         for case, ks in ncu.items():
-            for name, k in ks.items():
-                m, stage = kernel_method(name)
+            for (m, stage), k in ks.items():
                 t = k.get("gpu__time_duration.sum")
                 g = k.get("launch__grid_size")
                 bl = k.get("launch__block_size")

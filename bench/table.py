@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Renders the JSON written by bench_attention.py --json as the Markdown
-table in BENCHMARKS.md.
+table in docs/BENCHMARKS-HISTORY.md ("Single shape, hot in L2").
 
 Usage: python3 bench/table.py reports/gpu/bench.json
 """

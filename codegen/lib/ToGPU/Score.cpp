@@ -255,7 +255,7 @@ int64_t sketchBlocks(const KernelBuilder &kb, int64_t threads,
 /// codes, is most of it), the CUDA-core kernel's grows with it (an fma per
 /// code and head): on the H200 the mma kernel was faster with 7 heads a
 /// group, even with 4 (half columns) and slower with 2 and 3
-/// (BENCHMARKS.md, "Sketch scoring on tensor cores";
+/// (docs/BENCHMARKS-HISTORY.md, "Sketch scoring on tensor cores";
 /// reports/gpu/session22). Pages of 16 or 32 (one or two tiles for the
 /// same B) were not measured and stay on CUDA cores; the kernel takes up
 /// to 4 tiles (their accumulators in registers).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 18, second GPU call: the group-7 and group-16 shapes against the
 # float64 reference, then the cold-L2 sweep of seven real-model shapes
-# (BENCHMARKS.md) with the tensor-core attention body.
+# (docs/BENCHMARKS-HISTORY.md) with the tensor-core attention body.
 set -u
 source bench/gpu_env.sh
 STEP_FILTER='PASSED|FAILED|OK \]|passes'
