@@ -52,7 +52,8 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // condensate-decompose.mlir).
 // HOST: %[[PO:.*]] = memref.alloc(%[[B]]) : memref<?x8x[[DS:[0-9]+]]x64xf32>
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_dense_attend blocks in (%c[[DS]], %c2, %[[B]]) threads in (%c128, %c1, %c1)
-// HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_merge blocks in (%{{.*}}, %c1, %c1) threads in (%c128, %c1, %c1)
+// Its merge: 16 warps, one round of 16 splits each over the 256 splits.
+// HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_merge blocks in (%{{.*}}, %c1, %c1) threads in (%c512, %c1, %c1)
 // KNOBS-LABEL: func.func @tiny_layer0(
 // KNOBS: gpu.launch_func @condensate_kernels::@tiny_layer0_sparse_attend blocks in (%c3, %c2, %{{.*}}) threads in (%c64, %c1, %c1)
 // KNOBS: memref.alloc(%{{.*}}) : memref<?x8x24x64xf32>

@@ -394,20 +394,28 @@ func.func @certify(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2
 
 // -----
 
-// Merge: one block of 4 warps per (sequence, query head); the max over
-// splits is a warp-wide xor reduction; the warps walk the live splits in
-// turn, each lane owning 2 of the 64 channels, and combine through shared
-// memory ((l, count) and the weighted values of each warp).
+// Merge: one block of 4 warps (the fewest; 2 splits) per (sequence, query
+// head); the max over splits is a warp-wide xor reduction, then over the
+// warps through shared memory (each warp's max and each set's live end);
+// the warps walk the live splits in turn, each lane owning 2 of the 64
+// channels, and combine through shared memory ((l, count) and the weighted
+// values of each warp).
 // CHECK-LABEL: func.func @merge(
 // CHECK: %[[B:.*]] = memref.dim %arg2, %c0 : memref<?x4x64xf32>
 // CHECK: %[[ROWS:.*]] = arith.muli %[[B]], %c4 : index
 // CHECK: gpu.launch_func @condensate_kernels::@merge_merge blocks in (%[[ROWS]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x2x64xf32>, %arg1 : memref<?x4x2x3xf32>, %arg2 : memref<?x4x64xf32>, %arg3 : memref<?x4x5xf32>)
-// CHECK: gpu.func @merge_merge(%{{.*}}: memref<?x4x2x64xf32>, %{{.*}}: memref<?x4x2x3xf32>, %{{.*}}: memref<?x4x64xf32>, %{{.*}}: memref<?x4x5xf32>) workgroup(%[[SLC:.*]] : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SACC:.*]] : memref<4x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: gpu.func @merge_merge(%{{.*}}: memref<?x4x2x64xf32>, %{{.*}}: memref<?x4x2x3xf32>, %{{.*}}: memref<?x4x64xf32>, %{{.*}}: memref<?x4x5xf32>) workgroup(%[[SLC:.*]] : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SACC:.*]] : memref<4x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SM:.*]] : memref<4xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SEND:.*]] : memref<4x1xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c128
 // CHECK: gpu.shuffle xor %{{.*}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c8_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: memref.store %{{.*}}, %[[SM]][%{{.*}}] : memref<4xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %{{.*}}, %[[SEND]][%{{.*}}, %c0{{(_[0-9]+)?}}] : memref<4x1xi32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[SM]][%c3{{(_[0-9]+)?}}] : memref<4xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.load %[[SEND]][%c3{{(_[0-9]+)?}}, %c0{{(_[0-9]+)?}}] : memref<4x1xi32, #gpu.address_space<workgroup>>
 // CHECK: vector.load %arg0[{{.*}}] {alignment = 8 : i64} : memref<?x4x2x64xf32>, vector<2xf32>
 // CHECK: math.exp %{{.*}} fastmath<afn> : f32
 // CHECK: vector.store %{{.*}}, %[[SACC]][{{.*}}] : memref<4x64xf32, #gpu.address_space<workgroup>>, vector<2xf32>

@@ -278,9 +278,11 @@ std::pair<Value, Value> mlir::condensate::partialMaxAndTotal(Emitter &e,
 
 std::pair<Value, Value>
 mlir::condensate::liveSplitMax(Emitter &e, const TargetInfo &target, Value pml,
-                               Value b, Value h, OpFoldResult lane) {
+                               Value b, Value h, OpFoldResult lane,
+                               int64_t stride) {
   auto r =
-      e.forLoop(e.index(lane), e.dim(pml, 2), e.idx(target.warpSize()),
+      e.forLoop(e.index(lane), e.dim(pml, 2),
+                e.idx(stride > 0 ? stride : target.warpSize()),
                 {e.negInf(), e.i32(0)},
                 [&](Emitter &e, Value s, ValueRange acc) -> SmallVector<Value> {
                   Value ls = e.load(pml, {b, h, s, e.idx(1)});

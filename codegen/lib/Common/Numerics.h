@@ -185,12 +185,13 @@ Value rowBoxDot(Emitter &e, const TargetInfo &target, ArrayRef<Value> q,
 std::pair<Value, Value> partialMaxAndTotal(Emitter &e, Value pml, Value splits,
                                            Value b, Value h);
 /// The max logit over the live splits (l > 0) of `pml` for (b, h) that this
-/// lane visits (splits lane, lane + warpSize(), ...), and one past the last
-/// live split it visited (i32, 0 when none): the merge reads no split past
-/// the largest of these over the lanes.
+/// lane visits (splits lane, lane + stride, ...; stride 0 means
+/// warpSize()), and one past the last live split it visited (i32, 0 when
+/// none): the merge reads no split past the largest of these over the
+/// lanes.
 std::pair<Value, Value> liveSplitMax(Emitter &e, const TargetInfo &target,
                                      Value pml, Value b, Value h,
-                                     OpFoldResult lane);
+                                     OpFoldResult lane, int64_t stride = 0);
 /// The stats of a merge whose certificate is fixed (stats_eps): eps_hat
 /// and the output bound are eps, nothing extra, no fallback.
 void storeFixedCertificate(Emitter &e, Value stats, Value b, Value h,

@@ -1,10 +1,16 @@
 //===- Merge.cpp - the merge kernel ---------------------------------------===//
 //
-// Lowers merge to one block per (sequence, query head): each warp finds the
-// live splits' maximum, the warps walk the live splits in turn (lanes over
-// head_dim) and combine through shared memory; the first warp writes the
-// row and the output-error bound, its squared distance summed by warp
-// shuffles.
+// Lowers merge to one block per (sequence, query head), of 4 to 16 warps as
+// the row's splits need: the block finds the live splits' maximum and where
+// they end (its threads over the splits, one read each for up to 512
+// splits, combined through shared memory), the warps walk the live splits
+// in turn, a group of splits a warp with every load issued first (lanes
+// over head_dim), and combine through shared memory; the first warp writes
+// the row and the output-error bound, its squared distance summed by warp
+// shuffles. A row's partials are read once a round over all its warps:
+// with 4 warps a block, 256 splits cost 8 dependent L2 round trips, and the
+// merge was 11-16 us at 2-4 kv heads (Nsight Compute, B1/128K,
+// reports/benchmarks/).
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -18,6 +24,10 @@ using namespace mlir::condensate::kernel;
 
 namespace {
 
+// Splits a warp reads at once, and warps a block.
+constexpr int64_t kMergeUnrollMin = 8, kMergeUnrollMax = 16;
+constexpr int64_t kMergeWarpsMin = 4, kMergeWarpsMax = 16;
+
 void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
                 StringRef name) {
   Location loc = op.getLoc();
@@ -30,9 +40,21 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
   while (d % perLane != 0 || d / perLane > kWarp)
     ++perLane;
   int64_t lanesUsed = d / perLane;
-  // Warps of a row's block: a row's live splits are walked kMergeUnroll at
-  // a time, each group one L2 round trip, so the warps shorten that chain.
-  const int64_t warpsPerBlock = 4;
+  // Splits a warp loads at once: about 32 floats of partial row a lane, at
+  // least 8 and at most 16 splits.
+  const int64_t unrollMax =
+      std::clamp<int64_t>(32 / perLane, kMergeUnrollMin, kMergeUnrollMax);
+  // Warps of a row's block: a row's live splits are walked in groups, each
+  // group one L2 round trip for its warp, so the warps shorten that chain:
+  // enough for one round over the largest set's splits, 4 to 16.
+  int64_t maxSplits = 1;
+  for (size_t i = 1; i < op.getPartials().size(); i += 2)
+    maxSplits = std::max(maxSplits, staticDim(op.getPartials()[i], 2));
+  if (op.getFallback())
+    maxSplits = std::max(maxSplits, staticDim(op.getDense()[1], 2));
+  const int64_t warpsPerBlock = std::clamp<int64_t>(
+      (maxSplits + unrollMax - 1) / unrollMax, kMergeWarpsMin, kMergeWarpsMax);
+  const int64_t threads = warpsPerBlock * kWarp;
   SmallVector<Value> operands(op.getPartials().begin(), op.getPartials().end());
   int64_t numSparse = operands.size();
   int64_t fallbackIdx = -1, denseIdx = -1;
@@ -56,10 +78,15 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
   auto epsAttr = op.getStatsEpsAttr();
   MLIRContext *ctx = op.getContext();
   Type f32 = Float32Type::get(ctx);
-  // Each warp's (l, count) and weighted values.
+  int64_t numSets = numSparse / 2 + (fallbackIdx >= 0 ? 1 : 0);
+  // Each warp's (l, count) and weighted values; each warp's max logit and
+  // each set's live end (pass 1).
   SmallVector<Type> shared{
       KernelBuilder::workgroupType(ctx, {warpsPerBlock, 2}, f32),
-      KernelBuilder::workgroupType(ctx, {warpsPerBlock, d}, f32)};
+      KernelBuilder::workgroupType(ctx, {warpsPerBlock, d}, f32),
+      KernelBuilder::workgroupType(ctx, {warpsPerBlock}, f32),
+      KernelBuilder::workgroupType(ctx, {warpsPerBlock, numSets},
+                                   IntegerType::get(ctx, 32))};
   auto fn = kb.createKernel(
       name, operands, shared,
       [&](GPUEmitter &e, ValueRange a, ValueRange smem) {
@@ -82,23 +109,42 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
             sets.push_back({a[i], a[i + 1], e.bnot(useDense)});
           if (denseIdx >= 0)
             sets.push_back({a[denseIdx], a[denseIdx + 1], useDense});
-          // Pass 1: overall max over live splits (lanes stride the splits),
-          // and for each set the end of its live splits: the splits past
-          // the last live one (a short context's unused dense splits) are
-          // not read again.
+          // Pass 1: overall max over live splits (the block's threads
+          // stride the splits), and for each set the end of its live
+          // splits: the splits past the last live one (a short context's
+          // unused dense splits) are not read again. Each warp's share
+          // through shared memory; every thread then reduces the warps'.
+          auto imax = [&](Value x, Value y) -> Value {
+            return arith::MaxSIOp::create(e.builder(), e.location(), x, y);
+          };
+          Value smM = smem[2], smEnd = smem[3];
           Value m = e.negInf();
-          SmallVector<Value> liveEnds;
+          SmallVector<Value> ends;
           for (auto &[po, pml, on] : sets) {
             Value pmlV = pml;
-            auto r = liveSplitMax(e, nvvmTarget(), pmlV, bb, h, lane);
+            auto r = liveSplitMax(e, nvvmTarget(), pmlV, bb, h, tid, threads);
             m = e.select(on, e.fmax(m, r.first), m);
             Value end = r.second;
             for (int64_t o = kWarp / 2; o >= 1; o /= 2)
-              end = arith::MaxSIOp::create(e.builder(), e.location(), end,
-                                           e.shuffleXor(end, o));
-            liveEnds.push_back(e.toIndex(end));
+              end = imax(end, e.shuffleXor(end, o));
+            ends.push_back(end);
           }
           m = laneMax(e, nvvmTarget(), m, kWarp);
+          e.ifThen(e.eq(lane, e.idx(0)), [&](Emitter &e) {
+            e.store(m, smM, {warp});
+            for (auto [i, end] : llvm::enumerate(ends))
+              e.store(end, smEnd, {warp, e.idx(i)});
+          });
+          e.barrier();
+          SmallVector<Value> liveEnds;
+          for (int64_t w = 0; w < warpsPerBlock; ++w)
+            m = e.fmax(m, e.load(smM, {e.idx(w)}));
+          for (size_t i = 0; i < ends.size(); ++i) {
+            Value end = ends[i];
+            for (int64_t w = 0; w < warpsPerBlock; ++w)
+              end = imax(end, e.load(smEnd, {e.idx(w), e.idx(i)}));
+            liveEnds.push_back(e.toIndex(end));
+          }
           // Pass 2: weighted sums; the warps take groups of splits in
           // turn, each lane its channels.
           Value col = e.mul(lane, e.idx(perLane));
@@ -106,9 +152,8 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
           Value colSafe = e.select(inRow, col, e.idx(0));
           SmallVector<Value> st{e.f32(0.0), e.f32(0.0),
                                 e.splat(e.f32(0.0), perLane)};
-          // Splits are walked kMergeUnroll at a time with every load issued
+          // Splits are walked a group at a time with every load issued
           // first: a split's row is a dependent-latency L2 read otherwise.
-          constexpr int64_t kMergeUnroll = 8;
           auto fold = [&](Emitter &ee, ValueRange acc, Value poV, Value pmlV,
                           Value onV, ArrayRef<Value> splitIdx,
                           ArrayRef<Value> inEnd) -> SmallVector<Value> {
@@ -135,14 +180,14 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
             }
             return out;
           };
-          // Groups of kMergeUnroll splits up to the set's live end; a
+          // Groups of up to unrollMax splits up to the set's live end; a
           // group's indices past it are clamped to a split that exists and
           // masked.
           for (auto [set, end] : llvm::zip(sets, liveEnds)) {
             auto &[po, pml, on] = set;
             Value poV = po, pmlV = pml, onV = on, endV = end;
             int64_t numSplits = staticDim(pmlV, 2);
-            int64_t unroll = std::min(kMergeUnroll, numSplits);
+            int64_t unroll = std::min(unrollMax, numSplits);
             st = e.forLoop(e.mul(warp, e.idx(unroll)), endV,
                            e.idx(unroll * warpsPerBlock), st,
                            [&](Emitter &e, Value s0,
@@ -231,7 +276,7 @@ void lowerMerge(MergeOp op, OpBuilder &b, const KernelBuilder &kb,
   Value rows = arith::MulIOp::create(
       b, loc, batch, arith::ConstantIndexOp::create(b, loc, hq));
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
-  launch(b, loc, fn, rows, one, one, warpsPerBlock * kWarp, operands);
+  launch(b, loc, fn, rows, one, one, threads, operands);
 }
 
 } // namespace
