@@ -191,6 +191,39 @@ struct CUgraphExecUpdateResultInfo {
   CUgraphNode errorFromNode;
 };
 
+/// CUlaunchAttributeID: the one launch attribute the runtime sets.
+enum CUlaunchAttributeID : int {
+  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
+};
+
+/// CUlaunchAttributeValue: a 64-byte union (8-byte aligned: some members
+/// hold pointers); the runtime sets one member.
+union alignas(8) CUlaunchAttributeValue {
+  char pad[64];
+  unsigned int programmaticStreamSerializationAllowed;
+};
+
+/// CUlaunchAttribute (CUlaunchAttribute_st).
+struct CUlaunchAttribute {
+  CUlaunchAttributeID id;
+  char pad[8 - sizeof(CUlaunchAttributeID)];
+  CUlaunchAttributeValue value;
+};
+
+/// CUlaunchConfig (CUlaunchConfig_st), what cuLaunchKernelEx reads.
+struct CUlaunchConfig {
+  unsigned int gridDimX;
+  unsigned int gridDimY;
+  unsigned int gridDimZ;
+  unsigned int blockDimX;
+  unsigned int blockDimY;
+  unsigned int blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned int numAttrs;
+};
+
 // Every entry point the runtime resolves, as
 //   X(symbol, return type, (parameters), required)
 // `symbol` is the versioned name that cuda.h's macros map the plain API name
@@ -281,6 +314,11 @@ struct CUgraphExecUpdateResultInfo {
      unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,    \
      void **kernelParams, void **extra),                                       \
     true)                                                                      \
+  /* CUDA 12.0+: launches with attributes (programmatic dependent launch). */  \
+  X(cuLaunchKernelEx, CUresult,                                                \
+    (const CUlaunchConfig *config, CUfunction f, void **kernelParams,          \
+     void **extra),                                                            \
+    false)                                                                     \
   X(cuStreamBeginCapture_v2, CUresult,                                         \
     (CUstream hStream, CUstreamCaptureMode mode), true)                        \
   X(cuStreamEndCapture, CUresult, (CUstream hStream, CUgraph * phGraph), true) \

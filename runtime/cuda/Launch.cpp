@@ -29,7 +29,7 @@ thread_local Status lastLaunchError;
 /// launch() without recording; allocates only on failure.
 Status launchImpl(const Function &function, Dim3 grid, Dim3 block,
                   unsigned sharedBytes, const Stream &stream,
-                  void **kernelParams) {
+                  void **kernelParams, LaunchOptions options) {
   if (!function.valid())
     return Status::error("launch: empty function");
   auto what = [&] { return "launch of kernel '" + function.name() + "'"; };
@@ -43,12 +43,34 @@ Status launchImpl(const Function &function, Dim3 grid, Dim3 block,
                                 d.device(stream.device()).limits);
   if (!valid.ok())
     return valid.withContext(what());
-  CUresult r = d.api().cuLaunchKernel(function.raw(), grid.x, grid.y, grid.z,
-                                      block.x, block.y, block.z, sharedBytes,
-                                      stream.raw(), kernelParams, nullptr);
+  const char *call = "cuLaunchKernel";
+  CUresult r;
+  if (options.programmatic && d.api().cuLaunchKernelEx) {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = grid.x;
+    config.gridDimY = grid.y;
+    config.gridDimZ = grid.z;
+    config.blockDimX = block.x;
+    config.blockDimY = block.y;
+    config.blockDimZ = block.z;
+    config.sharedMemBytes = sharedBytes;
+    config.hStream = stream.raw();
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    call = "cuLaunchKernelEx";
+    r = d.api().cuLaunchKernelEx(&config, function.raw(), kernelParams,
+                                 nullptr);
+  } else {
+    r = d.api().cuLaunchKernel(function.raw(), grid.x, grid.y, grid.z, block.x,
+                               block.y, block.z, sharedBytes, stream.raw(),
+                               kernelParams, nullptr);
+  }
   if (r == CUDA_SUCCESS)
     return Status::success();
-  return d.check(r, "cuLaunchKernel",
+  return d.check(r, call,
                  "kernel '" + function.name() + "', grid " + dimString(grid) +
                      ", block " + dimString(block) + ", " +
                      std::to_string(sharedBytes) + " bytes dynamic shared");
@@ -85,9 +107,10 @@ Status validateLaunch(Dim3 grid, Dim3 block, unsigned sharedBytes,
 }
 
 Status launch(const Function &function, Dim3 grid, Dim3 block,
-              unsigned sharedBytes, const Stream &stream, void **kernelParams) {
-  Status status =
-      launchImpl(function, grid, block, sharedBytes, stream, kernelParams);
+              unsigned sharedBytes, const Stream &stream, void **kernelParams,
+              LaunchOptions options) {
+  Status status = launchImpl(function, grid, block, sharedBytes, stream,
+                             kernelParams, options);
   if (!status.ok())
     lastLaunchError = status;
   return status;

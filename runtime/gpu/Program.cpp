@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "condensate/Runtime/GPUProgram.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 namespace condensate {
@@ -26,6 +28,8 @@ GPUProgram::load(std::shared_ptr<const GPULibrary> library, int device) {
   if (!ctx.ok())
     return ctx.status();
   p->context_ = ctx.take();
+  const char *gridDependency = std::getenv("CONDENSATE_GRID_DEPENDENCY");
+  p->programmatic_ = !(gridDependency && std::strcmp(gridDependency, "0") == 0);
   auto module = p->library_->cubin.empty()
                     ? cuda::Module::loadPtx(p->library_->ptx)
                     : cuda::Module::loadImage(p->library_->cubin.data(),
@@ -222,9 +226,11 @@ Status GPUProgram::run(const FunctionPlan &fn,
       CONDENSATE_RETURN_IF_ERROR(ev->record(stream));
       marks.push_back(ev.take());
     }
+    cuda::LaunchOptions how;
+    how.programmatic = programmatic_ && l.gridDependency;
     CONDENSATE_RETURN_IF_ERROR(cuda::launch(
         functions_.at(l.kernel), grid, block,
-        static_cast<unsigned>(l.sharedBytes), stream, kargs.data()));
+        static_cast<unsigned>(l.sharedBytes), stream, kargs.data(), how));
     if (profile) {
       auto ev = cuda::Event::create();
       if (!ev.ok())

@@ -35,7 +35,8 @@ condensate.model @lp layers = 2, q_heads = 4, kv_heads = 2, head_dim = 64,
 // CHECK:        launch lp_layer0_score_pages grid (ceildiv(arg3.dim1, 64), 2, arg0.dim0)
 // CHECK:          arg 6 f32 offset 0 sizes [arg6.dim0, 2, 5, 64]
 // CHECK:          scratch 0 f32 offset 0 sizes [arg0.dim0, 4, arg3.dim1]
-// CHECK:        launch lp_layer0_select_topk grid (2, arg0.dim0, 1) block (1024, 1, 1) shared 225280
+// Every launch on sm_90 is programmatic (its kernel waits at entry).
+// CHECK:        launch lp_layer0_select_topk grid (2, arg0.dim0, 1) block (1024, 1, 1) shared 225280 grid_dependency
 // CHECK:          scratch 1 i32 offset 0 sizes [arg0.dim0, 2, 2] strides [4, 2, 1]
 // CHECK:        launch lp_layer0_sparse_attend
 // CHECK:        launch lp_layer0_merge grid (mul(arg7.dim0, 4), 1, 1)
@@ -58,6 +59,7 @@ condensate.model @lp layers = 2, q_heads = 4, kv_heads = 2, head_dim = 64,
 // JSON: "adaptive": []
 // JSON: "append": "lp_append"
 // JSON: "format": "condensate-launch-plan-1"
+// JSON: "grid_dependency": true
 // JSON: "prefill": [
 // JSON-NEXT: "lp_prefill",
 // JSON-NEXT: "lp_prefill"

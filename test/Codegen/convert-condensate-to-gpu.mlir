@@ -1,12 +1,15 @@
 // convert-condensate-to-gpu: every stage op becomes a `kernel` gpu.func in
 // one gpu.module and a gpu.launch_func in its host function. No GPU is
 // needed: the checks read the thread mapping off the IR.
-// RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu -verify-diagnostics | FileCheck %s
+// The main checks leave out programmatic dependent launch (checked under
+// GRIDDEP, on by default for sm_90).
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu=grid-dependency=0 -verify-diagnostics | FileCheck %s
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu -verify-diagnostics | FileCheck %s --check-prefix=GRIDDEP
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu="module-name=attn" -verify-diagnostics | FileCheck %s --check-prefix=NAME
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu -verify-diagnostics | FileCheck %s --check-prefix=NONE
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu=chip=sm_80 -verify-diagnostics | FileCheck %s --check-prefix=SM80
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu=chip=sm_61 -verify-diagnostics | FileCheck %s --check-prefix=OLD
-// RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu=tensor-cores=0 -verify-diagnostics | FileCheck %s --check-prefix=NOMMA
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu="tensor-cores=0 grid-dependency=0" -verify-diagnostics | FileCheck %s --check-prefix=NOMMA
 
 // select_topk's key cache is what the chip lets a block claim beside its
 // 2464 static bytes: 156 KB on sm_80 (39936 keys), the 48 KB every chip
@@ -19,6 +22,20 @@
 // SM80: gpu.module @condensate_kernels attributes {{{.*}}condensate.tensor_cores}
 // OLD-NOT: condensate.tensor_cores
 // NOMMA-NOT: condensate.tensor_cores
+
+// Programmatic dependent launch (sm_90 and later): the module, each kernel
+// and each launch carry condensate.grid_dependency (the launch plan's
+// grid_dependency), and each kernel first waits for the grids before it,
+// then lets the next one launch. Not before sm_90.
+// GRIDDEP: gpu.launch_func @condensate_kernels::@score_pages_score_pages {{.*}} {condensate.grid_dependency}
+// GRIDDEP: gpu.module @condensate_kernels attributes {condensate.grid_dependency, condensate.shared_bytes_optin = 232448 : i64, condensate.tensor_cores} {
+// GRIDDEP: gpu.func @score_pages_score_pages({{.*}}) kernel attributes {condensate.grid_dependency, nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 4 : i32} {
+// GRIDDEP-NEXT: nvvm.griddepcontrol wait
+// GRIDDEP-NEXT: nvvm.griddepcontrol launch_dependents
+// GRIDDEP-NEXT: gpu.thread_id x
+// SM80-NOT: grid_dependency
+// SM80-NOT: griddepcontrol
+// OLD-NOT: griddepcontrol
 
 // NONE-NOT: {{^[[:space:]]*condensate\.}}
 // NONE-NOT: = condensate.

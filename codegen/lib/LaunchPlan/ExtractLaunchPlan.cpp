@@ -287,6 +287,8 @@ private:
                              " has a non-constant dynamic shared memory size");
       l.sharedBytes = c.value();
     }
+    l.gridDependency =
+        launch->hasAttr(mlir::condensate::kGridDependencyAttrName);
     for (Value operand : launch.getKernelOperands()) {
       if (!mlir::isa<mlir::MemRefType>(operand.getType()))
         return Status::error("kernel " + l.kernel +
@@ -381,6 +383,8 @@ void printPlan(llvm::raw_ostream &os, StringRef model, const LaunchPlan &plan) {
          << l.block[0] << ", " << l.block[1] << ", " << l.block[2] << ")";
       if (l.sharedBytes > 0)
         os << " shared " << l.sharedBytes;
+      if (l.gridDependency)
+        os << " grid_dependency";
       os << "\n";
       for (const MemRefParam &p : l.params)
         os << "    "

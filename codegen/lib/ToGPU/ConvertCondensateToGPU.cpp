@@ -59,6 +59,10 @@ struct ConvertCondensateToGPUPass
       kernels = gpu::GPUModuleOp::create(b, module.getLoc(), moduleName);
     kernels->setAttr(kernel::kSharedOptinAttr,
                      b.getI64IntegerAttr(kernel::sharedBytesOptin(chip)));
+    if (gridDependency && kernel::computeCapability(chip) >= 90)
+      kernels->setAttr(kGridDependencyAttrName, b.getUnitAttr());
+    else
+      kernels->removeAttr(kGridDependencyAttrName);
     if (tensorCores && kernel::computeCapability(chip) >= 80)
       kernels->setAttr(kernel::kTensorCoresAttr, b.getUnitAttr());
     else

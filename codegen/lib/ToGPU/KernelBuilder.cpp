@@ -257,6 +257,16 @@ gpu::GPUFuncOp KernelBuilder::createKernel(
     fn.setWorkgroupAttributionAttr(i, "llvm.align", b.getI64IntegerAttr(16));
   Block &entry = fn.getBody().front();
   OpBuilder kb = OpBuilder::atBlockBegin(&entry);
+  if (module->hasAttr(kGridDependencyAttrName)) {
+    // Before any memory access: the previous grid's writes are visible
+    // once the wait returns; the next grid may then be launched, its
+    // blocks waiting in turn.
+    fn->setAttr(kGridDependencyAttrName, b.getUnitAttr());
+    NVVM::GriddepcontrolOp::create(kb, fn.getLoc(),
+                                   NVVM::GridDepActionKind::wait);
+    NVVM::GriddepcontrolOp::create(kb, fn.getLoc(),
+                                   NVVM::GridDepActionKind::launch_dependents);
+  }
   GPUEmitter e(kb, fn.getLoc());
   SmallVector<Value> args(fn.getArguments());
   SmallVector<Value> wg(fn.getWorkgroupAttributions());
@@ -306,8 +316,11 @@ void mlir::condensate::kernel::launch(OpBuilder &b, Location loc,
   Value shared;
   if (dynamicShared > 0)
     shared = arith::ConstantIntOp::create(b, loc, dynamicShared, 32);
-  gpu::LaunchFuncOp::create(b, loc, fn, gpu::KernelDim3{x, y, z},
-                            gpu::KernelDim3{t, one, one}, shared, operands);
+  auto op =
+      gpu::LaunchFuncOp::create(b, loc, fn, gpu::KernelDim3{x, y, z},
+                                gpu::KernelDim3{t, one, one}, shared, operands);
+  if (fn->hasAttr(kGridDependencyAttrName))
+    op->setAttr(kGridDependencyAttrName, b.getUnitAttr());
 }
 
 void mlir::condensate::kernel::launchPerGroup(OpBuilder &b, Location loc,

@@ -191,12 +191,13 @@ std::string LaunchPlan::toJSON() const {
              {"offset", exprToJSON(p.offset)},
              {"sizes", exprsToJSON(p.sizes)},
              {"strides", exprsToJSON(p.strides)}});
-      launches.push_back({{"kernel", l.kernel},
-                          {"grid", exprsToJSON({l.grid[0], l.grid[1],
-                                                l.grid[2]})},
-                          {"block", l.block},
-                          {"shared_bytes", l.sharedBytes},
-                          {"params", params}});
+      launches.push_back(
+          {{"kernel", l.kernel},
+           {"grid", exprsToJSON({l.grid[0], l.grid[1], l.grid[2]})},
+           {"block", l.block},
+           {"shared_bytes", l.sharedBytes},
+           {"grid_dependency", l.gridDependency},
+           {"params", params}});
     }
     f["launches"] = launches;
     fns[name] = f;
@@ -266,6 +267,8 @@ Result<LaunchPlan> LaunchPlan::fromJSON(const std::string &text) {
                                " asks for " +
                                std::to_string(launch.sharedBytes) +
                                " bytes of dynamic shared memory");
+        if (l.contains("grid_dependency"))
+          launch.gridDependency = l.at("grid_dependency").get<bool>();
         for (const json &p : l.at("params")) {
           MemRefParam m;
           std::string kind = p.at("buffer").get<std::string>();

@@ -53,6 +53,10 @@ CONDENSATE_MAP_TYPE(abi::CUgraphInstantiate_flags, ::CUgraphInstantiate_flags)
 CONDENSATE_MAP_TYPE(abi::CUgraphExecUpdateResult, ::CUgraphExecUpdateResult)
 CONDENSATE_MAP_TYPE(abi::CUgraphExecUpdateResultInfo,
                     ::CUgraphExecUpdateResultInfo)
+CONDENSATE_MAP_TYPE(abi::CUlaunchAttributeID, ::CUlaunchAttributeID)
+CONDENSATE_MAP_TYPE(abi::CUlaunchAttributeValue, ::CUlaunchAttributeValue)
+CONDENSATE_MAP_TYPE(abi::CUlaunchAttribute, ::CUlaunchAttribute)
+CONDENSATE_MAP_TYPE(abi::CUlaunchConfig, ::CUlaunchConfig)
 #if CONDENSATE_HAVE_CUBLAS_API_H
 CONDENSATE_MAP_TYPE(abi::cublasStatus_t, ::cublasStatus_t)
 CONDENSATE_MAP_TYPE(abi::cublasOperation_t, ::cublasOperation_t)
@@ -87,7 +91,7 @@ static_assert(std::is_same<abi::cudaStream_t, ::cudaStream_t>::value,
               "cudaStream_t");
 #endif
 
-// The one struct, field by field.
+// The structs, field by field.
 static_assert(offsetof(abi::CUgraphExecUpdateResultInfo, result) ==
                   offsetof(::CUgraphExecUpdateResultInfo, result),
               "CUgraphExecUpdateResultInfo::result");
@@ -97,6 +101,24 @@ static_assert(offsetof(abi::CUgraphExecUpdateResultInfo, errorNode) ==
 static_assert(offsetof(abi::CUgraphExecUpdateResultInfo, errorFromNode) ==
                   offsetof(::CUgraphExecUpdateResultInfo, errorFromNode),
               "CUgraphExecUpdateResultInfo::errorFromNode");
+#define CONDENSATE_CHECK_FIELD(type, field)                                    \
+  static_assert(offsetof(abi::type, field) == offsetof(::type, field),         \
+                #type "::" #field);
+CONDENSATE_CHECK_FIELD(CUlaunchAttributeValue,
+                       programmaticStreamSerializationAllowed)
+CONDENSATE_CHECK_FIELD(CUlaunchAttribute, id)
+CONDENSATE_CHECK_FIELD(CUlaunchAttribute, value)
+CONDENSATE_CHECK_FIELD(CUlaunchConfig, gridDimX)
+CONDENSATE_CHECK_FIELD(CUlaunchConfig, gridDimY)
+CONDENSATE_CHECK_FIELD(CUlaunchConfig, gridDimZ)
+CONDENSATE_CHECK_FIELD(CUlaunchConfig, blockDimX)
+CONDENSATE_CHECK_FIELD(CUlaunchConfig, blockDimY)
+CONDENSATE_CHECK_FIELD(CUlaunchConfig, blockDimZ)
+CONDENSATE_CHECK_FIELD(CUlaunchConfig, sharedMemBytes)
+CONDENSATE_CHECK_FIELD(CUlaunchConfig, hStream)
+CONDENSATE_CHECK_FIELD(CUlaunchConfig, attrs)
+CONDENSATE_CHECK_FIELD(CUlaunchConfig, numAttrs)
+#undef CONDENSATE_CHECK_FIELD
 
 // Every enumerator we declare (the list is generated from our headers at
 // configure time, see CMakeLists.txt) has the toolkit's value.

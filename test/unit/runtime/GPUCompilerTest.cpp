@@ -68,6 +68,12 @@ TEST(GPUCompiler, EmitsPTXAndALaunchPlan) {
   EXPECT_NE(kernels[1].find("select_topk"), std::string::npos);
   EXPECT_NE(kernels[2].find("sparse_attend"), std::string::npos);
   EXPECT_NE(kernels.back().find("merge"), std::string::npos);
+  // sm_90: every kernel waits for the grids before it, so every launch may
+  // be programmatic.
+  EXPECT_NE(ptx.find("griddepcontrol.wait;"), std::string::npos);
+  for (const auto &[name, fn] : plan.functions)
+    for (const KernelLaunch &l : fn.launches)
+      EXPECT_TRUE(l.gridDependency) << l.kernel;
   for (const std::string &k : kernels)
     EXPECT_NE(ptx.find(".entry " + k + "("), std::string::npos) << k;
   // Grids evaluate on concrete shapes: batch 2, 2048 pages per sequence.
@@ -279,6 +285,40 @@ TEST(GPUCompiler, ManifestSharedBytesAreChecked) {
     EXPECT_NE(r.message().find("f_select_topk"), std::string::npos)
         << r.message();
   }
+}
+
+// A launch's grid_dependency round-trips, is false in manifests written
+// before it existed, and must be a boolean.
+TEST(GPUCompiler, ManifestGridDependency) {
+  LaunchPlan plan;
+  plan.target = "sm_90";
+  FunctionPlan fn;
+  fn.name = "f";
+  KernelLaunch l;
+  l.kernel = "f_merge";
+  l.grid = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
+  l.block = {128, 1, 1};
+  l.gridDependency = true;
+  fn.launches.push_back(l);
+  plan.functions["f"] = fn;
+  plan.layers = {"f"};
+  plan.append = "f";
+  std::string text = plan.toJSON();
+  auto back = LaunchPlan::fromJSON(text);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_TRUE(back->functions.at("f").launches.at(0).gridDependency);
+  const std::string key = "\"grid_dependency\": true";
+  size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos) << text;
+  std::string old = text, bad = text;
+  old.erase(at, key.size() + 1); // and its comma
+  auto r = LaunchPlan::fromJSON(old);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_FALSE(r->functions.at("f").launches.at(0).gridDependency);
+  bad.replace(at, key.size(), "\"grid_dependency\": \"yes\"");
+  r = LaunchPlan::fromJSON(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("manifest"), std::string::npos) << r.message();
 }
 
 // A manifest's buffers are checked when it is read: element sizes, and

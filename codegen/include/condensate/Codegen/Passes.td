@@ -127,6 +127,11 @@ def ConvertCondensateToGPU
            "GPU architecture: sizes the dynamic shared memory a kernel may "
            "claim (select_topk's key cache); sm_80 and later have the "
            "tensor cores the attention kernels use">,
+    Option<"gridDependency", "grid-dependency", "bool", /*default=*/"true",
+           "On sm_90 and later every kernel waits for the grids before it "
+           "at entry (griddepcontrol) and its launches are marked "
+           "programmatic, so a launch can overlap the previous kernel's "
+           "tail">,
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
            "Attention kernels multiply on tensor cores (mma.sync, bf16/f16 "
            "caches, head_dim 64 or 128, GQA group <= 16) where the chip has "

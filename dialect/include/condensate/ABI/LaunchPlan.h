@@ -91,6 +91,12 @@ struct KernelLaunch {
   /// (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), as GPUProgram::load
   /// does; select_topk's key cache takes what the chip allows.
   int64_t sharedBytes = 0;
+  /// The kernel waits for the grids before it at entry (griddepcontrol), so
+  /// it may be launched programmatically (JSON `grid_dependency`; false in
+  /// manifests written before it existed): the loader then sets
+  /// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION and the launch
+  /// can overlap the previous kernel's tail.
+  bool gridDependency = false;
   std::vector<MemRefParam> params;
 };
 

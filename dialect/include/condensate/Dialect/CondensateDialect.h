@@ -58,6 +58,17 @@ constexpr int64_t kPartialMLWidth = 3;
 /// array<i64: ...>}}.
 constexpr llvm::StringLiteral kLayerTablesAttrName = "condensate.layer_tables";
 
+/// Programmatic dependent launch (sm_90 and later). On a gpu.module: its
+/// kernels wait, before their first memory access, until the grids before
+/// them have completed and their writes are visible (griddepcontrol.wait),
+/// then let the next grid be launched (griddepcontrol.launch_dependents).
+/// On a gpu.func and a gpu.launch_func: that kernel does so, so the launch
+/// may overlap the previous grid's tail (the launch plan's
+/// grid_dependency). Without the attribute on its launch the wait returns
+/// at once.
+constexpr llvm::StringLiteral kGridDependencyAttrName =
+    "condensate.grid_dependency";
+
 /// True if `attr` is a PolicyAttr or a DenseAttr.
 bool isPolicyLike(Attribute attr);
 

@@ -379,13 +379,26 @@ private:
 Status validateLaunch(Dim3 grid, Dim3 block, unsigned sharedBytes,
                       const LaunchLimits &limits);
 
+/// How launch() launches.
+struct LaunchOptions {
+  /// Programmatic dependent launch: the kernel itself waits for the grids
+  /// before it (griddepcontrol.wait, as the compiler's sm_90 kernels do at
+  /// entry), so the driver may start it while the previous kernel drains
+  /// (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; kept in graphs
+  /// captured from the stream). A kernel that does not wait must not be
+  /// launched so. Where the driver lacks cuLaunchKernelEx (before CUDA
+  /// 12.0) the launch is a plain one.
+  bool programmatic = false;
+};
+
 /// Launches `function` on `stream` after validating the configuration
 /// against the stream's device (errors name the kernel). `kernelParams`
 /// holds one pointer per kernel parameter (see KernelArgs), or is null for a
 /// kernel without parameters. The outcome is also recorded, see
 /// takeLastLaunchError().
 Status launch(const Function &function, Dim3 grid, Dim3 block,
-              unsigned sharedBytes, const Stream &stream, void **kernelParams);
+              unsigned sharedBytes, const Stream &stream, void **kernelParams,
+              LaunchOptions options = {});
 
 /// The most recent failed launch() on this thread since the last call, then
 /// cleared; success if none failed (like cudaGetLastError, but covering only

@@ -155,6 +155,11 @@ private:
   std::map<std::string, cuda::Function> functions_;
   cuda::DeviceBuffer workspace_;
   int64_t workspaceBytes_ = 0;
+  /// Launch the kernels whose plan entry says grid_dependency
+  /// programmatically (cuda::LaunchOptions); off when the environment sets
+  /// CONDENSATE_GRID_DEPENDENCY=0 (an A/B switch: the kernels' wait then
+  /// returns at once).
+  bool programmatic_ = true;
   std::vector<bool> adaptive_;
 };
 
