@@ -321,9 +321,12 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
           std::vector<int64_t> base(order.begin(),
                                     order.begin() +
                                         std::min<int64_t>(k, order.size()));
-          // The gap at the base's boundary; ranked relative to each head,
-          // also the one after the extras the kernel took (its decision),
-          // or, without its decisions, every gap among the extras.
+          // The gap at the base's boundary; with the kernel's decisions,
+          // also the one after the extras it took (a near-tie there lets
+          // the kernel's float keys take a different unit as legally as at
+          // the base's boundary: 2-bit sketch scores tie often); ranked
+          // relative to each head without its decisions, every gap among
+          // the extras.
           auto gap = [&](int64_t j) {
             double a = key[order[j]], c = key[order[j + 1]];
             double mag = std::max({std::fabs(a), std::fabs(c), 1e-30,
@@ -336,9 +339,10 @@ Output attend(const Inputs &in, const std::vector<Policy> &kvHeadPolicies,
           const int64_t ranked = static_cast<int64_t>(order.size());
           if (ranked > k && k > 0)
             margin = gap(k - 1);
-          if (relative && decisions) {
-            const int64_t taken = (*decisions)[b * in.kvHeads + g].extra;
-            if (taken > 0 && k + taken < ranked)
+          if (decisions) {
+            const Decision &dec = (*decisions)[b * in.kvHeads + g];
+            const int64_t taken = dec.extra;
+            if (!dec.fallback && taken > 0 && k + taken < ranked)
               margin = std::min(margin, gap(k + taken - 1));
           } else if (relative) {
             for (int64_t j = k; j + 1 < std::min(ranked, k + p.maxExtra); ++j)

@@ -89,9 +89,9 @@ struct Output {
   /// magnitude of the terms summed, see sketchBound), per (b, g); +inf
   /// without one.
   /// A kernel computing scores in float32 may legally disagree on near-ties.
-  /// Ranked relative to each head (`relativeRanking`), also the gap after
-  /// the extras the given decisions took (without decisions, the least gap
-  /// among the extras).
+  /// With the kernel's decisions, also the gap after the extras a head that
+  /// did not fall back took; ranked relative to each head
+  /// (`relativeRanking`) without decisions, the least gap among the extras.
   std::vector<double> selectionMargin;
   /// Per (b, g): units ranked by each head's score less its largest over
   /// the forced positions (token units, certified, a GQA group: codegen's
