@@ -261,20 +261,26 @@ TEST(GPUCompiler, BadManifestsAreRejected) {
 
 // A manifest's dynamic shared memory is checked: negative or absurd sizes
 // are refused with the kernel's name, what is valid round-trips.
-TEST(GPUCompiler, ManifestSharedBytesAreChecked) {
+/// A plan of one function "f" launching `l` (grid 1 x 1 x 1).
+static LaunchPlan onePlan(KernelLaunch l) {
   LaunchPlan plan;
   plan.target = "sm_90";
   FunctionPlan fn;
   fn.name = "f";
-  KernelLaunch l;
-  l.kernel = "f_select_topk";
   l.grid = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
-  l.block = {512, 1, 1};
-  l.sharedBytes = 200 * 1024;
   fn.launches.push_back(l);
   plan.functions["f"] = fn;
   plan.layers = {"f"};
   plan.append = "f";
+  return plan;
+}
+
+TEST(GPUCompiler, ManifestSharedBytesAreChecked) {
+  KernelLaunch l;
+  l.kernel = "f_select_topk";
+  l.block = {512, 1, 1};
+  l.sharedBytes = 200 * 1024;
+  LaunchPlan plan = onePlan(l);
   auto back = LaunchPlan::fromJSON(plan.toJSON());
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_EQ(back->functions.at("f").launches.at(0).sharedBytes, 200 * 1024);
@@ -290,20 +296,11 @@ TEST(GPUCompiler, ManifestSharedBytesAreChecked) {
 // A launch's grid_dependency round-trips, is false in manifests written
 // before it existed, and must be a boolean.
 TEST(GPUCompiler, ManifestGridDependency) {
-  LaunchPlan plan;
-  plan.target = "sm_90";
-  FunctionPlan fn;
-  fn.name = "f";
   KernelLaunch l;
   l.kernel = "f_merge";
-  l.grid = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
   l.block = {128, 1, 1};
   l.gridDependency = true;
-  fn.launches.push_back(l);
-  plan.functions["f"] = fn;
-  plan.layers = {"f"};
-  plan.append = "f";
-  std::string text = plan.toJSON();
+  std::string text = onePlan(l).toJSON();
   auto back = LaunchPlan::fromJSON(text);
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_TRUE(back->functions.at("f").launches.at(0).gridDependency);
