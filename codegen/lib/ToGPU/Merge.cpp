@@ -9,8 +9,8 @@
 // the row and the output-error bound, its squared distance summed by warp
 // shuffles. A row's partials are read once a round over all its warps:
 // with 4 warps a block, 256 splits cost 8 dependent L2 round trips, and the
-// merge was 11-16 us at 2-4 kv heads (Nsight Compute, B1/128K,
-// reports/benchmarks/).
+// dense step's merge was 11-17 us at 1-4 kv heads, 7-8 us at 8 (Nsight
+// Compute, B1/128K, caches flushed: reports/benchmarks/).
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
