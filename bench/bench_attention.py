@@ -31,6 +31,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from bench_model import LAYERS, MODEL_TEMPLATE
+
 HQ, HKV, D, P = 32, 8, 128, 64
 BUDGET_TOPK = 960  # + anchor 1 + window 64 = 1025 tokens, about 1K
 
@@ -62,23 +64,7 @@ def check(rc, err):
         raise RuntimeError(err.value.decode())
 
 
-# The benchmark model: layer 0 dense, layer 1 block selection (anchor 1 +
-# window 64 + top-k by page min/max), layer 2 the same certified at tau 1e-3
-# with up to 4 extra pages. bench_cold.py formats it for other shapes.
-MODEL_TEMPLATE = """condensate.model @bench layers = 3, q_heads = {hq}, kv_heads = {hkv},
-    head_dim = {d}, page_size = {p}, kv_type = bf16,
-    schedule = #condensate.schedule<layers = 3,
-      default = #condensate.dense,
-      rules = [
-        #condensate.rule<layers = [1], policy = #condensate.policy<anchor = 1,
-          window = 64, topk = {topk}, selector = block_minmax, page_size = {p}>>,
-        #condensate.rule<layers = [2], policy = #condensate.policy<anchor = 1,
-          window = 64, topk = {topk}, selector = block_minmax, page_size = {p},
-          tau = 1.0e-3, max_extra = 4>>]>
-"""
 MODEL = MODEL_TEMPLATE.format(hq=HQ, hkv=HKV, d=D, p=P, topk=BUDGET_TOPK)
-
-LAYERS = {"dense": 0, "condensate": 1, "certified": 2}
 
 
 def events_median(fn, iters, warmup=3):

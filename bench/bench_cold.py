@@ -260,8 +260,8 @@ def run_bench(args):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_attention import (MODEL_TEMPLATE, check, copy_bandwidth,
-                                 load_lib)
+    from bench_attention import check, copy_bandwidth, load_lib
+    from bench_model import MODEL_TEMPLATE
 
     lib = load_lib(args.lib)
     lib.condensate_gpu_free.argtypes = [ctypes.c_void_p]
@@ -355,7 +355,8 @@ def write_json(args, props, torch, bw, rows):
 
 def measure_case(torch, F, sdpa_kernel, lib, progs, err, backends, bw, shape,
                  batch, n, layers, layer_bytes, gen, iters, flex, once):
-    from bench_attention import LAYERS, check, graph_time, make_cache
+    from bench_attention import check, graph_time, make_cache
+    from bench_model import LAYERS
     name, hq, hkv, d = shape
     ls = [make_cache(hq, hkv, d, batch, n, gen) for _ in range(layers)]
     for c in ls:

@@ -30,7 +30,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_cold  # noqa: E402
 from bench_cold import fmt_us as us  # noqa: E402
-from ncu_step import TIME_UNIT_US  # noqa: E402
+from bench_model import LAYERS  # noqa: E402
+from ncu_step import to_us  # noqa: E402
 
 # The targets of issue 11 (its one home here): the condensate step's
 # speedups over the faster SDPA on the main shape, and the share of them
@@ -49,25 +50,12 @@ BOUND_SM = 60.0
 STEPS = {"condensate": "block top-k (~1K)",
          "sketch": f"{bench_cold.SKETCH_BITS}-bit sketch top-k (~1K)"}
 # Which method a kernel of bench_cold.py's programs belongs to: the
-# compiler names a program's functions model_layerN (bench_attention.LAYERS:
+# compiler names a program's functions model_layerN (bench_model.LAYERS:
 # layer 0 dense, 1 block top-k, 2 certified), and the sketch program's
 # layer 0 has the same names as the dense one, so `--once` runs the methods
 # in this order and load_ncu tells them apart by launch order: layer-0
 # kernels from the first sketch scoring kernel on are the sketch step's.
-def _layers():
-    """bench_attention.LAYERS, read without importing that module (it
-    needs torch, which this script does not)."""
-    import ast
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                        "bench_attention.py")
-    for node in ast.parse(open(path).read()).body:
-        if isinstance(node, ast.Assign) and any(
-                getattr(t, "id", None) == "LAYERS" for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise SystemExit(f"benchmarks_md.py: no LAYERS in {path}")
-
-
-LAYER_METHOD = {v: k for k, v in _layers().items()}
+LAYER_METHOD = {v: k for k, v in LAYERS.items()}
 LAYER_RE = re.compile(r"^model_layer(\d+)_(.*)$")
 CASE_RE = re.compile(r"(\d+)-(\d+)-(\d+)-b(\d+)-(\d+)\.csv$")
 
@@ -108,7 +96,7 @@ def load_ncu(folder):
                 continue
             if r["Metric Name"] == "gpu__time_duration.sum":
                 # Kept in ns whatever unit this line was printed in.
-                v *= 1e3 * TIME_UNIT_US.get(r.get("Metric Unit", "ns"), 1e-3)
+                v = 1e3 * to_us(v, r.get("Metric Unit", "ns"))
             launches.setdefault(launch, (name, {}))[1][r["Metric Name"]] = v
         values = {}
         sketch = False

@@ -22,6 +22,14 @@ TIME_UNIT_US = {"ns": 1e-3, "nsecond": 1e-3, "usecond": 1.0, "us": 1.0,
                 "msecond": 1e3, "ms": 1e3}
 
 
+def to_us(value, unit):
+    """A gpu__time_duration value in microseconds; a unit this table does
+    not know is an error, not a guess."""
+    if unit not in TIME_UNIT_US:
+        sys.exit(f"ncu_step.py: unknown time unit '{unit}'")
+    return value * TIME_UNIT_US[unit]
+
+
 def rows(path):
     out = []
     with open(path, newline="") as f:
@@ -31,8 +39,7 @@ def rows(path):
             if rec[12] != "gpu__time_duration.sum":
                 continue
             unit, value = rec[13], float(rec[14].replace(",", ""))
-            scale = TIME_UNIT_US.get(unit, 1.0)
-            out.append((int(rec[0]), rec[4], value * scale))
+            out.append((int(rec[0]), rec[4], to_us(value, unit)))
     out.sort()
     return out
 
