@@ -87,6 +87,7 @@ void mlir::condensate::buildCondensateToPTXPipeline(
   toGPU.tensorCores = options.tensorCores;
   toGPU.attendWarps = options.attendWarps;
   toGPU.sketchOccupancy = options.sketchOccupancy;
+  toGPU.attendStages = options.attendStages;
   pm.addPass(createConvertCondensateToGPU(toGPU));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -131,6 +131,13 @@ getGPULibrary(const ModelShape &shape, const Schedule &schedule,
   if (options.tuning) {
     tuning = *options.tuning;
     CONDENSATE_RETURN_IF_ERROR(tuning.validate());
+  } else if (const char *env = std::getenv("CONDENSATE_TUNING"); env && *env) {
+    // Knobs from the environment (an A/B switch for benchmarks): the JSON
+    // of a tuning record's knobs, ahead of any stored record.
+    auto knobs = GPUTuning::fromJSON(env, "CONDENSATE_TUNING");
+    if (!knobs.ok())
+      return knobs.status();
+    tuning = *knobs;
   } else {
     record = findTuningRecord(shape, schedule, options.chip, options.cacheDir);
     if (!record.empty())

@@ -110,6 +110,7 @@ compileModule(mlir::MLIRContext *ctx, mlir::OwningOpRef<mlir::ModuleOp> module,
   options.denseSplits = tuning.denseSplits;
   options.attendWarps = tuning.attendWarps;
   options.sketchOccupancy = tuning.sketchOccupancy;
+  options.attendStages = tuning.attendStages;
   mc::buildCondensateToPTXPipeline(back, options);
   if (mlir::failed(back.run(*module)))
     return diags.error(bufferName + ": lowering to PTX for " + chip +

@@ -451,6 +451,12 @@ std::vector<Knob> searchSpace() {
       {"attend-warps",
        {0, 2, 8},
        [](GPUTuning &t, int64_t v) { t.attendWarps = v; }},
+      // 0 (the rule: one tile prefetched in registers, as 1); 2-4:
+      // cp.async rings. Models whose attention runs on CUDA cores compile
+      // the same PTX for every value.
+      {"attend-stages",
+       {0, 2, 3, 4},
+       [](GPUTuning &t, int64_t v) { t.attendStages = v; }},
       {"dense-splits",
        {0, 32, 64, 128, 256, 512},
        [](GPUTuning &t, int64_t v) { t.denseSplits = v; }},

@@ -31,8 +31,9 @@ Status GPUTuning::validate() const {
       inRange("splits", sparseSplits, limits::kMaxSplits));
   CONDENSATE_RETURN_IF_ERROR(
       inRange("attend_warps", attendWarps, limits::kMaxAttendWarps));
-  return inRange("sketch_occupancy", sketchOccupancy,
-                 limits::kMaxSketchOccupancy);
+  CONDENSATE_RETURN_IF_ERROR(inRange("sketch_occupancy", sketchOccupancy,
+                                     limits::kMaxSketchOccupancy));
+  return inRange("attend_stages", attendStages, limits::kMaxAttendStages);
 }
 
 std::string GPUTuning::options() const {
@@ -40,7 +41,8 @@ std::string GPUTuning::options() const {
          " dense-splits=" + std::to_string(denseSplits) +
          " splits=" + std::to_string(sparseSplits) +
          " attend-warps=" + std::to_string(attendWarps) +
-         " sketch-occupancy=" + std::to_string(sketchOccupancy);
+         " sketch-occupancy=" + std::to_string(sketchOccupancy) +
+         " attend-stages=" + std::to_string(attendStages);
 }
 
 std::string GPUTuning::toJSON() const {
@@ -48,7 +50,8 @@ std::string GPUTuning::toJSON() const {
             {"dense_splits", denseSplits},
             {"splits", sparseSplits},
             {"attend_warps", attendWarps},
-            {"sketch_occupancy", sketchOccupancy}};
+            {"sketch_occupancy", sketchOccupancy},
+            {"attend_stages", attendStages}};
   return j.dump();
 }
 
@@ -73,6 +76,7 @@ Result<GPUTuning> GPUTuning::fromJSON(const std::string &text,
                      : key == "splits"           ? &t.sparseSplits
                      : key == "attend_warps"     ? &t.attendWarps
                      : key == "sketch_occupancy" ? &t.sketchOccupancy
+                     : key == "attend_stages"    ? &t.attendStages
                                                  : nullptr;
     if (!field)
       return Status::error(what + ": unknown key '" + key + "'");

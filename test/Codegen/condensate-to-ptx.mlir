@@ -16,6 +16,14 @@
 // RUN: not condensate-opt --condensate-to-ptx="dense-splits=4097" %s 2>&1 | FileCheck %s --check-prefix=BADSPLITS
 // RUN: not condensate-opt --condensate-to-ptx="attend-warps=33" %s 2>&1 | FileCheck %s --check-prefix=BADWARPS
 // RUN: not condensate-opt --condensate-to-ptx="splits=5000" %s 2>&1 | FileCheck %s --check-prefix=BADSPARSE
+// RUN: not condensate-opt --condensate-to-ptx="attend-stages=9" %s 2>&1 | FileCheck %s --check-prefix=BADSTAGES
+// attend-stages=3: the tensor-core attention copies its rows into a ring
+// of 3 tiles a warp by cp.async, waits for a tile two iterations later and
+// reads it back from shared memory.
+// RUN: condensate-opt --condensate-to-ptx="attend-stages=3" %s > %t.ring.mlir
+// RUN: sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' %t.ring.mlir > %t.ring.ptx
+// RUN: FileCheck %s --check-prefix=RINGPTX --input-file=%t.ring.ptx
+// RUN: FileCheck %s --check-prefix=NOLOCAL --input-file=%t.ring.ptx
 // RUN: condensate-opt --condensate-to-ptx="chip=sm_80" %s > %t.sm80.mlir
 // RUN: sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' %t.sm80.mlir > %t.sm80.ptx
 // RUN: FileCheck %s --check-prefix=SM80 --input-file=%t.sm80.ptx
@@ -61,6 +69,16 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // BADSPLITS: error: dense-splits must be in [0, 4096], got 4097
 // BADWARPS: error: attend-warps must be in [0, 32], got 33
 // BADSPARSE: error: 'condensate.decode_attention' op spec splits must be in [1, 4096], got 5000
+// BADSTAGES: error: attend-stages must be in [0, 8], got 9
+// RINGPTX-LABEL: .visible .entry tiny_layer0_sparse_attend(
+// RINGPTX-DAG: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16;
+// RINGPTX-DAG: cp.async.commit_group;
+// RINGPTX-DAG: cp.async.wait_group 2;
+// RINGPTX-DAG: ld.shared.v4.b32
+// RINGPTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// RINGPTX-LABEL: .visible .entry tiny_layer0_dense_attend(
+// RINGPTX-DAG: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16;
+// RINGPTX-DAG: cp.async.wait_group 2;
 // HOST-LABEL: func.func @tiny_layer1(
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer1_dense_attend blocks in (%c[[DS]], %c2, %{{.*}}) threads in (%c128, %c1, %c1)
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer1_merge

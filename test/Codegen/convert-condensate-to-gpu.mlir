@@ -10,6 +10,7 @@
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu=chip=sm_80 -verify-diagnostics | FileCheck %s --check-prefix=SM80
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu=chip=sm_61 -verify-diagnostics | FileCheck %s --check-prefix=OLD
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu="tensor-cores=0 grid-dependency=0" -verify-diagnostics | FileCheck %s --check-prefix=NOMMA
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-gpu="attend-stages=4 grid-dependency=0" -verify-diagnostics | FileCheck %s --check-prefix=RING
 
 // select_topk's key cache is what the chip lets a block claim beside its
 // 2464 static bytes: 156 KB on sm_80 (39936 keys), the 48 KB every chip
@@ -296,6 +297,46 @@ func.func @select_tokens(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memr
 // CHECK: gpu.barrier
 // CHECK: memref.store %{{.*}}, %arg5[{{.*}}] : memref<?x4x3x64xf32>
 // CHECK: gpu.return
+// With attend-stages=4 each warp's tiles are copied by cp.async (16 bytes
+// a lane and row) into its ring of 4 tiles in dynamic shared memory (64
+// KB), three in flight while it multiplies one: two m16n8k16 products per k-step and n-tile for the scores and two
+// per output n-tile for the values, a quad shuffle (xor 1, 2) for each
+// row's maximum. After a barrier the warps' accumulators take the rings'
+// place and combine through shared memory as the lane groups do.
+// RING-LABEL: func.func @sparse_attend(
+// RING: gpu.launch_func @condensate_kernels::@sparse_attend_sparse_attend blocks in (%c3{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c65536_i32
+// RING: gpu.func @sparse_attend_sparse_attend({{.*}}) workgroup(%[[SM:.*]] : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SQ:.*]] : memref<4x2x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
+// RING: arith.truncf %{{.*}} : f32 to bf16
+// RING: vector.bitcast %{{.*}} : vector<2xbf16> to vector<1xi32>
+// RING: memref.store %{{.*}}, %[[SQ]][{{.*}}] : memref<4x2x32x4xi32, #gpu.address_space<workgroup>>
+// RING: gpu.barrier
+// RING: %[[DYN:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// RING: %[[RING:.*]] = memref.view %[[DYN]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16384xi32, #gpu.address_space<workgroup>>
+// RING: memref.extract_aligned_pointer_as_index %[[RING]]
+// RING: memref.extract_aligned_pointer_as_index %arg1 : memref<?x2x16x64xbf16> -> index
+// RING: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache = cg : !llvm.ptr<3>, !llvm.ptr<1>
+// RING: memref.extract_aligned_pointer_as_index %arg2 : memref<?x2x16x64xbf16> -> index
+// RING: nvvm.cp.async.shared.global
+// RING: nvvm.cp.async.commit.group
+// RING: scf.for
+// RING: nvvm.cp.async.commit.group
+// RING: nvvm.cp.async.wait.group 3
+// RING: vector.load %[[RING]][{{.*}}] {alignment = 16 : i64} : memref<16384xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// RING: vector.bitcast %{{.*}} : vector<4xi32> to vector<8xbf16>
+// RING: vector.load %[[SQ]][{{.*}}] {alignment = 16 : i64} : memref<4x2x32x4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// RING: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// RING: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// RING: gpu.shuffle xor %{{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// RING: math.exp %{{.*}} fastmath<afn> : f32
+// RING: nvvm.mma.sync
+// RING: scf.yield
+// RING: gpu.barrier
+// RING: %[[ACC:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<4x2x64xf32, #gpu.address_space<workgroup>>
+// RING: memref.store %{{.*}}, %[[SM]][{{.*}}] : memref<4x2xf32, #gpu.address_space<workgroup>>
+// RING: memref.store %{{.*}}, %[[ACC]][{{.*}}] : memref<4x2x64xf32, #gpu.address_space<workgroup>>
+// RING: gpu.barrier
+// RING: memref.store %{{.*}}, %arg5[{{.*}}] : memref<?x4x3x64xf32>
+// RING: gpu.return
 // Sparse attention without tensor cores: one block per (split, kv head,
 // sequence). A lane group
 // of 8 lanes reads a bf16 key and value row with one 16-byte load each
@@ -372,6 +413,17 @@ func.func @sparse_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v:
 // CHECK: gpu.barrier
 // CHECK: memref.store %{{.*}}, %arg5[{{.*}}] : memref<?x4x128x64xf32>
 // CHECK: gpu.return
+// With attend-stages=4: three tiles' copies before the loop, one an
+// iteration, each waited for three iterations later; the loop carries no
+// rows.
+// RING-LABEL: func.func @dense_attend(
+// RING: gpu.launch_func @condensate_kernels::@dense_attend_dense_attend blocks in (%c128{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c65536_i32 args(
+// RING-COUNT-3: nvvm.cp.async.commit.group
+// RING: scf.for {{.*}} -> ({{[^v]*}}) {
+// RING: nvvm.cp.async.shared.global
+// RING: nvvm.cp.async.commit.group
+// RING: nvvm.cp.async.wait.group 3
+// RING: nvvm.mma.sync
 func.func @dense_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v: memref<?x2x16x64xbf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %m: memref<?x2xi32>, %po: memref<?x4x128x64xf32>, %pml: memref<?x4x128x3xf32>) {
   condensate.dense_attend q(%q : memref<?x4x64xf32>) kv(%k, %v : memref<?x2x16x64xbf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) mask(%m : memref<?x2xi32>) partials(%po, %pml : memref<?x4x128x64xf32>, memref<?x4x128x3xf32>) {scale = 0.125 : f32}
   return

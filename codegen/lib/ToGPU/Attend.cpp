@@ -32,9 +32,34 @@ struct AttentionShape {
   int64_t threads; // groups * lanes
   bool mma;        // the tensor-core body (AttendArgs::emitMma)
   int64_t steps;   // k-steps of 16 channels in its score product
+  /// The tensor-core body's pipeline: 1, the next tile's rows prefetched
+  /// into registers; N >= 2, a ring of N tiles a warp in dynamic shared
+  /// memory filled by cp.async (`ringBytes` of it).
+  int64_t stages = 1;
+  int64_t ringBytes = 0;
+  /// 16-byte fragments a lane loads a tile: two key rows of D / 32 and
+  /// four value rows of D / 64.
+  int64_t fragments() const { return d / 16 + d / 16; }
 };
 
-AttentionShape attentionShape(Value q, Value k, const KernelBuilder &kb) {
+SmallVector<Type> attentionSharedTypes(MLIRContext *ctx,
+                                       const AttentionShape &s);
+
+/// Whether `mem` is a row-major memref without offset whose dimensions past
+/// the first are static: cp.async reads its elements at addresses computed
+/// from its shape.
+bool plainRowMajor(Value mem) {
+  auto type = cast<MemRefType>(mem.getType());
+  if (!type.getLayout().isIdentity())
+    return false;
+  for (int64_t i = 1; i < type.getRank(); ++i)
+    if (type.isDynamicDim(i))
+      return false;
+  return true;
+}
+
+AttentionShape attentionShape(Value q, Value k, Value v,
+                              const KernelBuilder &kb) {
   bool tensorCores = kb.tensorCores();
   AttentionShape s;
   s.hq = staticDim(q, 1);
@@ -57,6 +82,27 @@ AttentionShape attentionShape(Value q, Value k, const KernelBuilder &kb) {
   int64_t wanted = kb.attendWarps() > 0 ? kb.attendWarps() : 128 / lanes;
   s.groups = std::max<int64_t>(1, std::min(wanted, byMemory));
   s.threads = s.groups * lanes;
+  // The ring, where attend-stages asks for one: as many stages as
+  // requested that fit beside the static buffers; fewer than 2, registers.
+  // The rule is registers: on the H100 the rings of the most stages up to
+  // 4 that leave room for two blocks an SM (3 at head_dim 128, 4 at 64)
+  // made dense decode 1.2-1.4x slower (docs/BENCHMARKS-HISTORY.md,
+  // session 35), with the same outputs.
+  int64_t requested = kb.attendStages();
+  if (s.mma && requested >= 2 && plainRowMajor(k) &&
+      k.getType() == v.getType()) {
+    int64_t perStage = s.groups * kWarp * s.fragments() * 16;
+    AttentionShape withRing = s;
+    withRing.stages = 2;
+    int64_t fixed = KernelBuilder::workgroupBytes(
+        attentionSharedTypes(k.getContext(), withRing));
+    int64_t stages =
+        std::min(requested, (kb.sharedBytesOptin() - fixed) / perStage);
+    if (stages >= 2) {
+      s.stages = stages;
+      s.ringBytes = stages * perStage;
+    }
+  }
   return s;
 }
 
@@ -314,8 +360,11 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
   Value warp = e.divs(tid, e.idx(kWarp));
   Value lane = e.rems(tid, e.idx(kWarp));
   Value r = e.divs(lane, e.idx(4)), c = e.rems(lane, e.idx(4));
-  Value smM = smem[0], smL = smem[1], smC = smem[2], smAcc = smem[3];
-  Value smQ = smem[4];
+  // With a ring the static buffers hold no accumulators (see below).
+  const bool inRing = s.stages >= 2;
+  Value smM = smem[0], smL = smem[1], smC = smem[2];
+  Value smAcc = inRing ? Value() : smem[3];
+  Value smQ = smem[inRing ? 3 : 4];
 
   // Query fragments, hi and lo, in each lane's register order: register x
   // of lane (r', c') at step t holds rows r' (x even) or r' + 8 (x odd),
@@ -364,70 +413,192 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
   Value tiles = e.ceilDiv(count, e.idx(kMmaKeys));
   Value mine = e.ceilDiv(e.maxs(e.sub(tiles, warp), e.idx(0)), e.idx(W));
   int64_t kWords = 2 * (D / 32), vRows = 4 * (D / 64);
-  // The rows of tile `it` of this warp, flat: valid[4] (keys 2c, 2c + 1,
-  // 2c + 8, 2c + 9), key words [key r, r + 8][D / 32] (vector<4xi32>),
-  // value rows [those 4 keys][D / 64] (vector<8xbf16>). Slots past v1 read
-  // the row of slot v0 (only called when this warp has a tile, so v0 is in
-  // range) and are invalid.
-  auto loadTile = [&](GPUEmitter &e, Value it) {
+  int64_t F = kWords + vRows; // s.fragments()
+  Type v4i32 = VectorType::get({4}, i32);
+  // A 16-byte fragment of a cache row: the memref and the element at its
+  // start.
+  struct Fragment {
+    Value mem;
+    SmallVector<Value, 4> ivs;
+  };
+  // Where this lane's six rows of tile `it` of this warp are, flat (ok,
+  // page, offset) each: the key rows r and r + 8, then the value rows of
+  // keys 2c, 2c + 1, 2c + 8, 2c + 9 (the page a load of the page table).
+  // Slots past v1 read the row of slot v0 (only called when this warp has
+  // a tile, so v0 is in range) and are not ok.
+  constexpr int64_t kRows = 6;
+  auto tileRows = [&](GPUEmitter &e, Value it) {
     Value base =
         e.add(v0, e.mul(e.add(warp, e.mul(it, e.idx(W))), e.idx(kMmaKeys)));
-    auto row = [&](Value key) -> std::array<Value, 3> {
+    SmallVector<Value> rows;
+    auto row = [&](Value key) {
       Value slot = e.add(base, key);
       Value inRange = e.lt(slot, v1);
       auto [t, posValid] = position(e, e.select(inRange, slot, v0));
       Value ok = e.band(inRange, posValid);
       Value tSafe = e.select(ok, t, e.idx(0));
       Value page = e.loadIndex(pageTable, {b, e.divs(tSafe, e.idx(s.p))});
-      return {ok, page, e.rems(tSafe, e.idx(s.p))};
+      llvm::append_range(rows, ValueRange{ok, page, e.rems(tSafe, e.idx(s.p))});
     };
-    SmallVector<Value> valid, kws, vrs;
+    for (int64_t j = 0; j < 2; ++j)
+      row(e.add(r, e.idx(8 * j)));
+    for (int64_t x = 0; x < 4; ++x)
+      row(e.add(e.mul(c, e.idx(2)), e.idx((x % 2) + 8 * (x / 2))));
+    return rows;
+  };
+  // The tile's valid flags (of its value rows) and the F fragments this
+  // lane loads from `rows`: key words [key r, r + 8][D / 32], then value
+  // rows [keys 2c, 2c + 1, 2c + 8, 2c + 9][D / 64].
+  auto rowFragments = [&](GPUEmitter &e, ValueRange rows,
+                          SmallVector<Value> &valid,
+                          SmallVector<Fragment> &frags) {
     for (int64_t j = 0; j < 2; ++j) {
-      auto [ok, page, off] = row(e.add(r, e.idx(8 * j)));
-      (void)ok;
-      for (int64_t ch = 0; ch < D / 32; ++ch) {
-        Value raw = e.vecLoad(
-            k, {page, g, off, e.add(e.idx(32 * ch), e.mul(c, e.idx(8)))}, 8,
-            16);
-        kws.push_back(vector::BitCastOp::create(
-            bd, e.location(), VectorType::get({4}, i32), raw));
-      }
+      Value page = rows[3 * j + 1], off = rows[3 * j + 2];
+      for (int64_t ch = 0; ch < D / 32; ++ch)
+        frags.push_back(
+            {k, {page, g, off, e.add(e.idx(32 * ch), e.mul(c, e.idx(8)))}});
     }
     for (int64_t x = 0; x < 4; ++x) {
-      Value key = e.add(e.mul(c, e.idx(2)), e.idx((x % 2) + 8 * (x / 2)));
-      auto [ok, page, off] = row(key);
-      valid.push_back(ok);
+      Value page = rows[3 * (2 + x) + 1], off = rows[3 * (2 + x) + 2];
+      valid.push_back(rows[3 * (2 + x)]);
       for (int64_t i = 0; i < D / 64; ++i)
-        vrs.push_back(e.vecLoad(
-            v, {page, g, off, e.add(e.idx(64 * i), e.mul(r, e.idx(8)))}, 8,
-            16));
+        frags.push_back(
+            {v, {page, g, off, e.add(e.idx(64 * i), e.mul(r, e.idx(8)))}});
     }
-    SmallVector<Value> out(valid);
-    out.append(kws.begin(), kws.end());
-    out.append(vrs.begin(), vrs.end());
+  };
+  // The rows of tile `it`, flat: valid[4], the key words (vector<4xi32>),
+  // the value rows (vector<8xbf16>), loaded into registers.
+  auto loadTile = [&](GPUEmitter &e, Value it) {
+    SmallVector<Value> out;
+    SmallVector<Fragment> frags;
+    rowFragments(e, tileRows(e, it), out, frags);
+    for (int64_t f = 0; f < F; ++f) {
+      Value raw = e.vecLoad(frags[f].mem, frags[f].ivs, 8, 16);
+      out.push_back(f < kWords ? vector::BitCastOp::create(
+                                     e.builder(), e.location(), v4i32, raw)
+                               : raw);
+    }
     return out;
   };
-  // Software pipelining: the first tile's rows are loaded before the loop
-  // and each iteration loads the next tile's before its arithmetic, so a
-  // warp keeps its loads in flight across the products and exponentials.
-  SmallVector<Type> rowTypes(4, bd.getI1Type());
-  for (int64_t i = 0; i < kWords; ++i)
-    rowTypes.push_back(VectorType::get({4}, i32));
-  for (int64_t i = 0; i < vRows; ++i)
-    rowTypes.push_back(VectorType::get({8}, bd.getBF16Type()));
+  // The ring (s.stages >= 2): per warp S tiles of F fragments of 32 lanes,
+  // 16 bytes each ([warp][slot][fragment][lane]); a lane reads back only
+  // the fragments it copied itself, so cp.async.wait_group alone orders
+  // them (no barrier), and the warps' rings are disjoint.
+  const int64_t S = s.stages;
+  Value ring, ringBase;
+  if (S >= 2) {
+    ring = dynamicSharedArray(e, W * S * F * kWarp * 4, i32);
+    ringBase =
+        memref::ExtractAlignedPointerAsIndexOp::create(bd, e.location(), ring);
+  }
+  // The i32 index in the ring of this lane's fragment f of slot `slot`.
+  auto ringIndex = [&](GPUEmitter &e, Value slot, int64_t f) {
+    Value at =
+        e.add(e.mul(e.add(e.mul(warp, e.idx(S)), slot), e.idx(F)), e.idx(f));
+    return e.mul(e.add(e.mul(at, e.idx(kWarp)), lane), e.idx(4));
+  };
+  auto pointer = [&](GPUEmitter &e, Value address, unsigned space) -> Value {
+    Value a64 = arith::IndexCastOp::create(e.builder(), e.location(),
+                                           e.builder().getI64Type(), address);
+    return LLVM::IntToPtrOp::create(
+        e.builder(), e.location(),
+        LLVM::LLVMPointerType::get(e.builder().getContext(), space), a64);
+  };
+  // The global address of a fragment (a row-major memref whose dimensions
+  // past the first are static: plainRowMajor).
+  auto globalPointer = [&](GPUEmitter &e, const Fragment &f) {
+    auto type = cast<MemRefType>(f.mem.getType());
+    Value linear = e.idx(0);
+    int64_t stride = 1;
+    for (int64_t i = type.getRank() - 1; i >= 0; --i) {
+      linear = e.add(linear, e.mul(f.ivs[i], e.idx(stride)));
+      if (i > 0)
+        stride *= type.getDimSize(i);
+    }
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(
+        e.builder(), e.location(), f.mem);
+    Value bytes = e.mul(linear, e.idx(elementBytes(type.getElementType())));
+    return pointer(e, e.add(base, bytes), 1);
+  };
+  // Copies tile `it`'s fragments (its rows located by tileRows) into ring
+  // slot `slot` where the warp has that tile and commits them as one group
+  // (an empty group past its tiles, so that every iteration commits one);
+  // its valid flags.
+  auto issueTile = [&](GPUEmitter &e, Value it, Value slot, ValueRange rows) {
+    SmallVector<Value> valid;
+    SmallVector<Fragment> frags;
+    rowFragments(e, rows, valid, frags);
+    e.ifThen(e.lt(it, mine), [&](Emitter &ee) {
+      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+      for (int64_t f = 0; f < F; ++f) {
+        Value dst = pointer(
+            e, e.add(ringBase, e.mul(ringIndex(e, slot, f), e.idx(4))), 3);
+        NVVM::CpAsyncOp::create(e.builder(), e.location(), dst,
+                                globalPointer(e, frags[f]), 16,
+                                NVVM::LoadCacheModifierKind::CG, Value());
+      }
+    });
+    NVVM::CpAsyncCommitGroupOp::create(e.builder(), e.location());
+    return valid;
+  };
+  // The fragments in ring slot `slot`, as loadTile's.
+  auto readTile = [&](GPUEmitter &e, Value slot) {
+    SmallVector<Value> out;
+    for (int64_t f = 0; f < F; ++f) {
+      Value words = e.vecLoad(ring, {ringIndex(e, slot, f)}, 4, 16);
+      out.push_back(f < kWords
+                        ? words
+                        : vector::BitCastOp::create(
+                              e.builder(), e.location(),
+                              VectorType::get({8}, bd.getBF16Type()), words));
+    }
+    return out;
+  };
+  // Software pipelining. With registers: the first tile's rows are loaded
+  // before the loop and each iteration loads the next tile's before its
+  // arithmetic, so a warp keeps its loads in flight across the products
+  // and exponentials; the loop carries the rows. With the ring: the first
+  // S - 1 tiles are copied before the loop, each iteration copies tile
+  // it + S - 1 and waits for tile it's group only, so S - 1 tiles stay in
+  // flight; tile it + S - 1's rows were located (its page-table loads
+  // issued) an iteration before, so that its copies need not wait for
+  // them. The loop carries the valid flags of the tiles in flight and the
+  // located rows of the next tile to copy.
+  SmallVector<Type> rowTypes;
+  if (S >= 2) {
+    rowTypes.assign(4 * (S - 1), bd.getI1Type());
+    for (int64_t i = 0; i < kRows; ++i)
+      rowTypes.append({bd.getI1Type(), bd.getIndexType(), bd.getIndexType()});
+  } else {
+    rowTypes.assign(4, bd.getI1Type());
+    for (int64_t i = 0; i < kWords; ++i)
+      rowTypes.push_back(v4i32);
+    for (int64_t i = 0; i < vRows; ++i)
+      rowTypes.push_back(VectorType::get({8}, bd.getBF16Type()));
+  }
   SmallVector<Value> first = e.ifElse(
       e.gt(mine, e.idx(0)), rowTypes,
       [&](Emitter &ee) -> SmallVector<Value> {
-        return loadTile(static_cast<GPUEmitter &>(ee), ee.idx(0));
+        GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+        if (S < 2)
+          return loadTile(e, e.idx(0));
+        SmallVector<Value> flags;
+        for (int64_t j = 0; j + 1 < S; ++j)
+          llvm::append_range(
+              flags, issueTile(e, e.idx(j), e.idx(j), tileRows(e, e.idx(j))));
+        llvm::append_range(flags, tileRows(e, e.idx(S - 1)));
+        return flags;
       },
       [&](Emitter &ee) -> SmallVector<Value> {
-        SmallVector<Value> none(4, ee.i1(false));
-        for (size_t i = 4; i < rowTypes.size(); ++i) {
-          auto type = cast<VectorType>(rowTypes[i]);
-          none.push_back(arith::ConstantOp::create(
-              ee.builder(), ee.location(),
-              DenseElementsAttr::get(
-                  type, ee.builder().getZeroAttr(type.getElementType()))));
+        SmallVector<Value> none;
+        for (Type t : rowTypes) {
+          if (auto type = dyn_cast<VectorType>(t))
+            none.push_back(arith::ConstantOp::create(
+                ee.builder(), ee.location(),
+                DenseElementsAttr::get(
+                    type, ee.builder().getZeroAttr(type.getElementType()))));
+          else
+            none.push_back(t.isIndex() ? ee.idx(0) : ee.i1(false));
         }
         return none;
       });
@@ -437,10 +608,28 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
       e.idx(0), mine, e.idx(1), init,
       [&](Emitter &ee, Value it, ValueRange st) -> SmallVector<Value> {
         GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-        SmallVector<Value> next = loadTile(e, e.add(it, e.idx(1)));
-        for (size_t i = 4; i < next.size(); ++i)
-          next[i] = opaque(e, next[i]);
-        ValueRange rows = st.drop_front(stateSize);
+        ValueRange carried = st.drop_front(stateSize);
+        SmallVector<Value> next, rows;
+        if (S >= 2) {
+          Value ahead = e.add(it, e.idx(S - 1));
+          int64_t flags = 4 * (S - 1);
+          SmallVector<Value> aheadValid =
+              issueTile(e, ahead, e.rems(ahead, e.idx(S)),
+                        carried.slice(flags, 3 * kRows));
+          SmallVector<Value> located = tileRows(e, e.add(it, e.idx(S)));
+          NVVM::CpAsyncWaitGroupOp::create(e.builder(), e.location(),
+                                           static_cast<uint32_t>(S - 1));
+          rows.assign(carried.begin(), carried.begin() + 4);
+          llvm::append_range(rows, readTile(e, e.rems(it, e.idx(S))));
+          next.assign(carried.begin() + 4, carried.begin() + flags);
+          llvm::append_range(next, aheadValid);
+          llvm::append_range(next, located);
+        } else {
+          next = loadTile(e, e.add(it, e.idx(1)));
+          for (size_t i = 4; i < next.size(); ++i)
+            next[i] = opaque(e, next[i]);
+          rows.assign(carried.begin(), carried.end());
+        }
         SmallVector<Value> valid(rows.begin(), rows.begin() + 4);
         SmallVector<SmallVector<Value>> kw(2), vr(4);
         for (int64_t j = 0; j < 2; ++j)
@@ -529,6 +718,20 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
         return out;
       });
 
+  // With a ring, the groups' accumulators go where the rings were, once
+  // every warp has read its last tile (all its copies were waited for).
+  if (inRing) {
+    e.barrier();
+    MLIRContext *ctx = bd.getContext();
+    auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+    auto raw = MemRefType::get({ShapedType::kDynamic}, IntegerType::get(ctx, 8),
+                               MemRefLayoutAttrInterface(), space);
+    Value bytes = gpu::DynamicSharedMemoryOp::create(bd, e.location(), raw);
+    auto accType = MemRefType::get({W, G, D}, bd.getF32Type(),
+                                   MemRefLayoutAttrInterface(), space);
+    smAcc = memref::ViewOp::create(bd, e.location(), accType, bytes, e.idx(0),
+                                   ValueRange{});
+  }
   // A row's l and the count are spread over the quad's lanes.
   SmallVector<Value> total(state.begin(), state.begin() + 5);
   for (int64_t h = 2; h < 5; ++h)
@@ -555,7 +758,8 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
   e.ifThen(e.eq(lane, e.idx(0)),
            [&](Emitter &e) { e.store(total[4], smC, {warp}); });
   e.barrier();
-  emitSplitPartial(e, s, tid, smem, po, pml, b, g, split);
+  emitSplitPartial(e, s, tid, ValueRange{smM, smL, smC, smAcc}, po, pml, b, g,
+                   split);
 }
 
 SmallVector<Type> attentionSharedTypes(MLIRContext *ctx,
@@ -564,8 +768,12 @@ SmallVector<Type> attentionSharedTypes(MLIRContext *ctx,
   SmallVector<Type> types{
       KernelBuilder::workgroupType(ctx, {s.groups, s.group}, f32),
       KernelBuilder::workgroupType(ctx, {s.groups, s.group}, f32),
-      KernelBuilder::workgroupType(ctx, {s.groups}, f32),
-      KernelBuilder::workgroupType(ctx, {s.groups, s.group, s.d}, f32)};
+      KernelBuilder::workgroupType(ctx, {s.groups}, f32)};
+  // The groups' accumulators; with a ring they take its place once the
+  // loop is done (emitMma).
+  if (s.stages < 2)
+    types.push_back(
+        KernelBuilder::workgroupType(ctx, {s.groups, s.group, s.d}, f32));
   // The tensor-core body's query fragments: [step][hi, lo][lane][register].
   if (s.mma)
     types.push_back(KernelBuilder::workgroupType(ctx, {s.steps, 2, kWarp, 4},
@@ -585,7 +793,8 @@ void emitAttention(GPUEmitter &e, const AttentionShape &s,
 void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
                        StringRef name) {
   Location loc = op.getLoc();
-  AttentionShape s = attentionShape(op.getQ(), op.getKCache(), kb);
+  AttentionShape s =
+      attentionShape(op.getQ(), op.getKCache(), op.getVCache(), kb);
   SparseList list = SparseList::of(op);
   SmallVector<Value> operands{
       op.getQ(),    op.getKCache(),   op.getVCache(),   op.getPageTable(),
@@ -652,13 +861,14 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   launch(b, loc, fn, arith::ConstantIndexOp::create(b, loc, list.splits),
          arith::ConstantIndexOp::create(b, loc, s.hkv), batch, s.threads,
-         operands);
+         operands, s.ringBytes);
 }
 
 void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
                       StringRef name) {
   Location loc = op.getLoc();
-  AttentionShape s = attentionShape(op.getQ(), op.getKCache(), kb);
+  AttentionShape s =
+      attentionShape(op.getQ(), op.getKCache(), op.getVCache(), kb);
   int64_t splitsStatic = staticDim(op.getPartialMl(), 2);
   SmallVector<Value> operands{
       op.getQ(),    op.getKCache(),   op.getVCache(),   op.getPageTable(),
@@ -713,7 +923,7 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   Value splits = arith::ConstantIndexOp::create(b, loc, splitsStatic);
   launch(b, loc, fn, splits, arith::ConstantIndexOp::create(b, loc, s.hkv),
-         batch, s.threads, operands);
+         batch, s.threads, operands, s.ringBytes);
 }
 
 } // namespace

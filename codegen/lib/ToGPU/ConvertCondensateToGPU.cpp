@@ -87,7 +87,10 @@ struct ConvertCondensateToGPUPass
                    kernel::kAttendWarpsAttr) ||
         !countKnob("sketch-occupancy", sketchOccupancy,
                    ::condensate::limits::kMaxSketchOccupancy,
-                   kernel::kSketchOccupancyAttr))
+                   kernel::kSketchOccupancyAttr) ||
+        !countKnob("attend-stages", attendStages,
+                   ::condensate::limits::kMaxAttendStages,
+                   kernel::kAttendStagesAttr))
       return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     populateCondensateToGPUPatterns(patterns, kernels);

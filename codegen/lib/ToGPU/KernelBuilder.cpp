@@ -82,6 +82,13 @@ int64_t KernelBuilder::attendWarps() const {
   return 0;
 }
 
+int64_t KernelBuilder::attendStages() const {
+  gpu::GPUModuleOp module = kernels;
+  if (auto a = module->getAttrOfType<IntegerAttr>(kAttendStagesAttr))
+    return a.getInt();
+  return 0;
+}
+
 int64_t KernelBuilder::sketchOccupancy() const {
   gpu::GPUModuleOp module = kernels;
   if (auto a = module->getAttrOfType<IntegerAttr>(kSketchOccupancyAttr))

@@ -73,6 +73,11 @@ constexpr const char *kAttendWarpsAttr = "condensate.attend_warps";
 /// key-sketch scoring kernels); absent: their own choice.
 constexpr const char *kSketchOccupancyAttr = "condensate.sketch_occupancy";
 
+/// The gpu.module attribute (i64) through which convert-condensate-to-gpu
+/// passes its attend-stages option (pipeline depth of the tensor-core
+/// attention loop); absent: the lowering's rule.
+constexpr const char *kAttendStagesAttr = "condensate.attend_stages";
+
 /// The gpu.module attribute through which convert-condensate-to-gpu tells
 /// the stage lowerings sharedBytesOptin of its chip.
 constexpr const char *kSharedOptinAttr = "condensate.shared_bytes_optin";
@@ -282,6 +287,8 @@ public:
   /// The sketch-occupancy option: resident warps per SM (0: the
   /// lowering's own rule).
   int64_t sketchOccupancy() const;
+  /// The attend-stages option (0: the lowering's rule).
+  int64_t attendStages() const;
 
   /// Creates kernel `name` taking `operands`' types; `body` receives the
   /// kernel arguments and an emitter at the kernel entry.

@@ -88,8 +88,10 @@ TEST(GPUCompiler, EmitsPTXAndALaunchPlan) {
   // The scoring grid follows the pages per sequence.
   shapes[3][1] = 4096;
   EXPECT_EQ(*sparse.launches[0].grid[0].eval(shapes), 2 * *gx);
-  // Only select_topk claims dynamic shared memory: its key cache, as much
-  // as sm_90 lets a block opt in to (227 KB, its static arrays included).
+  // Only select_topk claims dynamic shared memory by default: its key
+  // cache, as much as sm_90 lets a block opt in to (227 KB, its static
+  // arrays included). (The attention's cp.async rings are a knob,
+  // attend-stages, off by default.)
   for (const KernelLaunch &l : sparse.launches) {
     bool select = l.kernel.find("select_topk") != std::string::npos;
     EXPECT_EQ(l.sharedBytes > 48 * 1024, select) << l.kernel;
@@ -141,12 +143,13 @@ TEST(GPUTuning, JSONRoundTripAndLimits) {
   t.sparseSplits = 3;
   t.attendWarps = 2;
   t.sketchOccupancy = 24;
+  t.attendStages = 3;
   auto back = GPUTuning::fromJSON(t.toJSON());
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_EQ(*back, t);
   EXPECT_EQ(t.options(),
             "tensor-cores=0 dense-splits=96 splits=3 attend-warps=2 "
-            "sketch-occupancy=24");
+            "sketch-occupancy=24 attend-stages=3");
   auto partial = GPUTuning::fromJSON(R"({"attend_warps": 8})");
   ASSERT_TRUE(partial.ok());
   EXPECT_TRUE(partial->tensorCores);
@@ -154,8 +157,8 @@ TEST(GPUTuning, JSONRoundTripAndLimits) {
   for (const char *bad :
        {R"({"dense_splits": 4097})", R"({"splits": -1})",
         R"({"attend_warps": 33})", R"({"sketch_occupancy": 65})",
-        R"({"warps": 2})", R"({"tensor_cores": 1})", R"({"splits": 1.5})", "[]",
-        "{", R"({"splits": 1, "splits": 2})"}) {
+        R"({"attend_stages": 9})", R"({"warps": 2})", R"({"tensor_cores": 1})",
+        R"({"splits": 1.5})", "[]", "{", R"({"splits": 1, "splits": 2})"}) {
     auto r = GPUTuning::fromJSON(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
@@ -241,6 +244,25 @@ TEST(GPUCompiler, TuningRecordsChooseTheKnobs) {
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_FALSE(named.tuned);
   EXPECT_EQ(named.cacheKey, plain.cacheKey);
+  // Knobs from CONDENSATE_TUNING win over the record; a bad value is an
+  // error naming the variable.
+  options.tuning.reset();
+  ::setenv("CONDENSATE_TUNING", R"({"attend_stages": 1, "dense_splits": 24})",
+           1);
+  GPUCompileReport fromEnv;
+  auto d = getGPULibrary(shape, schedule, options, &fromEnv);
+  ASSERT_TRUE(d.ok()) << d.message();
+  EXPECT_FALSE(fromEnv.tuned);
+  EXPECT_EQ((*d)->tuning.attendStages, 1);
+  EXPECT_EQ((*d)->tuning.denseSplits, 24);
+  EXPECT_EQ((*d)->tuning.attendWarps, 0);
+  ::setenv("CONDENSATE_TUNING", R"({"attend_stages": 9})", 1);
+  auto bad = getGPULibrary(shape, schedule, options, &fromEnv);
+  ::unsetenv("CONDENSATE_TUNING");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("CONDENSATE_TUNING"), std::string::npos)
+      << bad.message();
+  EXPECT_EQ(bad.message().find('\n'), std::string::npos) << bad.message();
   // A damaged record is ignored.
   ASSERT_TRUE(writeFileAtomic(path, "{\"best\": ").ok());
   options.tuning.reset();

@@ -146,7 +146,14 @@ def ConvertCondensateToGPU
            "Resident warps per SM the key-sketch scoring kernels are built "
            "for (launch bounds: ptxas keeps each thread within 65536 / (32 "
            "N) registers, spilling if it must); 0: the lowering's rule (32 "
-           "warps where the kernel's live values fit in 64 registers)">
+           "warps where the kernel's live values fit in 64 registers)">,
+    Option<"attendStages", "attend-stages", "int64_t", /*default=*/"0",
+           "Pipeline depth of the tensor-core attention loop: 1 keeps one "
+           "tile's rows prefetched in registers; N >= 2 copies each warp's "
+           "tiles asynchronously (cp.async) into a ring of N tiles in "
+           "shared memory, N - 1 of them in flight while it multiplies one "
+           "(cut to what the shared memory holds); 0: the lowering's rule "
+           "(registers: the rings measured slower on the H100)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

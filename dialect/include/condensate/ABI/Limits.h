@@ -43,6 +43,9 @@ constexpr int64_t kMaxAttendWarps = 32;
 /// Resident warps per SM the key-sketch scoring kernels may ask ptxas for
 /// (sketch-occupancy; 64 warps, 2,048 threads, is an SM's most).
 constexpr int64_t kMaxSketchOccupancy = 64;
+/// Stages of the tensor-core attention loop's pipeline (attend-stages:
+/// tiles in flight a warp, each in shared memory).
+constexpr int64_t kMaxAttendStages = 8;
 
 /// Nesting of brackets in a JSON document or an MLIR policy, schedule or
 /// model text (arrays, objects, attributes, regions).
