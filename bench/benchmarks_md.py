@@ -199,7 +199,12 @@ def checks(folder):
         if "Invalid __" in text or "Out-of-range" in text:
             parts.append("**memory errors reported**")
         if not ran:
-            parts.append("**did not finish** (no test summary)")
+            # A run its time limit stopped: the tests it finished.
+            ok = len(re.findall(r"^\[       OK \]", text, re.M))
+            bad = len(re.findall(r"^\[  FAILED  \] \S+ \(", text, re.M))
+            parts.append(f"**did not finish** (stopped by its time limit "
+                         f"after {ok} passed, {bad} failed)" if ok or bad
+                         else "**did not finish** (no test summary)")
         rows.append((name, ", ".join(parts)))
     return rows
 
