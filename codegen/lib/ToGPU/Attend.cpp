@@ -84,10 +84,10 @@ AttentionShape attentionShape(Value q, Value k, Value v,
   s.threads = s.groups * lanes;
   // The ring, where attend-stages asks for one: as many stages as
   // requested that fit beside the static buffers; fewer than 2, registers.
-  // The rule is registers: on the H100 the rings of the most stages up to
-  // 4 that leave room for two blocks an SM (3 at head_dim 128, 4 at 64)
-  // made dense decode 1.2-1.4x slower (docs/BENCHMARKS-HISTORY.md,
-  // session 35), with the same outputs.
+  // The rule is registers: on the H100 rings of 2 to 4 stages made dense
+  // decode 1.07-1.44x slower, with the same outputs, also with each
+  // tile's page-table lookups an iteration ahead of its copies
+  // (docs/BENCHMARKS-HISTORY.md, session 35).
   int64_t requested = kb.attendStages();
   if (s.mma && requested >= 2 && plainRowMajor(k) &&
       k.getType() == v.getType()) {
