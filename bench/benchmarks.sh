@@ -16,6 +16,10 @@
 # for reports/benchmarks/. STEPS picks steps (default: checks cold ncu md);
 # CHECKS the gpu_session.sh steps of `checks`; COLD_ARGS options of
 # bench_cold.py (e.g. --shapes 32/8/128); NCU_SHAPES the shapes profiled.
+# Every step keeps within CALL_SECONDS (default 540, a device call's limit
+# less room to pack; bench/gpu_env.sh): all steps take longer than one
+# call, so a device runs them a few STEPS a call; on a machine of your own
+# set CALL_SECONDS=0.
 set -u
 cd "$(dirname "$0")/.."
 source bench/gpu_env.sh

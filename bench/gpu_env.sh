@@ -4,6 +4,13 @@
 # and defines `step NAME SECONDS COMMAND...`, which runs COMMAND under a
 # time limit into $OUT/NAME.log and echoes its tail (the lines matching
 # $STEP_FILTER, an extended regex, when that is set).
+# A device call ends at its limit and returns nothing of a command it
+# kills, so the steps keep within $CALL_SECONDS (default 540) of the
+# first source of this file in the call ($CALL_START, exported so that
+# nested scripts share it): a step's limit is cut to what is left, and a
+# step with less than 15 s left is skipped, saying so. CALL_SECONDS=0
+# (a machine without that limit) runs every step to its own limit.
+export CALL_START=${CALL_START:-$(date +%s)}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" .carry/run
 tar xJf .carry/gpu.tar.xz -C .carry/run
@@ -12,6 +19,16 @@ export CONDENSATE_CACHE_DIR=${CONDENSATE_CACHE_DIR:-/tmp/condensate-cache}
 BIN=.carry/run/bin
 step() {
   local name=$1 secs=$2; shift 2
+  local left=$(( ${CALL_SECONDS:-540} - ($(date +%s) - CALL_START) ))
+  [ "${CALL_SECONDS:-540}" -eq 0 ] && left=$secs
+  if [ "$left" -lt 15 ]; then
+    echo "=== $name skipped: ${left} s left of CALL_SECONDS=${CALL_SECONDS:-540}"
+    return 0
+  fi
+  if [ "$secs" -gt "$left" ]; then
+    echo "=== $name: limit cut from $secs to $left s (CALL_SECONDS)"
+    secs=$left
+  fi
   echo "=== $name ($(date +%T))"
   timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
