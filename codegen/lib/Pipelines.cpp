@@ -8,6 +8,7 @@
 #include "condensate/Passes/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -23,6 +24,24 @@ using namespace mlir;
 using namespace mlir::condensate;
 
 namespace {
+
+/// Rewrites bf16 conversions (arith.truncf to bf16, arith.extf from it) as
+/// integer arithmetic: round to nearest even, NaN to a quiet NaN. On an x86
+/// CPU without AVX512-BF16, LLVM lowers an f32 -> bf16 truncation to a call
+/// of __truncsfbf2, which neither the JIT's process (GCC 12's libgcc) nor
+/// the CPU programs provide: bf16 caches then failed to compile ("Symbols
+/// not found: __truncsfbf2") on such machines while passing on others.
+struct ExpandBF16Pass
+    : public PassWrapper<ExpandBF16Pass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ExpandBF16Pass)
+  StringRef getArgument() const override { return "condensate-expand-bf16"; }
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    arith::populateExpandBFloat16Patterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
 
 /// Gives gpu.dynamic_shared_memory's global external linkage. The GPU to
 /// NVVM conversion declares it `internal` as a zero-length array, which the
@@ -59,6 +78,7 @@ void mlir::condensate::buildCondensateToCPUPipeline(
   pm.addPass(createConvertCondensateToLoops());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(std::make_unique<ExpandBF16Pass>());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
