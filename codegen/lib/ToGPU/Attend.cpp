@@ -39,7 +39,7 @@ struct AttentionShape {
   int64_t ringBytes = 0;
   /// 16-byte fragments a lane loads a tile: two key rows of D / 32 and
   /// four value rows of D / 64.
-  int64_t fragments() const { return d / 16 + d / 16; }
+  int64_t fragments() const { return 2 * (d / 32) + 4 * (d / 64); }
 };
 
 SmallVector<Type> attentionSharedTypes(MLIRContext *ctx,
@@ -84,10 +84,8 @@ AttentionShape attentionShape(Value q, Value k, Value v,
   s.threads = s.groups * lanes;
   // The ring, where attend-stages asks for one: as many stages as
   // requested that fit beside the static buffers; fewer than 2, registers.
-  // The rule is registers: on the H100 rings of 2 to 4 stages made dense
-  // decode 1.07-1.44x slower, with the same outputs, also with each
-  // tile's page-table lookups an iteration ahead of its copies
-  // (docs/BENCHMARKS-HISTORY.md, session 35).
+  // The rule is registers: the rings measured slower, with the same
+  // outputs (docs/BENCHMARKS-HISTORY.md, session 35).
   int64_t requested = kb.attendStages();
   if (s.mma && requested >= 2 && plainRowMajor(k) &&
       k.getType() == v.getType()) {
@@ -413,7 +411,7 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
   Value tiles = e.ceilDiv(count, e.idx(kMmaKeys));
   Value mine = e.ceilDiv(e.maxs(e.sub(tiles, warp), e.idx(0)), e.idx(W));
   int64_t kWords = 2 * (D / 32), vRows = 4 * (D / 64);
-  int64_t F = kWords + vRows; // s.fragments()
+  const int64_t F = s.fragments(); // kWords + vRows
   Type v4i32 = VectorType::get({4}, i32);
   // A 16-byte fragment of a cache row: the memref and the element at its
   // start.
@@ -722,15 +720,7 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
   // every warp has read its last tile (all its copies were waited for).
   if (inRing) {
     e.barrier();
-    MLIRContext *ctx = bd.getContext();
-    auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-    auto raw = MemRefType::get({ShapedType::kDynamic}, IntegerType::get(ctx, 8),
-                               MemRefLayoutAttrInterface(), space);
-    Value bytes = gpu::DynamicSharedMemoryOp::create(bd, e.location(), raw);
-    auto accType = MemRefType::get({W, G, D}, bd.getF32Type(),
-                                   MemRefLayoutAttrInterface(), space);
-    smAcc = memref::ViewOp::create(bd, e.location(), accType, bytes, e.idx(0),
-                                   ValueRange{});
+    smAcc = dynamicSharedArray(e, {W, G, D}, bd.getF32Type());
   }
   // A row's l and the count are spread over the quad's lanes.
   SmallVector<Value> total(state.begin(), state.begin() + 5);

@@ -96,7 +96,8 @@ int64_t KernelBuilder::sketchOccupancy() const {
   return 0;
 }
 
-Value mlir::condensate::kernel::dynamicSharedArray(Emitter &e, int64_t count,
+Value mlir::condensate::kernel::dynamicSharedArray(Emitter &e,
+                                                   ArrayRef<int64_t> shape,
                                                    Type elt) {
   MLIRContext *ctx = e.builder().getContext();
   auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
@@ -104,8 +105,7 @@ Value mlir::condensate::kernel::dynamicSharedArray(Emitter &e, int64_t count,
                              MemRefLayoutAttrInterface(), space);
   Value bytes =
       gpu::DynamicSharedMemoryOp::create(e.builder(), e.location(), raw);
-  auto typed =
-      MemRefType::get({count}, elt, MemRefLayoutAttrInterface(), space);
+  auto typed = MemRefType::get(shape, elt, MemRefLayoutAttrInterface(), space);
   return memref::ViewOp::create(e.builder(), e.location(), typed, bytes,
                                 e.idx(0), ValueRange{});
 }

@@ -321,9 +321,9 @@ void launch(OpBuilder &b, Location loc, gpu::GPUFuncOp fn, Value x, Value y,
             Value z, int64_t threads, ValueRange operands,
             int64_t dynamicShared = 0);
 
-/// The kernel's dynamic shared memory as `count` elements of `elt`
-/// (gpu.dynamic_shared_memory viewed as a 1-D workgroup memref).
-Value dynamicSharedArray(Emitter &e, int64_t count, Type elt);
+/// The kernel's dynamic shared memory as a workgroup memref of `shape`
+/// elements of `elt` (gpu.dynamic_shared_memory viewed from its start).
+Value dynamicSharedArray(Emitter &e, ArrayRef<int64_t> shape, Type elt);
 
 /// Launches `fn` with one block of `threads` threads per (kv head,
 /// sequence): grid (hkv, batch), the batch being dimension 0 of `batched`.
