@@ -451,11 +451,12 @@ std::vector<Knob> searchSpace() {
       {"attend-warps",
        {0, 2, 8},
        [](GPUTuning &t, int64_t v) { t.attendWarps = v; }},
-      // 0 (the rule: one tile prefetched in registers, as 1); 2-4:
-      // cp.async rings. Models whose attention runs on CUDA cores compile
-      // the same PTX for every value.
+      // 0 (the rule: one tile prefetched in registers, as 1, at head_dim
+      // 64 and 128; a ring of 2, as 2, at 256, where 1 means lane groups
+      // of CUDA cores); 2-4: cp.async rings. Models whose attention runs
+      // on CUDA cores compile the same PTX for every value.
       {"attend-stages",
-       {0, 2, 3, 4},
+       {0, 1, 2, 3, 4},
        [](GPUTuning &t, int64_t v) { t.attendStages = v; }},
       {"dense-splits",
        {0, 32, 64, 128, 256, 512},

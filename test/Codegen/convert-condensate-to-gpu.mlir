@@ -299,9 +299,10 @@ func.func @select_tokens(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memr
 // CHECK: gpu.return
 // With attend-stages=4 each warp's tiles are copied by cp.async (16 bytes
 // a lane and row) into its ring of 4 tiles in dynamic shared memory (64
-// KB), three in flight while it multiplies one: two m16n8k16 products per k-step and n-tile for the scores and two
-// per output n-tile for the values, a quad shuffle (xor 1, 2) for each
-// row's maximum. After a barrier the warps' accumulators take the rings'
+// KB), three in flight while it multiplies one, each fragment read back
+// where its products first use it: two m16n8k16 products per k-step and
+// n-tile for the scores and two per output n-tile for the values, a quad
+// shuffle (xor 1, 2) for each row's maximum. After a barrier the warps' accumulators take the rings'
 // place and combine through shared memory as the lane groups do.
 // RING-LABEL: func.func @sparse_attend(
 // RING: gpu.launch_func @condensate_kernels::@sparse_attend_sparse_attend blocks in (%c3{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c65536_i32
@@ -321,13 +322,14 @@ func.func @select_tokens(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memr
 // RING: scf.for
 // RING: nvvm.cp.async.commit.group
 // RING: nvvm.cp.async.wait.group 3
-// RING: vector.load %[[RING]][{{.*}}] {alignment = 16 : i64} : memref<16384xi32, #gpu.address_space<workgroup>>, vector<4xi32>
-// RING: vector.bitcast %{{.*}} : vector<4xi32> to vector<8xbf16>
 // RING: vector.load %[[SQ]][{{.*}}] {alignment = 16 : i64} : memref<4x2x32x4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// RING: vector.load %[[RING]][{{.*}}] {alignment = 16 : i64} : memref<16384xi32, #gpu.address_space<workgroup>>, vector<4xi32>
 // RING: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // RING: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // RING: gpu.shuffle xor %{{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // RING: math.exp %{{.*}} fastmath<afn> : f32
+// RING: vector.load %[[RING]][{{.*}}] {alignment = 16 : i64} : memref<16384xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// RING: vector.bitcast %{{.*}} : vector<4xi32> to vector<8xbf16>
 // RING: nvvm.mma.sync
 // RING: scf.yield
 // RING: gpu.barrier

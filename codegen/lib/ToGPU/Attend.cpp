@@ -23,6 +23,9 @@ constexpr int64_t kMmaRows = 16;
 /// Keys per tile of the tensor-core body: the k extent of one m16n8k16
 /// product of weights and values (two n-tiles of the score product).
 constexpr int64_t kMmaKeys = 16;
+/// The head_dim the tensor-core body takes only with a cp.async ring
+/// (attend-stages >= 2; 64 and 128 take either pipeline).
+constexpr int64_t kMmaRingOnlyDim = 256;
 
 /// Shared state of the attention kernel builder.
 struct AttentionShape {
@@ -71,22 +74,28 @@ AttentionShape attentionShape(Value q, Value k, Value v,
   // Up to 128 threads (or the attend-warps option's count of warps or lane
   // groups), limited by the shared memory of the final combine (and of the
   // tensor-core body's query fragments).
-  int64_t perGroupBytes = s.group * (s.d + 2) * 4 + 4;
+  auto sizeBlock = [&](AttentionShape &s) {
+    int64_t perGroupBytes = s.group * (s.d + 2) * 4 + 4;
+    int64_t fragmentBytes = s.mma ? s.steps * 2 * kWarp * 4 * 4 : 0;
+    int64_t byMemory =
+        std::max<int64_t>(1, (40 * 1024 - fragmentBytes) / perGroupBytes);
+    int64_t lanes = s.mma ? kWarp : s.split.lanes;
+    int64_t wanted = kb.attendWarps() > 0 ? kb.attendWarps() : 128 / lanes;
+    s.groups = std::max<int64_t>(1, std::min(wanted, byMemory));
+    s.threads = s.groups * lanes;
+  };
   s.mma = tensorCores && elementType(k).isBF16() && s.group <= kMmaRows &&
-          (s.d == 64 || s.d == 128);
+          (s.d == 64 || s.d == 128 || s.d == kMmaRingOnlyDim);
   s.steps = s.d / 16;
-  int64_t fragmentBytes = s.mma ? s.steps * 2 * kWarp * 4 * 4 : 0;
-  int64_t byMemory =
-      std::max<int64_t>(1, (40 * 1024 - fragmentBytes) / perGroupBytes);
-  int64_t lanes = s.mma ? kWarp : s.split.lanes;
-  int64_t wanted = kb.attendWarps() > 0 ? kb.attendWarps() : 128 / lanes;
-  s.groups = std::max<int64_t>(1, std::min(wanted, byMemory));
-  s.threads = s.groups * lanes;
+  sizeBlock(s);
   // The ring, where attend-stages asks for one: as many stages as
   // requested that fit beside the static buffers; fewer than 2, registers.
-  // The rule is registers: the rings measured slower, with the same
-  // outputs (docs/BENCHMARKS-HISTORY.md, session 35).
+  // The rule is registers at head_dim 64 and 128 (the rings measured
+  // slower there, with the same outputs: docs/BENCHMARKS-HISTORY.md,
+  // session 35) and a ring of 2 at kMmaRingOnlyDim.
   int64_t requested = kb.attendStages();
+  if (requested == 0 && s.d == kMmaRingOnlyDim)
+    requested = 2;
   if (s.mma && requested >= 2 && plainRowMajor(k) &&
       k.getType() == v.getType()) {
     int64_t perStage = s.groups * kWarp * s.fragments() * 16;
@@ -100,6 +109,13 @@ AttentionShape attentionShape(Value q, Value k, Value v,
       s.stages = stages;
       s.ringBytes = stages * perStage;
     }
+  }
+  // At kMmaRingOnlyDim the tensor-core body runs with a ring only: a tile
+  // prefetched in registers beside 128 accumulators a lane spills (ptxas:
+  // 556 bytes at 255 registers, against 76 with a ring of 2).
+  if (s.mma && s.d == kMmaRingOnlyDim && s.stages < 2) {
+    s.mma = false;
+    sizeBlock(s);
   }
   return s;
 }
@@ -327,7 +343,7 @@ std::pair<Value, Value> splitBF16(GPUEmitter &e, Value x) {
   return {hi, lo};
 }
 
-/// The tensor-core attention body (bf16 cache, head_dim 64 or 128, GQA
+/// The tensor-core attention body (bf16 cache, head_dim 64, 128 or 256, GQA
 /// group <= 16). Each warp takes tiles of kMmaKeys slots of [v0, v1) in
 /// turn; the G query heads are the 16 rows of mma.sync.m16n8k16 (rows past
 /// G are zero queries whose results are dropped), so one pass over a key
@@ -539,18 +555,13 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
     NVVM::CpAsyncCommitGroupOp::create(e.builder(), e.location());
     return valid;
   };
-  // The fragments in ring slot `slot`, as loadTile's.
-  auto readTile = [&](GPUEmitter &e, Value slot) {
-    SmallVector<Value> out;
-    for (int64_t f = 0; f < F; ++f) {
-      Value words = e.vecLoad(ring, {ringIndex(e, slot, f)}, 4, 16);
-      out.push_back(f < kWords
-                        ? words
-                        : vector::BitCastOp::create(
-                              e.builder(), e.location(),
-                              VectorType::get({8}, bd.getBF16Type()), words));
-    }
-    return out;
+  // Fragment f in ring slot `slot`, as loadTile's.
+  auto readFragment = [&](GPUEmitter &e, Value slot, int64_t f) -> Value {
+    Value words = e.vecLoad(ring, {ringIndex(e, slot, f)}, 4, 16);
+    return f < kWords ? words
+                      : vector::BitCastOp::create(
+                            e.builder(), e.location(),
+                            VectorType::get({8}, bd.getBF16Type()), words);
   };
   // Software pipelining. With registers: the first tile's rows are loaded
   // before the loop and each iteration loads the next tile's before its
@@ -608,6 +619,7 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
         GPUEmitter &e = static_cast<GPUEmitter &>(ee);
         ValueRange carried = st.drop_front(stateSize);
         SmallVector<Value> next, rows;
+        Value slot; // the ring slot of tile it
         if (S >= 2) {
           Value ahead = e.add(it, e.idx(S - 1));
           int64_t flags = 4 * (S - 1);
@@ -617,8 +629,11 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
           SmallVector<Value> located = tileRows(e, e.add(it, e.idx(S)));
           NVVM::CpAsyncWaitGroupOp::create(e.builder(), e.location(),
                                            static_cast<uint32_t>(S - 1));
+          // Each fragment is read where the products first use it (below),
+          // so that the tile's fragments are not all live beside the
+          // accumulators.
+          slot = e.rems(it, e.idx(S));
           rows.assign(carried.begin(), carried.begin() + 4);
-          llvm::append_range(rows, readTile(e, e.rems(it, e.idx(S))));
           next.assign(carried.begin() + 4, carried.begin() + flags);
           llvm::append_range(next, aheadValid);
           llvm::append_range(next, located);
@@ -630,12 +645,26 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
         }
         SmallVector<Value> valid(rows.begin(), rows.begin() + 4);
         SmallVector<SmallVector<Value>> kw(2), vr(4);
-        for (int64_t j = 0; j < 2; ++j)
-          for (int64_t ch = 0; ch < D / 32; ++ch)
-            kw[j].push_back(rows[4 + j * (D / 32) + ch]);
-        for (int64_t x = 0; x < 4; ++x)
-          for (int64_t i = 0; i < D / 64; ++i)
-            vr[x].push_back(rows[4 + kWords + x * (D / 64) + i]);
+        // Key row j's words ch (read from the ring on first use).
+        auto keyWords = [&](int64_t j, int64_t ch) -> Value {
+          if (S < 2)
+            return rows[4 + j * (D / 32) + ch];
+          if (kw[j].empty())
+            kw[j].assign(D / 32, Value());
+          if (!kw[j][ch])
+            kw[j][ch] = readFragment(e, slot, j * (D / 32) + ch);
+          return kw[j][ch];
+        };
+        // Value row x's fragment i (read from the ring on first use).
+        auto valueRow = [&](int64_t x, int64_t i) -> Value {
+          if (S < 2)
+            return rows[4 + kWords + x * (D / 64) + i];
+          if (vr[x].empty())
+            vr[x].assign(D / 64, Value());
+          if (!vr[x][i])
+            vr[x][i] = readFragment(e, slot, kWords + x * (D / 64) + i);
+          return vr[x][i];
+        };
         // Scores of the tile's two n-tiles.
         SmallVector<SmallVector<Value>> sc(2,
                                            SmallVector<Value>(4, e.f32(0.0)));
@@ -650,7 +679,7 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
             aLo.push_back(e.extractElt(loWords, x));
           }
           for (int64_t j = 0; j < 2; ++j) {
-            Value words = kw[j][t / 2];
+            Value words = keyWords(j, t / 2);
             SmallVector<Value> bw{e.extractElt(words, 2 * (t % 2)),
                                   e.extractElt(words, 2 * (t % 2) + 1)};
             sc[j] = mmaBF16(e, aHi, bw, sc[j]);
@@ -703,10 +732,10 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
           SmallVector<Value> acc;
           for (int64_t x = 0; x < 4; ++x)
             acc.push_back(e.fmul(out[5 + 4 * n + x], corr[x / 2]));
-          SmallVector<Value> bw{
-              packBF16(e, e.extractElt(vr[0][i], j), e.extractElt(vr[1][i], j)),
-              packBF16(e, e.extractElt(vr[2][i], j),
-                       e.extractElt(vr[3][i], j))};
+          SmallVector<Value> bw{packBF16(e, e.extractElt(valueRow(0, i), j),
+                                         e.extractElt(valueRow(1, i), j)),
+                                packBF16(e, e.extractElt(valueRow(2, i), j),
+                                         e.extractElt(valueRow(3, i), j))};
           acc = mmaBF16(e, pHi, bw, acc);
           acc = mmaBF16(e, pLo, bw, acc);
           for (int64_t x = 0; x < 4; ++x)

@@ -186,6 +186,9 @@ INSTANTIATE_TEST_SUITE_P(
         Config{64, 3, 3, 16, KVType::F32}, Config{64, 2, 1, 64, KVType::BF16},
         Config{128, 1, 8, 16, KVType::BF16},
         Config{256, 2, 2, 16, KVType::BF16}, Config{64, 4, 2, 64, KVType::F16},
+        // Gemma 3's global layers (8 / 1 / 256): the tensor-core body with
+        // its ring.
+        Config{256, 1, 8, 64, KVType::BF16},
         // The tensor-core body's widest group (16 query heads, every mma
         // row live) and Qwen2.5's 7.
         Config{64, 1, 16, 16, KVType::BF16},

@@ -85,7 +85,7 @@ struct PTXPipelineOptions : public PassPipelineOptions<PTXPipelineOptions> {
   Option<int64_t> attendStages{
       *this, "attend-stages",
       llvm::cl::desc("Pipeline stages of the tensor-core attention loop "
-                     "(1: registers, >= 2: cp.async ring; 0: auto)"),
+                     "(1: registers, >= 2: cp.async ring; 0: the rule)"),
       llvm::cl::init(0)};
 };
 

@@ -133,9 +133,10 @@ def ConvertCondensateToGPU
            "programmatic, so a launch can overlap the previous kernel's "
            "tail">,
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
-           "Attention kernels multiply on tensor cores (mma.sync, bf16/f16 "
-           "caches, head_dim 64 or 128, GQA group <= 16) where the chip has "
-           "them; off: CUDA-core lane groups everywhere">,
+           "Attention kernels multiply on tensor cores (mma.sync, bf16 "
+           "caches, head_dim 64, 128 or 256 (256 with a cp.async ring), GQA "
+           "group <= 16) where the chip has them; off: CUDA-core lane "
+           "groups everywhere">,
     Option<"attendWarps", "attend-warps", "int64_t", /*default=*/"0",
            "Warps (tensor-core body) or lane groups (CUDA-core body) per "
            "attention block; 0: as many as 128 threads and the combine's "
@@ -153,7 +154,9 @@ def ConvertCondensateToGPU
            "tiles asynchronously (cp.async) into a ring of N tiles in "
            "shared memory, N - 1 of them in flight while it multiplies one "
            "(cut to what the shared memory holds); 0: the lowering's rule "
-           "(registers: the rings measured slower on the H100)">
+           "(registers at head_dim 64 and 128, where the rings measured "
+           "slower on the H100; a ring of 2 at 256, where 1 keeps the "
+           "attention on CUDA cores)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
