@@ -183,6 +183,21 @@ def checks(folder):
         san = re.findall(r"ERROR SUMMARY: (\d+) error", text)
         race = re.findall(r"RACECHECK SUMMARY: (\d+) hazard", text)
         parts = []
+        # pytest's summary line ("90 passed, 1 skipped in 115.01s").
+        py = re.search(r"^=*\s*(\d+ (?:passed|failed)[^\n]*) in [\d.]+s",
+                       text, re.M)
+        if py and not ran:
+            counts = dict((k, int(v)) for v, k in re.findall(
+                r"(\d+) (passed|failed|skipped|error)", py.group(1)))
+            parts.append(f"{counts.get('passed', 0)} of "
+                         f"{sum(counts.values())} Python tests passed")
+            if counts.get("failed") or counts.get("error"):
+                parts.append(f"**{counts.get('failed', 0)} failed, "
+                             f"{counts.get('error', 0)} errors**")
+            if counts.get("skipped"):
+                parts.append(f"{counts['skipped']} skipped")
+            rows.append((name, ", ".join(parts)))
+            continue
         if ran:
             parts.append(f"{passed[-1] if passed else 0} of {ran[-1]} tests "
                          "passed")
