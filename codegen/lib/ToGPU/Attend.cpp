@@ -26,6 +26,9 @@ constexpr int64_t kMmaKeys = 16;
 /// The head_dim the tensor-core body takes only with a cp.async ring
 /// (attend-stages >= 2; 64 and 128 take either pipeline).
 constexpr int64_t kMmaRingOnlyDim = 256;
+/// Query-fragment entries a thread of the tensor-core body fills a round,
+/// their loads issued together.
+constexpr int64_t kFillUnroll = 8;
 
 /// Shared state of the attention kernel builder.
 struct AttentionShape {
@@ -383,36 +386,60 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
   // Query fragments, hi and lo, in each lane's register order: register x
   // of lane (r', c') at step t holds rows r' (x even) or r' + 8 (x odd),
   // channels 32 (t / 2) + 8 c' + 4 (t % 2) + 2 (x / 2) and the next one.
-  // A thread loads its two channels once and writes both words. A block
-  // with no slots (an empty split or a sparse group with nothing selected)
-  // skips the fill: no warp has a tile to multiply.
+  // A thread loads its two channels once and writes both words, for
+  // kFillUnroll entries a round with every round's loads issued first:
+  // a loop of one entry an iteration waited for each entry's loads in
+  // turn (64 of them a thread at head_dim 256 with 64 threads, 16 at 128).
+  // A block with no slots (an empty split or a sparse group with nothing
+  // selected) skips the fill: no warp has a tile to multiply.
   Value count = e.maxs(e.sub(v1, v0), e.idx(0));
-  int64_t entries = s.steps * kWarp * 4;
+  const int64_t entries = s.steps * kWarp * 4;
+  const int64_t unroll =
+      std::min<int64_t>(kFillUnroll, (entries + s.threads - 1) / s.threads);
   e.ifThen(e.gt(count, e.idx(0)), [&](Emitter &ee) {
     GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-    e.forLoop(tid, e.idx(entries), e.idx(s.threads), {},
-              [&](Emitter &ee, Value at, ValueRange) -> SmallVector<Value> {
+    e.forLoop(tid, e.idx(entries), e.idx(s.threads * unroll), {},
+              [&](Emitter &ee, Value at0, ValueRange) -> SmallVector<Value> {
                 GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-                Value x = e.rems(at, e.idx(4));
-                Value ln = e.rems(e.divs(at, e.idx(4)), e.idx(kWarp));
-                Value step = e.divs(at, e.idx(4 * kWarp));
-                Value row = e.add(e.divs(ln, e.idx(4)),
-                                  e.mul(e.rems(x, e.idx(2)), e.idx(8)));
-                Value ch = e.add(e.add(e.mul(e.divs(step, e.idx(2)), e.idx(32)),
-                                       e.mul(e.rems(ln, e.idx(4)), e.idx(8))),
-                                 e.add(e.mul(e.rems(step, e.idx(2)), e.idx(4)),
-                                       e.mul(e.divs(x, e.idx(2)), e.idx(2))));
-                Value live = e.lt(row, e.idx(G));
-                Value h =
-                    e.add(e.mul(g, e.idx(G)), e.select(live, row, e.idx(0)));
-                auto element = [&](Value channel) {
-                  Value y = e.fmul(e.load(q, {b, h, channel}), scale);
-                  return splitBF16(e, e.select(live, y, e.f32(0.0)));
+                struct Entry {
+                  Value valid, step, ln, x, live, y0, y1;
                 };
-                auto [h0, l0] = element(ch);
-                auto [h1, l1] = element(e.add(ch, e.idx(1)));
-                e.store(packBF16(e, h0, h1), smQ, {step, e.idx(0), ln, x});
-                e.store(packBF16(e, l0, l1), smQ, {step, e.idx(1), ln, x});
+                SmallVector<Entry> items;
+                for (int64_t u = 0; u < unroll; ++u) {
+                  Value at = e.add(at0, e.idx(u * s.threads));
+                  Entry it;
+                  it.valid = e.lt(at, e.idx(entries));
+                  at = e.select(it.valid, at, e.idx(0));
+                  it.x = e.rems(at, e.idx(4));
+                  it.ln = e.rems(e.divs(at, e.idx(4)), e.idx(kWarp));
+                  it.step = e.divs(at, e.idx(4 * kWarp));
+                  Value row = e.add(e.divs(it.ln, e.idx(4)),
+                                    e.mul(e.rems(it.x, e.idx(2)), e.idx(8)));
+                  Value ch =
+                      e.add(e.add(e.mul(e.divs(it.step, e.idx(2)), e.idx(32)),
+                                  e.mul(e.rems(it.ln, e.idx(4)), e.idx(8))),
+                            e.add(e.mul(e.rems(it.step, e.idx(2)), e.idx(4)),
+                                  e.mul(e.divs(it.x, e.idx(2)), e.idx(2))));
+                  it.live = e.lt(row, e.idx(G));
+                  Value h = e.add(e.mul(g, e.idx(G)),
+                                  e.select(it.live, row, e.idx(0)));
+                  it.y0 = e.load(q, {b, h, ch});
+                  it.y1 = e.load(q, {b, h, e.add(ch, e.idx(1))});
+                  items.push_back(it);
+                }
+                for (const Entry &it : items) {
+                  auto element = [&](Value y) {
+                    return splitBF16(
+                        e, e.select(it.live, e.fmul(y, scale), e.f32(0.0)));
+                  };
+                  auto [h0, l0] = element(it.y0);
+                  auto [h1, l1] = element(it.y1);
+                  Value hi = packBF16(e, h0, h1), lo = packBF16(e, l0, l1);
+                  e.ifThen(it.valid, [&](Emitter &e) {
+                    e.store(hi, smQ, {it.step, e.idx(0), it.ln, it.x});
+                    e.store(lo, smQ, {it.step, e.idx(1), it.ln, it.x});
+                  });
+                }
                 return {};
               });
     e.barrier();
