@@ -115,7 +115,7 @@ AttentionShape attentionShape(Value q, Value k, Value v,
   }
   // At kMmaRingOnlyDim the tensor-core body runs with a ring only: a tile
   // prefetched in registers beside 128 accumulators a lane spills (ptxas:
-  // 556 bytes at 255 registers, against 76 with a ring of 2).
+  // 556 bytes at 255 registers, against 68 with a ring of 2).
   if (s.mma && s.d == kMmaRingOnlyDim && s.stages < 2) {
     s.mma = false;
     sizeBlock(s);
