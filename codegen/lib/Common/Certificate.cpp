@@ -143,6 +143,6 @@ Value mlir::condensate::ranksAfter(Emitter &e, const SelectionEnd &end,
 
 Value mlir::condensate::reportedEpsHat(Emitter &e, Value eps, Value fallback) {
   eps = e.truncf(eps, e.builder().getF32Type());
-  eps = e.fmul(eps, e.f32(1.0 + 1.0 / (1 << 20)));
+  eps = e.fmul(eps, e.f32(::condensate::abi::kEpsHatRoundUp));
   return e.select(fallback, e.f32(0.0), eps);
 }

@@ -107,6 +107,11 @@ enum StatsEntry : int64_t {
   /// output_bound = false.
   StatOutputBound = 4,
 };
+/// stats[b, h, StatEpsHat] of a certified head: the float64 bound the
+/// certificate compared with tau, rounded to float32 and then up by this
+/// factor so that it stays a bound. So a certified head may report up to
+/// tau * kEpsHatRoundUp * (1 + 2^-23) (the two float32 roundings).
+constexpr double kEpsHatRoundUp = 1.0 + 1.0 / 1048576.0;
 /// The stats columns' names, in StatsEntry order (the Python package's
 /// field names).
 constexpr const char *kStatsNames[] = {"eps_hat", "attended", "extra",
