@@ -671,26 +671,21 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
           rows.assign(carried.begin(), carried.end());
         }
         SmallVector<Value> valid(rows.begin(), rows.begin() + 4);
-        SmallVector<SmallVector<Value>> kw(2), vr(4);
-        // Key row j's words ch (read from the ring on first use).
-        auto keyWords = [&](int64_t j, int64_t ch) -> Value {
+        // Fragment f of the tile (rowFragments' order): carried in
+        // registers, or read from the ring on first use.
+        SmallVector<Value> ringFrags(S >= 2 ? F : 0);
+        auto fragment = [&](int64_t f) -> Value {
           if (S < 2)
-            return rows[4 + j * (D / 32) + ch];
-          if (kw[j].empty())
-            kw[j].assign(D / 32, Value());
-          if (!kw[j][ch])
-            kw[j][ch] = readFragment(e, slot, j * (D / 32) + ch);
-          return kw[j][ch];
+            return rows[4 + f];
+          if (!ringFrags[f])
+            ringFrags[f] = readFragment(e, slot, f);
+          return ringFrags[f];
         };
-        // Value row x's fragment i (read from the ring on first use).
-        auto valueRow = [&](int64_t x, int64_t i) -> Value {
-          if (S < 2)
-            return rows[4 + kWords + x * (D / 64) + i];
-          if (vr[x].empty())
-            vr[x].assign(D / 64, Value());
-          if (!vr[x][i])
-            vr[x][i] = readFragment(e, slot, kWords + x * (D / 64) + i);
-          return vr[x][i];
+        auto keyWords = [&](int64_t j, int64_t ch) {
+          return fragment(j * (D / 32) + ch);
+        };
+        auto valueRow = [&](int64_t x, int64_t i) {
+          return fragment(kWords + x * (D / 64) + i);
         };
         // Scores of the tile's two n-tiles.
         SmallVector<SmallVector<Value>> sc(2,

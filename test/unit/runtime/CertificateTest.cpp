@@ -346,7 +346,7 @@ Tally checkCall(Executor &exec, int64_t layer, const std::vector<Policy> &kv,
       // The certificate compares its float64 bound with tau and reports
       // it rounded up (kEpsHatRoundUp): a bound within that rounding of
       // tau passes and may read just above it (seen: 0.010000003 for tau
-      // 0.01, the float64 bound 0.0099999997).
+      // 0.01).
       if (static_cast<double>(hat) >
           p.tau * ::condensate::abi::kEpsHatRoundUp * (1.0 + 0x1p-23))
         fail("certified (no fallback) but eps_hat > tau");
