@@ -44,6 +44,11 @@ template <typename T> T take(Result<T> r) {
 }
 /// Fails with `s`'s message unless it is ok.
 void check(const Status &s);
+/// The largest --threads a tool accepts, and the most tokens it generates
+/// or continues a prompt by (--max-new-tokens, --natural-tokens).
+constexpr int64_t kMaxThreads = 1024;
+constexpr int64_t kMaxGeneratedTokens = int64_t(1) << 20;
+
 /// `text` as a decimal integer in [min, max], or fail naming `flag`.
 int64_t parseInt(const std::string &flag, const std::string &text,
                  int64_t min, int64_t max);

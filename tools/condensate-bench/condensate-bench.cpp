@@ -124,7 +124,7 @@ Options parseArgs(int argc, char **argv) {
     else if (arg == "--bandwidth")
       o.bandwidthGBps = double(parseInt(arg, next(), 1, 1000000));
     else if (arg == "--threads")
-      o.threads = parseInt(arg, next(), 1, 1024);
+      o.threads = parseInt(arg, next(), 1, kMaxThreads);
     else if (arg == "--json")
       o.json = next();
     else if (arg == "--profile")

@@ -134,11 +134,11 @@ Options parseArgs(int argc, char **argv) {
     else if (arg == "--policy")
       o.policy = next();
     else if (arg == "--max-new-tokens")
-      o.maxNew = parseInt(arg, next(), 0, 1 << 20);
+      o.maxNew = parseInt(arg, next(), 0, kMaxGeneratedTokens);
     else if (arg == "--page-size")
       o.pageSize = parseInt(arg, next(), 1, 1024);
     else if (arg == "--threads")
-      o.threads = parseInt(arg, next(), 1, 1024);
+      o.threads = parseInt(arg, next(), 1, kMaxThreads);
     else if (arg == "--kv-type") {
       auto t = parseKVType(next());
       if (!t.ok())

@@ -104,9 +104,11 @@ Status runStudy(const StudyOptions &o) {
   for (const PolicyDef &d : results.policies)
     if (int64_t b = d.schedule.sketchBits()) {
       if (sketchBits && b != sketchBits)
-        return Status::error("study policies use " + std::to_string(sketchBits) +
-                             "- and " + std::to_string(b) +
-                             "-bit sketches; one decoder holds one width");
+        return Status::error("study policies use " +
+                             std::to_string(sketchBits) + "- and " +
+                             std::to_string(b) +
+                             "-bit sketches; one decoder holds one width: "
+                             "run them in separate --policies lists");
       sketchBits = b;
     }
   // The decoder's attention shape (its page, --page-size, and the CPU

@@ -184,8 +184,18 @@ Result<std::vector<PolicyDef>> studyPolicies(const StudyOptions &o,
   std::vector<std::string> wanted = o.policies;
   if (wanted.empty() && o.quick)
     wanted.assign(std::begin(kQuick), std::end(kQuick));
-  if (wanted.empty())
+  if (wanted.empty()) {
+    // One decoder holds one sketch width (Study.cpp): the full run takes
+    // the 4-bit policies; an 8-bit one runs by name, in a run of its own
+    // (--policies cert-open8-1e-2).
+    defs.erase(std::remove_if(defs.begin(), defs.end(),
+                              [](const PolicyDef &d) {
+                                const int64_t b = d.schedule.sketchBits();
+                                return b != 0 && b != 4;
+                              }),
+               defs.end());
     return defs;
+  }
   for (const std::string &w : wanted)
     if (std::none_of(defs.begin(), defs.end(),
                      [&](const PolicyDef &d) { return d.name == w; }))

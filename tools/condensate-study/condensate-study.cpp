@@ -10,6 +10,7 @@
 #include "Study.h"
 #include "ToolSupport.h"
 
+#include "condensate/ABI/Limits.h"
 #include "condensate/Decoder/Decoder.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
@@ -98,6 +99,16 @@ std::vector<std::string> splitList(const std::string &s) {
   return out;
 }
 
+/// splitList, failing naming `flag` when the list names nothing (an empty
+/// list would otherwise mean every context or policy).
+std::vector<std::string> nonEmptyList(const std::string &flag,
+                                      const std::string &s) {
+  std::vector<std::string> out = splitList(s);
+  if (out.empty())
+    fail(flag + ": the list is empty");
+  return out;
+}
+
 std::string commandLine(int argc, char **argv) {
   std::string s = kTool;
   for (int i = 1; i < argc; ++i)
@@ -120,7 +131,7 @@ int runPrompts(int argc, char **argv) {
     else if (a == "--out")
       out = next();
     else if (a == "--contexts") {
-      for (const std::string &c : splitList(next()))
+      for (const std::string &c : nonEmptyList(a, next()))
         contexts.push_back(parseInt(a, c));
     } else
       fail("unknown argument '" + a + "' (see --help)");
@@ -196,20 +207,20 @@ int runStudyCommand(int argc, char **argv) {
     else if (a == "--quick")
       o.quick = true;
     else if (a == "--contexts") {
-      for (const std::string &c : splitList(next()))
+      for (const std::string &c : nonEmptyList(a, next()))
         o.contexts.push_back(parseInt(a, c));
     } else if (a == "--policies")
-      o.policies = splitList(next());
+      o.policies = nonEmptyList(a, next());
     else if (a == "--natural-tokens") {
-      o.naturalTokens = parseInt(a, next());
+      o.naturalTokens = tools::parseInt(a, next(), 2, kMaxGeneratedTokens);
       naturalSet = true;
     } else if (a == "--metric-steps") {
-      o.metricSteps = parseInt(a, next());
+      o.metricSteps = tools::parseInt(a, next(), 1, kMaxGeneratedTokens);
       metricSet = true;
     } else if (a == "--threads")
-      o.threads = int(parseInt(a, next()));
+      o.threads = int(tools::parseInt(a, next(), 1, kMaxThreads));
     else if (a == "--pool-tokens")
-      o.poolTokens = parseInt(a, next());
+      o.poolTokens = tools::parseInt(a, next(), 1, limits::kMaxPolicyTokens);
     else if (a == "--page-size") {
       o.pageSize = tools::parseInt(a, next(), 1, 1024);
       if (o.pageSize & (o.pageSize - 1))
@@ -224,8 +235,6 @@ int runStudyCommand(int argc, char **argv) {
     if (!metricSet)
       o.metricSteps = 16;
   }
-  if (o.naturalTokens < 2 || o.metricSteps < 1 || o.threads < 1)
-    fail("--natural-tokens must be >= 2, --metric-steps and --threads >= 1");
   o.outDir = out.empty() ? (o.quick ? "reports/fidelity/quick"
                                     : "reports/fidelity")
                          : out;
