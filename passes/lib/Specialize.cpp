@@ -24,11 +24,13 @@ int64_t mlir::condensate::chooseSparseSplits(Target target,
   // and open certificate extras can reach the whole context.
   if (target == Target::cpu)
     return std::clamp<int64_t>((virtualLength + 1023) / 1024, 1, 16);
-  // On a GPU each split is one thread block per (sequence, kv head); about
-  // 128 condensate slots per block keeps blocks busy while giving small
-  // batches enough blocks to spread over the multiprocessors.
-  int64_t splits = (virtualLength + 127) / 128;
-  return std::clamp<int64_t>(splits, 1, 32);
+  // On a GPU each split is one thread block per (sequence, kv head), and a
+  // launch runs as many of them as its batch needs to fill the chip (the
+  // lowering's liveSparseSplits: all of them only for a single sequence of
+  // few kv heads): enough for splits of 32 condensate slots (two tiles of
+  // the tensor-core body), up to 64.
+  int64_t splits = (virtualLength + 31) / 32;
+  return std::clamp<int64_t>(splits, 1, 64);
 }
 
 int64_t mlir::condensate::chooseDenseSplits(Target target, int64_t kvHeads) {

@@ -19,13 +19,13 @@ condensate.model @wide layers = 2, q_heads = 8, kv_heads = 1, head_dim = 256,
                  policy = #condensate.policy<anchor = 1, window = 64,
                    topk = 256, selector = block_minmax, page_size = 64>>]>
 
-// The ring's dynamic shared memory: 2 warps (the combine's shared memory
-// for 8 heads of 256 channels) x 2 stages x 32 fragments x 32 lanes x 16
-// bytes.
+// The ring's dynamic shared memory: 3 warps (the most an SM of sm_90
+// holds at 2 blocks of 96 KB of ring and 16 KB of query fragments) x 2
+// stages x 32 fragments x 32 lanes x 16 bytes.
 // HOST-LABEL: func.func @wide_layer0(
-// HOST: gpu.launch_func @condensate_kernels::@wide_layer0_dense_attend blocks in ({{.*}}) threads in (%c64, %c1, %c1) dynamic_shared_memory_size %c65536_i32
+// HOST: gpu.launch_func @condensate_kernels::@wide_layer0_dense_attend blocks in ({{.*}}) threads in (%c96, %c1, %c1) dynamic_shared_memory_size %c98304_i32
 // HOST-LABEL: func.func @wide_layer1(
-// HOST: gpu.launch_func @condensate_kernels::@wide_layer1_sparse_attend blocks in ({{.*}}) threads in (%c64, %c1, %c1) dynamic_shared_memory_size %c65536_i32
+// HOST: gpu.launch_func @condensate_kernels::@wide_layer1_sparse_attend blocks in ({{.*}}) threads in (%c96, %c1, %c1) dynamic_shared_memory_size %c98304_i32
 
 // RING-LABEL: .visible .entry wide_layer0_dense_attend(
 // RING-DAG: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16;

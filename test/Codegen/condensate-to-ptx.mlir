@@ -53,9 +53,16 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // HOST-LABEL: func.func @tiny_layer0(
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_score_pages blocks in (%{{.*}}, %c2, %[[B:.*]]) threads in (%c256, %c1, %c1)
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_select_topk blocks in (%c2, %[[B]], %c1) threads in (%c1024, %c1, %c1)
-// HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_sparse_attend blocks in (%c2, %c2, %[[B]]) threads in (%c128, %c1, %c1)
+// The sparse grid's x: the splits the batch needs for about 256 blocks,
+// ceil(256 / (batch x 2 kv heads)), at most the list's 5.
+// HOST: %[[ROWS:.*]] = arith.muli %[[B]], %c2 : index
+// HOST: %[[ROWS1:.*]] = arith.maxsi %[[ROWS]], %c1 : index
+// HOST: %[[WANT:.*]] = arith.ceildivsi %c256, %[[ROWS1]] : index
+// HOST: %[[LIVE:.*]] = arith.minsi %[[WANT]], %c5 : index
+// HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_sparse_attend blocks in (%[[LIVE]], %c2, %[[B]]) threads in (%c128, %c1, %c1)
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_certify blocks in (%c2, %[[B]], %c1) threads in (%c256, %c1, %c1)
-// HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_sparse_attend_0 blocks in (%c1, %c2, %[[B]]) threads in (%c128, %c1, %c1)
+// HOST: %[[LIVE0:.*]] = arith.minsi %[[WANT]], %c1 : index
+// HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_sparse_attend_0 blocks in (%[[LIVE0]], %c2, %[[B]]) threads in (%c128, %c1, %c1)
 // The dense fallback's grid x is its split count (the GPU default; see
 // condensate-decompose.mlir).
 // HOST: %[[PO:.*]] = memref.alloc(%[[B]]) : memref<?x8x[[DS:[0-9]+]]x64xf32>
@@ -63,7 +70,8 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // Its merge: 16 warps, one round of 16 splits each over the 256 splits.
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_merge blocks in (%{{.*}}, %c1, %c1) threads in (%c512, %c1, %c1)
 // KNOBS-LABEL: func.func @tiny_layer0(
-// KNOBS: gpu.launch_func @condensate_kernels::@tiny_layer0_sparse_attend blocks in (%c3, %c2, %{{.*}}) threads in (%c64, %c1, %c1)
+// KNOBS: %[[KLIVE:.*]] = arith.minsi %{{.*}}, %c3 : index
+// KNOBS: gpu.launch_func @condensate_kernels::@tiny_layer0_sparse_attend blocks in (%[[KLIVE]], %c2, %{{.*}}) threads in (%c64, %c1, %c1)
 // KNOBS: memref.alloc(%{{.*}}) : memref<?x8x24x64xf32>
 // KNOBS: gpu.launch_func @condensate_kernels::@tiny_layer0_dense_attend blocks in (%c24, %c2, %{{.*}}) threads in (%c64, %c1, %c1)
 // BADSPLITS: error: dense-splits must be in [0, 4096], got 4097

@@ -274,8 +274,12 @@ func.func @select_tokens(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memr
 // and n-tile for the scores and two per output n-tile for the values, a
 // quad shuffle (xor 1, 2) for each row's maximum. The warps combine through
 // shared memory as the lane groups do.
+// The grid's x: the first splits of the list's 3 the batch needs for
+// about 256 blocks.
 // CHECK-LABEL: func.func @sparse_attend(
-// CHECK: gpu.launch_func @condensate_kernels::@sparse_attend_sparse_attend blocks in (%c3{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}})
+// CHECK: %[[WANT:.*]] = arith.ceildivsi %c256{{(_[0-9]+)?}}, %{{.*}} : index
+// CHECK: %[[LIVE:.*]] = arith.minsi %[[WANT]], %c3{{(_[0-9]+)?}} : index
+// CHECK: gpu.launch_func @condensate_kernels::@sparse_attend_sparse_attend blocks in (%[[LIVE]], %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}})
 // CHECK: gpu.func @sparse_attend_sparse_attend({{.*}}) workgroup(%[[SM:.*]] : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SACC:.*]] : memref<4x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SQ:.*]] : memref<4x2x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: vector.bitcast %{{.*}} : vector<2xbf16> to vector<1xi32>
@@ -305,7 +309,7 @@ func.func @select_tokens(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memr
 // shuffle (xor 1, 2) for each row's maximum. After a barrier the warps' accumulators take the rings'
 // place and combine through shared memory as the lane groups do.
 // RING-LABEL: func.func @sparse_attend(
-// RING: gpu.launch_func @condensate_kernels::@sparse_attend_sparse_attend blocks in (%c3{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c65536_i32
+// RING: gpu.launch_func @condensate_kernels::@sparse_attend_sparse_attend blocks in (%{{[0-9]+}}, %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c65536_i32
 // RING: gpu.func @sparse_attend_sparse_attend({{.*}}) workgroup(%[[SM:.*]] : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SQ:.*]] : memref<4x2x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
 // RING: arith.truncf %{{.*}} : f32 to bf16
 // RING: vector.bitcast %{{.*}} : vector<2xbf16> to vector<1xi32>
@@ -347,13 +351,20 @@ func.func @select_tokens(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memr
 // is software-pipelined: the first round's rows are loaded before it, and
 // each round loads the next round's rows before its arithmetic. 16 groups
 // of 8 lanes combine through 16-byte aligned shared memory. 1 + 64 + 4 x 16
-// = 129 slots in 3 splits of 43.
+// = 129 slots in up to 3 splits (of 48, whole tiles of 16), as many as the
+// batch needs.
 // NOMMA-LABEL: func.func @sparse_attend(
 // NOMMA: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
-// NOMMA: gpu.launch_func @condensate_kernels::@sparse_attend_sparse_attend blocks in (%c3{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x16x64xbf16>, %arg2 : memref<?x2x16x64xbf16>, %arg3 : memref<?x?xi32>, %arg4 : memref<?xi32>, %arg6 : memref<?x4x3x64xf32>, %arg7 : memref<?x4x3x3xf32>, %arg5 : memref<?x2x6xi32>)
+// NOMMA: %[[LIVE:.*]] = arith.minsi %{{.*}}, %c3{{(_[0-9]+)?}} : index
+// NOMMA: gpu.launch_func @condensate_kernels::@sparse_attend_sparse_attend blocks in (%[[LIVE]], %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args(%arg0 : memref<?x4x64xf32>, %arg1 : memref<?x2x16x64xbf16>, %arg2 : memref<?x2x16x64xbf16>, %arg3 : memref<?x?xi32>, %arg4 : memref<?xi32>, %arg6 : memref<?x4x3x64xf32>, %arg7 : memref<?x4x3x3xf32>, %arg5 : memref<?x2x6xi32>)
 // NOMMA: gpu.func @sparse_attend_sparse_attend({{.*}}) workgroup(%[[SM:.*]] : memref<16x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SL:.*]] : memref<16x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SC:.*]] : memref<16xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SACC:.*]] : memref<16x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
 // NOMMA: %[[SPLIT:.*]] = gpu.block_id x
-// NOMMA: arith.muli %[[SPLIT]], %c43{{(_[0-9]+)?}} : index
+// NOMMA: %[[LIVEK:.*]] = gpu.grid_dim x
+// NOMMA: arith.ceildivsi %c129{{(_[0-9]+)?}}, %[[LIVEK]] : index
+// NOMMA: arith.muli %[[SPLIT]], %{{.*}} : index
+// Split 0's block marks the splits not launched as empty.
+// NOMMA: %[[WIDTH:.*]] = memref.dim %arg6, %c2{{(_[0-9]+)?}} : memref<?x4x3x3xf32>
+// NOMMA: arith.subi %[[WIDTH]], %[[LIVEK]] : index
 // NOMMA: %[[TID:.*]] = gpu.thread_id x
 // NOMMA: %[[LANE:.*]] = arith.remsi %[[TID]], %c8{{.*}} : index
 // NOMMA: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<?x4x64xf32>, vector<8xf32>

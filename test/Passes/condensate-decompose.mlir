@@ -287,11 +287,11 @@ func.func @window(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<
 
 // On a GPU target the dense splits default to about 512 blocks a sequence
 // over its kv heads: 256 for these 2 (64 for 8 kv heads, 512 for 1); the
-// extra pass splits its 8 pages = 128 slots into 1 block.
+// extra pass splits its 8 pages = 128 slots into up to 4 blocks of 32.
 // CHECK-LABEL: func.func @gpu
 // CHECK: condensate.sparse_attend page {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x3x16xf32>, memref<?x4x3x3xf32>) {anchor = 1 : i64, count = 4 : i64,
 // CHECK: condensate.certify page
-// CHECK: condensate.sparse_attend page {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x1x16xf32>, memref<?x4x1x3xf32>) {anchor = 1 : i64, count = 8 : i64, first = 4 : i64, include_forced = false,
+// CHECK: condensate.sparse_attend page {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x4x16xf32>, memref<?x4x4x3xf32>) {anchor = 1 : i64, count = 8 : i64, first = 4 : i64, include_forced = false,
 // CHECK: condensate.dense_attend {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x256x16xf32>, memref<?x4x256x3xf32>) {scale = 2.500000e-01 : f32}{{$}}
 // SPLITS-LABEL: func.func @gpu
 // SPLITS: condensate.dense_attend {{.*}} partials(%{{.*}}, %{{.*}} : memref<?x4x4x16xf32>, memref<?x4x4x3xf32>) {scale = 2.500000e-01 : f32}{{$}}

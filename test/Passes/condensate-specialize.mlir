@@ -19,7 +19,7 @@
 // STATIC: condensate.decode_attention q(%arg0 : memref<?x4x16xf32>) kv(%arg1, %arg2 : memref<?x2x16x16xf16>)
 // STATIC-SAME: spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f16, top_units = 2, extra_units = 0, splits = 1, target = cpu>}
 // SM90-LABEL: func.func @uniform
-// SM90: spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f16, top_units = 2, extra_units = 0, splits = 1, target = sm_90>}
+// SM90: spec = #condensate.spec<head_dim = 16, q_heads = 4, kv_heads = 2, page_size = 16, kv_type = f16, top_units = 2, extra_units = 0, splits = 4, target = sm_90>}
 // SPLITS-LABEL: func.func @uniform
 // SPLITS: spec = #condensate.spec<{{.*}}, splits = 4, target = sm_80>}
 func.func @uniform(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %v: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x2x5x16xf32>, %o: memref<?x4x16xf32>) {
@@ -33,10 +33,10 @@ func.func @uniform(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %v: memref
 // top-100 keeps 100 token units; block_mean certifies with 3 extra pages).
 // STATIC-LABEL: func.func @per_head
 // STATIC: spec = #condensate.spec<head_dim = 16, q_heads = 6, kv_heads = 3, page_size = 16, kv_type = bf16, top_units = 100, extra_units = 3, splits = 1, target = cpu>}
-// A GPU splits the largest condensate set, 1 + 64 + 100 = 165 slots, into
-// blocks of about 128.
+// A GPU may split the largest condensate set, 1 + 64 + 100 = 165 slots,
+// into blocks of 32 (a launch runs as many as its batch needs).
 // SM90-LABEL: func.func @per_head
-// SM90: top_units = 100, extra_units = 3, splits = 2, target = sm_90>}
+// SM90: top_units = 100, extra_units = 3, splits = 6, target = sm_90>}
 func.func @per_head(%q: memref<?x6x16xf32>, %k: memref<?x3x16x16xbf16>, %v: memref<?x3x16x16xbf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %s: memref<?x3x5x16xf32>, %o: memref<?x6x16xf32>) {
   condensate.decode_attention q(%q : memref<?x6x16xf32>) kv(%k, %v : memref<?x3x16x16xbf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) summaries(%s : memref<?x3x5x16xf32>) out(%o : memref<?x6x16xf32>) {policy = #condensate.dense, head_policies = [#condensate.policy<window = 64, topk = 100, selector = exact>, #condensate.dense, #condensate.policy<window = 16, topk = 40, selector = block_mean, tau = 1.0e-3, max_extra = 3>], scale = 0.25 : f32}
   return
@@ -56,15 +56,15 @@ func.func @dense(%q: memref<?x8x64xf32>, %k: memref<?x8x64x64xf32>, %pt: memref<
 
 // -----
 
-// Large exact sets: 1 + 1024 + 1024 = 2049 slots -> 17 splits on a GPU
-// (one per 128 slots), 3 on the CPU (one per 1024); 1 + 64 + 8192 slots
-// -> clamped to 32 on a GPU, 9 on the CPU.
+// Large exact sets: 1 + 1024 + 1024 = 2049 slots -> 3 splits on the CPU
+// (one per 1024), at most 64 on a GPU (one per 32 slots, clamped);
+// 1 + 64 + 8192 slots -> 9 on the CPU, 64 on a GPU.
 // STATIC-LABEL: func.func @large
 // STATIC: top_units = 1024, extra_units = 0, splits = 3, target = cpu>}
 // STATIC: top_units = 8192, extra_units = 0, splits = 9, target = cpu>}
 // SM90-LABEL: func.func @large
-// SM90: top_units = 1024, extra_units = 0, splits = 17, target = sm_90>}
-// SM90: top_units = 8192, extra_units = 0, splits = 32, target = sm_90>}
+// SM90: top_units = 1024, extra_units = 0, splits = 64, target = sm_90>}
+// SM90: top_units = 8192, extra_units = 0, splits = 64, target = sm_90>}
 func.func @large(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<window = 1024, topk = 1024, selector = exact>, scale = 0.25 : f32}
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<window = 64, topk = 8192, selector = exact>, scale = 0.25 : f32}

@@ -259,20 +259,42 @@ std::pair<Value, Value> mlir::condensate::partialMaxAndTotal(Emitter &e,
                                                              Value pml,
                                                              Value splits,
                                                              Value b, Value h) {
+  // kRound splits a round with their loads issued first: on a GPU one
+  // thread walks a row's splits (up to 64 of a sparse list), and a loop of
+  // one split an iteration waited out each load in turn. Terms past the
+  // splits add 0, so the total is summed in split order as before.
+  constexpr int64_t kRound = 8;
+  auto rounds =
+      [&](Value init,
+          llvm::function_ref<Value(Emitter &, Value, Value, Value, Value)>
+              step) {
+        return e.forLoop(
+            e.idx(0), splits, e.idx(kRound), {init},
+            [&](Emitter &e, Value s0, ValueRange acc) -> SmallVector<Value> {
+              SmallVector<Value> in, ms, ls;
+              for (int64_t r = 0; r < kRound; ++r) {
+                Value s = e.add(s0, e.idx(r));
+                in.push_back(e.lt(s, splits));
+                Value safe = e.select(in.back(), s, e.idx(0));
+                ms.push_back(e.load(pml, {b, h, safe, e.idx(0)}));
+                ls.push_back(e.load(pml, {b, h, safe, e.idx(1)}));
+              }
+              Value a = acc[0];
+              for (int64_t r = 0; r < kRound; ++r)
+                a = step(e, a, in[r], ms[r], ls[r]);
+              return {a};
+            })[0];
+      };
   Value m =
-      e.forLoop(e.idx(0), splits, e.idx(1), {e.negInf()},
-                [&](Emitter &e, Value s, ValueRange acc) -> SmallVector<Value> {
-                  return {e.fmax(acc[0], e.load(pml, {b, h, s, e.idx(0)}))};
-                })[0];
-  Value z = e.forLoop(
-      e.idx(0), splits, e.idx(1), {e.f32(0.0)},
-      [&](Emitter &e, Value s, ValueRange acc) -> SmallVector<Value> {
-        Value ms = e.load(pml, {b, h, s, e.idx(0)});
-        Value ls = e.load(pml, {b, h, s, e.idx(1)});
-        Value live = e.fcmp(arith::CmpFPredicate::OGT, ls, e.f32(0.0));
-        Value w = e.select(live, e.fmul(ls, e.exp(e.fsub(ms, m))), e.f32(0.0));
-        return {e.fadd(acc[0], w)};
-      })[0];
+      rounds(e.negInf(), [](Emitter &e, Value acc, Value in, Value ms, Value) {
+        return e.select(in, e.fmax(acc, ms), acc);
+      });
+  Value z = rounds(e.f32(0.0), [&](Emitter &e, Value acc, Value in, Value ms,
+                                   Value ls) {
+    Value live = e.band(in, e.fcmp(arith::CmpFPredicate::OGT, ls, e.f32(0.0)));
+    return e.fadd(acc,
+                  e.select(live, e.fmul(ls, e.exp(e.fsub(ms, m))), e.f32(0.0)));
+  });
   return {m, z};
 }
 

@@ -1,9 +1,10 @@
 //===- Attend.cpp - sparse and dense attention kernels --------------------===//
 //
 // Lowers sparse_attend and dense_attend to one block per (split, kv head,
-// sequence): lane groups of L lanes each read one key and one value row with
-// 16-byte loads, serve all G query heads of the group (GQA), keep
-// online-softmax state in registers, and combine through shared memory.
+// sequence; a sparse launch runs the splits its batch needs): lane groups of L
+// lanes each read one key and one value row with 16-byte loads, serve all G
+// query heads of the group (GQA), keep online-softmax state in registers, and
+// combine through shared memory.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -112,6 +113,39 @@ AttentionShape attentionShape(Value q, Value k, Value v,
       s.stages = stages;
       s.ringBytes = stages * perStage;
     }
+  }
+  // With a ring and no attend-warps request, the warps a block that pack
+  // the most warps an SM into its shared memory (each block's ring, its
+  // static buffers and the 1 KB the driver reserves a block; the SM holds
+  // the opt-in limit plus that 1 KB), up to 128 threads, ties to the
+  // larger block. At head_dim 256, 8 heads: 3 warps, 2 blocks an SM (6
+  // warps) where 2 a block fitted 2 blocks (4 warps); Nsight Compute found
+  // those 4 warps issuing an instruction every 5 cycles each, bound by
+  // their own latencies (docs/BENCHMARKS-HISTORY.md, session 36).
+  if (s.stages >= 2 && kb.attendWarps() == 0) {
+    const int64_t perWarp = s.stages * kWarp * s.fragments() * 16;
+    const int64_t capacity = kb.sharedBytesOptin() + 1024;
+    int64_t bestWarps = 0;
+    AttentionShape best = s;
+    for (int64_t w = 1; w * kWarp <= 128; ++w) {
+      AttentionShape t = s;
+      t.groups = w;
+      t.threads = w * kWarp;
+      t.ringBytes = w * perWarp;
+      int64_t fixed = KernelBuilder::workgroupBytes(
+          attentionSharedTypes(k.getContext(), t));
+      // The block must fit, and its accumulators the ring after the loop.
+      if (fixed + t.ringBytes > kb.sharedBytesOptin() ||
+          w * s.group * s.d * 4 > t.ringBytes)
+        continue;
+      int64_t warps = capacity / (fixed + t.ringBytes + 1024) * w;
+      if (warps >= bestWarps) {
+        bestWarps = warps;
+        best = t;
+      }
+    }
+    if (bestWarps > 0)
+      s = best;
   }
   // At kMmaRingOnlyDim the tensor-core body runs with a ring only: a tile
   // prefetched in registers beside 128 accumulators a lane spills (ptxas:
@@ -831,6 +865,28 @@ void emitAttention(GPUEmitter &e, const AttentionShape &s,
     args.emitLanes(e, s);
 }
 
+/// The blocks a sparse_attend launch aims for over all sequences and kv
+/// heads: about 2 a multiprocessor on 132. Its selected set is short (~1K
+/// slots), so a block's time is mostly the latency of its tiles' chained
+/// loads (slot, page table, rows), not their bytes: at one sequence and
+/// few kv heads more, shorter splits finish sooner, while at batch 8 of 8
+/// kv heads 4 splits (256 blocks) beat 8 and 16 (session 19's tuner,
+/// docs/TUNING.md).
+constexpr int64_t kSparseBlockTarget = 256;
+
+/// The splits a sparse_attend launch runs (its grid's x), on the host:
+/// ceil(kSparseBlockTarget / (batch * kv heads)), at most the list's
+/// `splits` (the partial buffers' width; Specialize sizes them for the
+/// smallest grid).
+Value liveSparseSplits(OpBuilder &b, Location loc, Value batch, int64_t hkv,
+                       int64_t splits) {
+  auto c = [&](int64_t x) { return arith::ConstantIndexOp::create(b, loc, x); };
+  Value rows = arith::MaxSIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, batch, c(hkv)), c(1));
+  Value want = arith::CeilDivSIOp::create(b, loc, c(kSparseBlockTarget), rows);
+  return arith::MinSIOp::create(b, loc, want, c(splits));
+}
+
 void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
                        StringRef name) {
   Location loc = op.getLoc();
@@ -873,21 +929,39 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
             effectiveWindow(e, windows, bb, op.getWindow(), op.getWindowMax());
         CondensateSlots slotsInfo = CondensateSlots::of(e, op, list, w, n);
         Value limit = list.limit(e, limits, bb, g);
-        auto [v0, v1] = list.splitRange(e, split);
-        // With a limit the slots past the units attended hold nothing: the
-        // splits share the slots before it (in whole tiles of 16), not the
-        // list's length (open extras leave most of a list's slots past the
-        // limit; walking them read position 0's row for each).
+        // The launch runs the first `live` of the list's splits
+        // (liveSparseSplits); they share the slots attended in whole tiles
+        // of 16. With a limit the slots past the units attended hold
+        // nothing: the splits share the slots before it, not the list's
+        // length (open extras leave most of a list's slots past the limit;
+        // walking them read position 0's row for each).
+        Value live = e.gridDim(gpu::Dimension::x);
+        Value end = e.idx(list.length);
         if (limits) {
           Value used = e.add(e.idx(list.forced), e.mul(e.maxs(limit, e.idx(0)),
                                                        e.idx(list.unitTokens)));
-          Value end = e.mins(used, e.idx(list.length));
-          Value per =
-              e.mul(e.ceilDiv(e.ceilDiv(end, e.idx(list.splits)), e.idx(16)),
-                    e.idx(16));
-          v0 = e.mins(e.mul(split, per), end);
-          v1 = e.mins(e.add(v0, per), end);
+          end = e.mins(used, end);
         }
+        Value per =
+            e.mul(e.ceilDiv(e.ceilDiv(end, live), e.idx(16)), e.idx(16));
+        Value v0 = e.mins(e.mul(split, per), end);
+        Value v1 = e.mins(e.add(v0, per), end);
+        // The splits not launched read as empty to the merge and the
+        // certificate: split 0's block writes their (m, l, count).
+        Value tid = e.tid();
+        e.ifThen(e.eq(split, e.idx(0)), [&](Emitter &e) {
+          Value dead = e.mul(e.sub(e.dim(pml, 2), live), e.idx(s.group));
+          e.forLoop(tid, dead, e.idx(s.threads), {},
+                    [&](Emitter &e, Value x, ValueRange) -> SmallVector<Value> {
+                      Value sp = e.add(live, e.divs(x, e.idx(s.group)));
+                      Value h = e.add(e.mul(g, e.idx(s.group)),
+                                      e.rems(x, e.idx(s.group)));
+                      e.store(e.negInf(), pml, {bb, h, sp, e.idx(0)});
+                      e.store(e.f32(0.0), pml, {bb, h, sp, e.idx(1)});
+                      e.store(e.f32(0.0), pml, {bb, h, sp, e.idx(2)});
+                      return {};
+                    });
+        });
         // A skipped group attends nothing: its blocks write empty partials.
         if (skipIdx >= 0)
           v1 = e.select(e.ne(e.load(a[skipIdx], {bb, g}), e.i32(0)), v0, v1);
@@ -900,7 +974,7 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
              }});
       });
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
-  launch(b, loc, fn, arith::ConstantIndexOp::create(b, loc, list.splits),
+  launch(b, loc, fn, liveSparseSplits(b, loc, batch, s.hkv, list.splits),
          arith::ConstantIndexOp::create(b, loc, s.hkv), batch, s.threads,
          operands, s.ringBytes);
 }

@@ -161,6 +161,10 @@ public:
   Value bid(gpu::Dimension d) {
     return gpu::BlockIdOp::create(builder(), location(), d);
   }
+  /// The launch's blocks along d (index).
+  Value gridDim(gpu::Dimension d) {
+    return gpu::GridDimOp::create(builder(), location(), d);
+  }
   void barrier() { nvvmTarget().barrier(*this); }
   /// bar.warp.sync over the whole warp: orders the warp's shared memory
   /// accesses before it against those after it.

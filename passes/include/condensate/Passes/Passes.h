@@ -18,7 +18,8 @@ namespace mlir::condensate {
 #include "condensate/Passes/Passes.h.inc"
 
 /// The number of sparse-attention splits the specialiser picks for a
-/// condensate set of `virtualLength` slots on `target`.
+/// condensate set of `virtualLength` slots on `target` (on a GPU the most a
+/// launch runs; each launch runs as many as its batch needs).
 int64_t chooseSparseSplits(Target target, int64_t virtualLength);
 
 /// The number of splits of dense attention picked for `target` when one

@@ -69,7 +69,9 @@ def CondensateSpecialize
     static type, and a conflicting static size is an error); the number of
     units top-k keeps and the certificate may add, from the policies; and the
     number of splits of the sparse attention, chosen for the target (one on
-    the CPU; enough to fill the streaming multiprocessors on a GPU).
+    the CPU; on a GPU the most a launch runs, enough to fill the streaming
+    multiprocessors with one sequence: each launch runs fewer at larger
+    batches).
 
     Before:
 
