@@ -28,9 +28,12 @@ int64_t mlir::condensate::chooseSparseSplits(Target target,
   // launch runs as many of them as its batch needs to fill the chip (the
   // lowering's liveSparseSplits: all of them only for a single sequence of
   // few kv heads): enough for splits of 32 condensate slots (two tiles of
-  // the tensor-core body), up to 64.
+  // the tensor-core body), up to 32 (the merge and the certificate walk
+  // every split of the buffers, launched or not; a cap of 64 measured no
+  // faster at batch 1 and 28/4/128 7% slower: docs/BENCHMARKS-HISTORY.md,
+  // session 39).
   int64_t splits = (virtualLength + 31) / 32;
-  return std::clamp<int64_t>(splits, 1, 64);
+  return std::clamp<int64_t>(splits, 1, 32);
 }
 
 int64_t mlir::condensate::chooseDenseSplits(Target target, int64_t kvHeads) {

@@ -57,14 +57,14 @@ func.func @dense(%q: memref<?x8x64xf32>, %k: memref<?x8x64x64xf32>, %pt: memref<
 // -----
 
 // Large exact sets: 1 + 1024 + 1024 = 2049 slots -> 3 splits on the CPU
-// (one per 1024), at most 64 on a GPU (one per 32 slots, clamped);
-// 1 + 64 + 8192 slots -> 9 on the CPU, 64 on a GPU.
+// (one per 1024), at most 32 on a GPU (one per 32 slots, clamped);
+// 1 + 64 + 8192 slots -> 9 on the CPU, 32 on a GPU.
 // STATIC-LABEL: func.func @large
 // STATIC: top_units = 1024, extra_units = 0, splits = 3, target = cpu>}
 // STATIC: top_units = 8192, extra_units = 0, splits = 9, target = cpu>}
 // SM90-LABEL: func.func @large
-// SM90: top_units = 1024, extra_units = 0, splits = 64, target = sm_90>}
-// SM90: top_units = 8192, extra_units = 0, splits = 64, target = sm_90>}
+// SM90: top_units = 1024, extra_units = 0, splits = 32, target = sm_90>}
+// SM90: top_units = 8192, extra_units = 0, splits = 32, target = sm_90>}
 func.func @large(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %o: memref<?x4x16xf32>) {
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<window = 1024, topk = 1024, selector = exact>, scale = 0.25 : f32}
   condensate.decode_attention q(%q : memref<?x4x16xf32>) kv(%k, %k : memref<?x2x16x16xf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) out(%o : memref<?x4x16xf32>) {policy = #condensate.policy<window = 64, topk = 8192, selector = exact>, scale = 0.25 : f32}

@@ -260,7 +260,7 @@ std::pair<Value, Value> mlir::condensate::partialMaxAndTotal(Emitter &e,
                                                              Value splits,
                                                              Value b, Value h) {
   // kRound splits a round with their loads issued first: on a GPU one
-  // thread walks a row's splits (up to 64 of a sparse list), and a loop of
+  // thread walks a row's splits (up to 32 of a sparse list), and a loop of
   // one split an iteration waited out each load in turn. Terms past the
   // splits add 0, so the total is summed in split order as before.
   constexpr int64_t kRound = 8;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 37, GPU call 1 (written, not run: no device machine could be
-# started in session 37): sparse attention launches the splits its batch
+# Session 37, GPU call 1 (written in session 37, run in session 39):
+# sparse attention launches the splits its batch
 # needs (about 256 blocks: ceil(256 / (batch x kv heads)) of up to
 # ceil(slots / 32), where it ran ceil(slots / 128) at every batch), the
 # certificate's split walk 8 splits a round, and head_dim 256's warps a
