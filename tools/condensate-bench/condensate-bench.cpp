@@ -18,6 +18,9 @@
 #include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Fidelity.h"
 #include "condensate/Decoder/Model.h"
+#include "condensate/Model/GGUF.h"
+#include "condensate/Model/Tokenizer.h"
+#include "condensate/Runtime/Files.h"
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +48,9 @@ const char *kUsage =
     "  --model PATH          a GGUF model instead\n"
     "  --device cpu|gpu      (default gpu)\n"
     "  --context N           prompt tokens of every sequence (default 4096)\n"
+    "  --prompt-file PATH    with --model: the prompt is the first N tokens\n"
+    "                        of this text and the decode steps feed the\n"
+    "                        tokens after them (default: random tokens)\n"
     "  --batch B             sequences decoded together (default 1)\n"
     "  --steps S             timed decode steps (default 32)\n"
     "  --warmup W            untimed steps first (default 4)\n"
@@ -70,7 +76,7 @@ const char *kUsage =
     "                        --profile-from-start off)\n";
 
 struct Options {
-  std::string dummy, model, device = "gpu", json;
+  std::string dummy, model, device = "gpu", json, promptFile;
   int64_t context = 4096, batch = 1, steps = 32, warmup = 4, pageSize = 0,
           threads = 0, prefillWindow = -1;
   double bandwidthGBps = kH200CopyGBps;
@@ -97,7 +103,9 @@ Options parseArgs(int argc, char **argv) {
       o.device = next();
       if (o.device != "cpu" && o.device != "gpu")
         fail("--device must be cpu or gpu, got '" + o.device + "'");
-    } else if (arg == "--context")
+    } else if (arg == "--prompt-file")
+      o.promptFile = next();
+    else if (arg == "--context")
       o.context = parseInt(arg, next(), 1, limits::kMaxPolicyTokens);
     else if (arg == "--batch")
       o.batch = parseInt(arg, next(), 1, 1024);
@@ -140,6 +148,8 @@ Options parseArgs(int argc, char **argv) {
   }
   if (o.dummy.empty() == o.model.empty())
     fail("give one of --dummy NAME or --model PATH");
+  if (!o.promptFile.empty() && o.model.empty())
+    fail("--prompt-file needs --model (random weights have no tokenizer)");
   return o;
 }
 
@@ -153,7 +163,24 @@ struct Row {
   std::string tuning; ///< the kernels' tuned knobs, "" for the defaults
   double secondsPerStep = 0.0, bytesRead = 0.0, positions = 0.0,
          floorSeconds = 0.0;
+  AttentionSummary summary; ///< the timed steps' attention statistics
 };
+
+/// The tokens of `path`'s text under `model`'s tokenizer; at least `need`
+/// of them, or a one-line error naming the file.
+std::vector<int32_t> promptTokens(const std::string &path,
+                                  const std::string &model, int64_t need) {
+  // A prompt of up to 2^20 tokens is a few MB of text: 64 MB bounds it.
+  const std::string text = take(readFile(path, int64_t(64) << 20));
+  model::GGUFFile file = take(model::GGUFFile::open(model));
+  model::Tokenizer tokenizer = take(model::Tokenizer::fromGGUF(file));
+  std::vector<int32_t> ids = tokenizer.encode(text);
+  if (int64_t(ids.size()) < need)
+    fail("--prompt-file: '" + path + "' holds " + std::to_string(ids.size()) +
+         " tokens; --context, --warmup and --steps need " +
+         std::to_string(need));
+  return ids;
+}
 
 } // namespace
 
@@ -215,12 +242,21 @@ int main(int argc, char **argv) {
     std::unique_ptr<Decoder> dec =
         take(Decoder::create(weights, runs.front().second, opts));
 
-    // One prompt of random tokens, prefilled once.
+    // One prompt, prefilled once: random tokens, or the text's first
+    // --context tokens, the decode steps then feeding the ones after them
+    // (each policy the same), so that the cache and the queries are the
+    // model's own on real text.
     std::mt19937 rng(20261202);
     std::uniform_int_distribution<int32_t> token(0, int32_t(cfg.vocab - 1));
-    std::vector<int32_t> prompt(static_cast<size_t>(o.context));
-    for (int32_t &t : prompt)
-      t = token(rng);
+    std::vector<int32_t> prompt;
+    if (!o.promptFile.empty()) {
+      prompt = promptTokens(o.promptFile, o.model,
+                            o.context + o.warmup + o.steps + 1);
+    } else {
+      prompt.resize(static_cast<size_t>(o.context));
+      for (int32_t &t : prompt)
+        t = token(rng);
+    }
     const Decoder::SeqId base = dec->newSequence();
     const auto prefillStart = std::chrono::steady_clock::now();
     check(dec->prefill(base, prompt.data(), o.context, nullptr));
@@ -250,20 +286,33 @@ int main(int argc, char **argv) {
       std::vector<int32_t> next(static_cast<size_t>(o.batch));
       for (int32_t &t : next)
         t = token(rng);
+      // With a prompt file every step feeds the text's next token to every
+      // sequence (outside the timing: a vector fill).
+      int64_t fed = o.context;
+      auto feed = [&]() {
+        if (!o.promptFile.empty())
+          std::fill(next.begin(), next.end(), prompt[size_t(fed++)]);
+      };
       AttentionStatsAccumulator stats(dec->schedule(), dec->shape(),
                                       cfg.attentionSpans());
-      for (int64_t s = 0; s < o.warmup; ++s)
+      for (int64_t s = 0; s < o.warmup; ++s) {
+        feed();
         check(dec->step(seqs.data(), next.data(), o.batch, logits.data()));
-      const auto start = std::chrono::steady_clock::now();
+      }
+      double stepSeconds = 0.0;
       for (int64_t s = 0; s < o.steps; ++s) {
+        feed();
+        const auto start = std::chrono::steady_clock::now();
         check(dec->step(seqs.data(), next.data(), o.batch, logits.data()));
+        stepSeconds += secondsSince(start);
         stats.add(dec->stats().data(), dec->lastLens(), o.batch);
       }
       Row r;
       r.name = name;
       r.tuning = program->tuning();
-      r.secondsPerStep = secondsSince(start) / double(o.steps);
+      r.secondsPerStep = stepSeconds / double(o.steps);
       if (o.profile && gpu) {
+        feed();
         cuda::Context ctx = take(cuda::Context::primary(0));
         check(ctx.synchronize());
         check(ctx.setProfiling(true));
@@ -274,6 +323,7 @@ int main(int argc, char **argv) {
       const AttentionSummary sum = stats.summary();
       r.bytesRead = sum.bytesRead;
       r.positions = sum.positionsAttended;
+      r.summary = sum;
       // The device's bandwidth: a floor for the GPU only.
       r.floorSeconds =
           gpu ? (weightBytes + kvDense * sum.bytesRead) / bandwidth : 0.0;
@@ -295,10 +345,12 @@ int main(int argc, char **argv) {
                                 : ("dummy " + o.dummy).c_str(),
                 cfg.describe().c_str(), double(held.heldBytes) / 1e9,
                 weightKind.c_str(), loadSeconds);
-    std::printf("device: %s; kv %s, page %lld; context %lld x batch %lld; "
-                "prefill %.1f s (%s); %lld timed steps after %lld\n",
+    std::printf("device: %s; kv %s, page %lld; context %lld x batch %lld of "
+                "%s; prefill %.1f s (%s); %lld timed steps after %lld\n",
                 dec->deviceDescription().c_str(), kvTypeName(opts.kvType),
                 (long long)page, (long long)o.context, (long long)o.batch,
+                o.promptFile.empty() ? "random tokens"
+                                     : ("'" + o.promptFile + "'").c_str(),
                 prefillSeconds,
                 opts.prefillWindow > 0
                     ? ("window " + std::to_string(opts.prefillWindow)).c_str()
@@ -317,6 +369,7 @@ int main(int argc, char **argv) {
     j["architecture"] = cfg.describe();
     j["device"] = dec->deviceDescription();
     j["context"] = o.context;
+    j["prompt"] = o.promptFile.empty() ? "random tokens" : o.promptFile;
     j["batch"] = o.batch;
     j["steps"] = o.steps;
     j["kv_type"] = kvTypeName(opts.kvType);
@@ -342,14 +395,26 @@ int main(int argc, char **argv) {
                   i == 0 ? "" : r.name.c_str());
       if (!r.tuning.empty())
         std::printf("%-10s kernels tuned: %s\n", "", r.tuning.c_str());
-      j["runs"].push_back({{"policy", r.name},
-                           {"kernel_tuning", r.tuning},
-                           {"tokens_per_second", tps},
-                           {"seconds_per_step", r.secondsPerStep},
-                           {"speedup_over_dense", speedup},
-                           {"bytes_read", r.bytesRead},
-                           {"positions_attended", r.positions},
-                           {"floor_seconds_per_step", r.floorSeconds}});
+      const AttentionSummary &a = r.summary;
+      if (a.certified)
+        std::printf("%-10s certified %.1f%% of head-steps, fell back on "
+                    "%.1f%% (%.1f%% early)\n",
+                    "", 100.0 * a.passRate(), 100.0 * a.fallbackRate(),
+                    100.0 * a.earlyFallbackRate());
+      nlohmann::json run = {{"policy", r.name},
+                            {"kernel_tuning", r.tuning},
+                            {"tokens_per_second", tps},
+                            {"seconds_per_step", r.secondsPerStep},
+                            {"speedup_over_dense", speedup},
+                            {"bytes_read", r.bytesRead},
+                            {"positions_attended", r.positions},
+                            {"floor_seconds_per_step", r.floorSeconds}};
+      if (a.certified) {
+        run["certified_pass_rate"] = a.passRate();
+        run["certified_fallback_rate"] = a.fallbackRate();
+        run["certified_early_fallback_rate"] = a.earlyFallbackRate();
+      }
+      j["runs"].push_back(run);
     }
     if (!o.json.empty())
       check(writeFileAtomic(o.json, j.dump(1) + "\n"));
