@@ -223,6 +223,22 @@ int main(int argc, char **argv) {
       runs.emplace_back(p, std::move(s));
     }
 
+    // One prompt (prefilled once below): random tokens, or the text's first
+    // --context tokens, the decode steps then feeding the ones after them
+    // (each policy the same), so that the cache and the queries are the
+    // model's own on real text. Read before the decoder is made, so that a
+    // bad file fails fast.
+    std::mt19937 rng(20261202);
+    std::uniform_int_distribution<int32_t> token(0, int32_t(cfg.vocab - 1));
+    std::vector<int32_t> prompt;
+    if (!o.promptFile.empty()) {
+      prompt = promptTokens(o.promptFile, o.model,
+                            o.context + o.warmup + o.steps + 1);
+    } else {
+      prompt.resize(static_cast<size_t>(o.context));
+      for (int32_t &t : prompt)
+        t = token(rng);
+    }
     DecoderOptions opts;
     opts.backend = gpu ? BackendKind::GPU : BackendKind::CPU;
     opts.kvType = o.kvType.value_or(gpu ? KVType::BF16 : KVType::F32);
@@ -242,21 +258,6 @@ int main(int argc, char **argv) {
     std::unique_ptr<Decoder> dec =
         take(Decoder::create(weights, runs.front().second, opts));
 
-    // One prompt, prefilled once: random tokens, or the text's first
-    // --context tokens, the decode steps then feeding the ones after them
-    // (each policy the same), so that the cache and the queries are the
-    // model's own on real text.
-    std::mt19937 rng(20261202);
-    std::uniform_int_distribution<int32_t> token(0, int32_t(cfg.vocab - 1));
-    std::vector<int32_t> prompt;
-    if (!o.promptFile.empty()) {
-      prompt = promptTokens(o.promptFile, o.model,
-                            o.context + o.warmup + o.steps + 1);
-    } else {
-      prompt.resize(static_cast<size_t>(o.context));
-      for (int32_t &t : prompt)
-        t = token(rng);
-    }
     const Decoder::SeqId base = dec->newSequence();
     const auto prefillStart = std::chrono::steady_clock::now();
     check(dec->prefill(base, prompt.data(), o.context, nullptr));
