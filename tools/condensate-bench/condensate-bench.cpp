@@ -166,13 +166,12 @@ struct Row {
   AttentionSummary summary; ///< the timed steps' attention statistics
 };
 
-/// The tokens of `path`'s text under `model`'s tokenizer; at least `need`
-/// of them, or a one-line error naming the file.
+/// The tokens of `path`'s text under the model file's tokenizer; at least
+/// `need` of them, or a one-line error naming the file.
 std::vector<int32_t> promptTokens(const std::string &path,
-                                  const std::string &model, int64_t need) {
+                                  const model::GGUFFile &file, int64_t need) {
   // A prompt of up to 2^20 tokens is a few MB of text: 64 MB bounds it.
   const std::string text = take(readFile(path, int64_t(64) << 20));
-  model::GGUFFile file = take(model::GGUFFile::open(model));
   model::Tokenizer tokenizer = take(model::Tokenizer::fromGGUF(file));
   std::vector<int32_t> ids = tokenizer.encode(text);
   if (int64_t(ids.size()) < need)
@@ -195,9 +194,14 @@ int main(int argc, char **argv) {
     if (o.tune && !gpu)
       fail("--tune needs --device gpu");
     const auto loadStart = std::chrono::steady_clock::now();
+    // The model file, opened once: its weights and, with --prompt-file,
+    // its tokenizer.
+    std::optional<model::GGUFFile> file;
+    if (o.dummy.empty())
+      file.emplace(take(model::GGUFFile::open(o.model)));
     std::shared_ptr<const ModelWeights> weights =
-        o.dummy.empty() ? take(ModelWeights::load(o.model))
-                        : take(ModelWeights::dummy(o.dummy));
+        file ? take(ModelWeights::load(*file))
+             : take(ModelWeights::dummy(o.dummy));
     const ModelConfig &cfg = weights->config();
     const double loadSeconds = secondsSince(loadStart);
     if (cfg.contextLength > 0 && o.context + o.warmup + o.steps > cfg.contextLength)
@@ -232,7 +236,7 @@ int main(int argc, char **argv) {
     std::uniform_int_distribution<int32_t> token(0, int32_t(cfg.vocab - 1));
     std::vector<int32_t> prompt;
     if (!o.promptFile.empty()) {
-      prompt = promptTokens(o.promptFile, o.model,
+      prompt = promptTokens(o.promptFile, *file,
                             o.context + o.warmup + o.steps + 1);
     } else {
       prompt.resize(static_cast<size_t>(o.context));
