@@ -236,8 +236,8 @@ int main(int argc, char **argv) {
     std::uniform_int_distribution<int32_t> token(0, int32_t(cfg.vocab - 1));
     std::vector<int32_t> prompt;
     if (!o.promptFile.empty()) {
-      prompt = promptTokens(o.promptFile, *file,
-                            o.context + o.warmup + o.steps + 1);
+      prompt =
+          promptTokens(o.promptFile, *file, o.context + o.warmup + o.steps + 1);
     } else {
       prompt.resize(static_cast<size_t>(o.context));
       for (int32_t &t : prompt)
