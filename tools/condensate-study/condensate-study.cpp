@@ -12,6 +12,7 @@
 
 #include "condensate/ABI/Limits.h"
 #include "condensate/Decoder/Decoder.h"
+#include "condensate/DefaultModel.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
 
@@ -39,8 +40,7 @@ const char *kUsage =
     "usage: condensate-study prompts [options]   generate the study's prompts\n"
     "       condensate-study run [options]       run the study\n"
     "common options:\n"
-    "  --model PATH        GGUF model (default "
-    "models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
+    "  --model PATH        GGUF model (default " CONDENSATE_DEFAULT_MODEL ")\n"
     "prompts options:\n"
     "  --seed N            generator seed (default 20261129)\n"
     "  --out DIR           output folder (default reports/fidelity/prompts)\n"
@@ -117,7 +117,7 @@ std::string commandLine(int argc, char **argv) {
 }
 
 int runPrompts(int argc, char **argv) {
-  std::string model = locateOr("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  std::string model = locateOr(CONDENSATE_DEFAULT_MODEL);
   std::string out = "reports/fidelity/prompts";
   uint64_t seed = 20261129;
   std::vector<int64_t> contexts;
@@ -189,7 +189,7 @@ int runPrompts(int argc, char **argv) {
 
 int runStudyCommand(int argc, char **argv) {
   StudyOptions o;
-  o.model = locateOr("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  o.model = locateOr(CONDENSATE_DEFAULT_MODEL);
   o.prompts = locateOr("reports/fidelity/prompts/prompts.jsonl");
   o.paperSchedule = locateOr("examples/paper.mlir");
   o.command = commandLine(argc, argv);

@@ -8,6 +8,7 @@
 #ifndef CONDENSATE_TEST_MODEL_MODELTESTSUPPORT_H
 #define CONDENSATE_TEST_MODEL_MODELTESTSUPPORT_H
 
+#include "condensate/DefaultModel.h"
 #include "condensate/Model/GGUF.h"
 
 #include <gtest/gtest.h>
@@ -180,12 +181,12 @@ inline bool fileExists(const std::string &path) {
 
 inline std::string repoRoot() { return CONDENSATE_TEST_REPO_ROOT; }
 
-/// $CONDENSATE_MODEL, else models/SmolLM2-135M-Instruct.Q4_1.gguf in the
-/// repository.
+/// $CONDENSATE_MODEL, else the default model (CONDENSATE_DEFAULT_MODEL) in
+/// the repository.
 inline std::string modelCandidate() {
   const char *env = std::getenv("CONDENSATE_MODEL");
   return env && *env ? std::string(env)
-                     : repoRoot() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+                     : repoRoot() + "/" CONDENSATE_DEFAULT_MODEL;
 }
 
 /// modelCandidate() if that file exists, else empty.
@@ -196,7 +197,7 @@ inline std::string modelPath() {
 
 inline std::string modelSkipMessage() {
   return "real model not found at " + modelCandidate() +
-         " (set CONDENSATE_MODEL to the SmolLM2-135M-Instruct Q4_1 .gguf)";
+         " (scripts/setup.sh fetches it, or set CONDENSATE_MODEL)";
 }
 
 /// The second model family's file: $CONDENSATE_QWEN_MODEL, else

@@ -44,6 +44,7 @@
 #ifdef CONDENSATE_HAVE_DECODER
 #include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Model.h"
+#include "condensate/DefaultModel.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Model/Tokenizer.h"
 #endif
@@ -1091,8 +1092,8 @@ bool fileExists(const std::string &path) {
 std::string modelPath() {
   const char *env = std::getenv("CONDENSATE_MODEL");
   return env && *env ? std::string(env)
-                     : std::string(CONDENSATE_TEST_REPO_ROOT) +
-                           "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+                     : std::string(CONDENSATE_TEST_REPO_ROOT
+                                   "/" CONDENSATE_DEFAULT_MODEL);
 }
 
 // SmolLM2-135M decodes the GPL-3 text densely; after each decode step every
@@ -1103,8 +1104,7 @@ TEST(Certificate, RealModelKV) {
   const std::string textPath = "/usr/share/common-licenses/GPL-3";
   if (!fileExists(path))
     GTEST_SKIP() << "real model not found at " << path
-                 << " (set CONDENSATE_MODEL to the SmolLM2-135M-Instruct "
-                    "Q4_1 .gguf)";
+                 << " (scripts/setup.sh fetches it, or set CONDENSATE_MODEL)";
   if (!fileExists(textPath))
     GTEST_SKIP() << "no natural text at " << textPath;
   auto file = model::GGUFFile::open(path);
