@@ -16,31 +16,128 @@ using namespace mlir::condensate::loops;
 
 namespace {
 
+/// Positions the online softmax folds at a time: their logits first, then
+/// one max, one rescale and their exponentials as one vector (a libm call
+/// a position, two with the rescale, spilled the row accumulators around
+/// each call).
+constexpr int64_t kTile = kLanes;
+
+/// exp(x) for each lane of an f32 vector x <= 0 (a softmax's logit less its
+/// running max), in vector arithmetic: Cephes' expf (S. L. Moshier, public
+/// domain): x = k ln 2 + r by a two-part ln 2, e^r by a degree-7
+/// polynomial, times 2^k from the exponent bits; about 1 ulp (2 at most)
+/// on [-87.3, 0]. Below -87.3 (-inf: a position not attended) it is 0, where
+/// e^x < 1.2e-38 weighs nothing against a softmax sum of at least 1; NaN
+/// stays NaN.
+Value expLanes(Emitter &e, Value x) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  auto vt = cast<VectorType>(x.getType());
+  int64_t n = vt.getNumElements();
+  auto c = [&](double v) { return e.splat(e.f32(v), n); };
+  auto ic = [&](int64_t v) { return e.splat(e.i32(v), n); };
+  constexpr double kLow = -87.3;
+  Value xc = e.fmin(e.fmax(x, c(kLow)), c(0.0));
+  Value k =
+      math::FloorOp::create(b, loc, e.fma(xc, c(1.44269504088896341), c(0.5)));
+  Value r = e.fsub(e.fsub(xc, e.fmul(k, c(0.693359375))),
+                   e.fmul(k, c(-2.12194440e-4)));
+  Value z = e.fmul(r, r);
+  Value y = c(1.9875691500e-4);
+  for (double coef : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+                      1.6666665459e-1, 5.0000001201e-1})
+    y = e.fma(y, r, c(coef));
+  y = e.fadd(e.fma(y, z, r), c(1.0));
+  // 2^k, k in [-126, 0]: a normal float's exponent field.
+  auto i32v = VectorType::get({n}, b.getI32Type());
+  Value ki = arith::FPToSIOp::create(b, loc, i32v, k);
+  Value bits = arith::ShLIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, ki, ic(127)), ic(23));
+  Value out = e.fmul(y, arith::BitcastOp::create(b, loc, vt, bits));
+  out = e.select(e.fcmp(arith::CmpFPredicate::OLT, x, c(kLow)), c(0.0), out);
+  return e.select(e.fcmp(arith::CmpFPredicate::UNO, x, x), x, out);
+}
+
 /// Online-softmax state of one query head: running max, sum, count and the
 /// unnormalised output row.
 struct Softmax {
+  /// Position i of a tile: whether it is attended, and where its key and
+  /// value rows are (page, offset; any in-range values when not attended).
+  using TileAt =
+      llvm::function_ref<std::tuple<Value, Value, Value>(Emitter &, int64_t)>;
   static SmallVector<Value> init(Emitter &e, RowOps &row) {
     SmallVector<Value> s{e.negInf(), e.f32(0.0), e.f32(0.0)};
     s.append(row.zeros());
     return s;
   }
-  /// Folds position (page, off) of key/value head g into `state`.
-  static SmallVector<Value> update(Emitter &e, RowOps &row, ValueRange state,
-                                   ArrayRef<Value> q, Value k, Value v,
-                                   Value page, Value g, Value off,
-                                   Value scale) {
-    Value logit = e.fmul(row.dot(q, k, {page, g, off}), scale);
-    Value m = state[0], l = state[1], c = state[2];
-    Value mNew = e.fmax(m, logit);
-    Value corr = e.exp(e.fsub(m, mNew));
-    Value p = e.exp(e.fsub(logit, mNew));
-    SmallVector<Value> out{mNew, e.fadd(e.fmul(l, corr), p),
-                           e.fadd(c, e.f32(1.0))};
-    SmallVector<Value> vrow = row.loadRow(v, {page, g, off});
-    Value corrV = row.splat(corr), pV = row.splat(p);
-    for (int64_t i = 0; i < row.chunks(); ++i)
-      out.push_back(e.fma(vrow[i], pV, e.fmul(state[3 + i], corrV)));
-    return out;
+  /// Folds a tile of kTile positions of key/value head g into `state`: the
+  /// rows of positions not attended are not read.
+  static SmallVector<Value> updateTile(Emitter &e, RowOps &row,
+                                       ValueRange state, ArrayRef<Value> q,
+                                       Value k, Value v, Value g, Value scale,
+                                       TileAt at) {
+    Type f32 = e.builder().getF32Type();
+    const int64_t d = row.d;
+    SmallVector<Value> ok, pages, offs, logits;
+    Value count = e.f32(0.0);
+    for (int64_t i = 0; i < kTile; ++i) {
+      auto [valid, page, off] = at(e, i);
+      ok.push_back(valid);
+      pages.push_back(page);
+      offs.push_back(off);
+      logits.push_back(e.ifElse(
+          valid, TypeRange{f32},
+          [&](Emitter &e) -> SmallVector<Value> {
+            RowOps row{e, d};
+            return {e.fmul(row.dot(q, k, {page, g, off}), scale)};
+          },
+          [&](Emitter &e) -> SmallVector<Value> { return {e.negInf()}; })[0]);
+      count = e.fadd(count, e.select(valid, e.f32(1.0), e.f32(0.0)));
+    }
+    Value lv = vector::FromElementsOp::create(
+        e.builder(), e.location(), VectorType::get({kTile}, f32), logits);
+    Value tileMax = vector::ReductionOp::create(
+        e.builder(), e.location(), vector::CombiningKind::MAXIMUMF, lv);
+    return e.ifElse(
+        e.fcmp(arith::CmpFPredicate::OGT, tileMax, e.negInf()),
+        ValueRange(state).getTypes(),
+        [&](Emitter &e) -> SmallVector<Value> {
+          RowOps row{e, d};
+          Value m = state[0], l = state[1], c = state[2];
+          Value mNew = e.fmax(m, tileMax);
+          Value corr = vector::ExtractOp::create(
+              e.builder(), e.location(),
+              expLanes(e, e.splat(e.fsub(m, mNew), kTile)), int64_t(0));
+          Value p = expLanes(e, e.fsub(lv, e.splat(mNew, kTile)));
+          SmallVector<Value> out{mNew, e.fadd(e.fmul(l, corr), e.reduceAdd(p)),
+                                 e.fadd(c, count)};
+          Value corrV = row.splat(corr);
+          for (int64_t i = 0; i < row.chunks(); ++i)
+            out.push_back(e.fmul(state[3 + i], corrV));
+          for (int64_t i = 0; i < kTile; ++i) {
+            Value pi =
+                vector::ExtractOp::create(e.builder(), e.location(), p, i);
+            SmallVector<Value> acc(ArrayRef<Value>(out).drop_front(3));
+            SmallVector<Value> next = e.ifElse(
+                ok[i], ValueRange(acc).getTypes(),
+                [&](Emitter &e) -> SmallVector<Value> {
+                  RowOps row{e, d};
+                  SmallVector<Value> vrow =
+                      row.loadRow(v, {pages[i], g, offs[i]});
+                  Value pV = row.splat(pi);
+                  SmallVector<Value> res;
+                  for (int64_t c = 0; c < row.chunks(); ++c)
+                    res.push_back(e.fma(vrow[c], pV, acc[c]));
+                  return res;
+                },
+                [&](Emitter &) -> SmallVector<Value> { return acc; });
+            std::copy(next.begin(), next.end(), out.begin() + 3);
+          }
+          return out;
+        },
+        [&](Emitter &) -> SmallVector<Value> {
+          return SmallVector<Value>(state);
+        });
   }
   static void store(Emitter &e, RowOps &row, ValueRange state, Value po,
                     Value pml, Value b, Value h, Value s) {
@@ -87,24 +184,23 @@ void lowerSparseAttend(SparseAttendOp op, Emitter &e,
           v1 = e.select(skipped, v0, v1);
         SmallVector<Value> init = Softmax::init(e, row);
         auto state = e.forLoop(
-            v0, v1, e.idx(1), init,
+            v0, v1, e.idx(kTile), init,
             [&](Emitter &e, Value v, ValueRange st) -> SmallVector<Value> {
               RowOps row{e, d};
-              auto [t, valid] =
-                  slotsInfo.position(e, v, list, op.getIndices(), b, g, limit);
-              Value pos = t;
-              return e.ifElse(
-                  valid, ValueRange(st).getTypes(),
-                  [&](Emitter &e) -> SmallVector<Value> {
-                    RowOps row{e, d};
+              return Softmax::updateTile(
+                  e, row, st, q, op.getKCache(), op.getVCache(), g, scale,
+                  [&](Emitter &e,
+                      int64_t i) -> std::tuple<Value, Value, Value> {
+                    Value slot = e.add(v, e.idx(i));
+                    Value in = e.lt(slot, v1);
+                    auto [t, valid] =
+                        slotsInfo.position(e, e.select(in, slot, v0), list,
+                                           op.getIndices(), b, g, limit);
+                    Value ok = e.band(in, valid);
+                    Value pos = e.select(ok, t, e.idx(0));
                     Value page = e.loadIndex(op.getPageTable(),
                                              {b, e.divs(pos, e.idx(p))});
-                    Value off = e.rems(pos, e.idx(p));
-                    return Softmax::update(e, row, st, q, op.getKCache(),
-                                           op.getVCache(), page, g, off, scale);
-                  },
-                  [&](Emitter &) -> SmallVector<Value> {
-                    return SmallVector<Value>(st);
+                    return {ok, page, e.rems(pos, e.idx(p))};
                   });
             });
         Softmax::store(e, row, state, op.getPartialO(), op.getPartialMl(), b, h,
@@ -135,14 +231,20 @@ void lowerDenseAttend(DenseAttendOp op, Emitter &e, PatternRewriter &rewriter) {
         auto [t0, t1] = denseSplitRange(e, n, splits, s);
         t1 = e.select(active, t1, t0);
         auto state = e.forLoop(
-            t0, t1, e.idx(1), Softmax::init(e, row),
+            t0, t1, e.idx(kTile), Softmax::init(e, row),
             [&](Emitter &e, Value t, ValueRange st) -> SmallVector<Value> {
               RowOps row{e, d};
-              Value page =
-                  e.loadIndex(op.getPageTable(), {b, e.divs(t, e.idx(p))});
-              Value off = e.rems(t, e.idx(p));
-              return Softmax::update(e, row, st, q, op.getKCache(),
-                                     op.getVCache(), page, g, off, scale);
+              return Softmax::updateTile(
+                  e, row, st, q, op.getKCache(), op.getVCache(), g, scale,
+                  [&](Emitter &e,
+                      int64_t i) -> std::tuple<Value, Value, Value> {
+                    Value pos = e.add(t, e.idx(i));
+                    Value ok = e.lt(pos, t1);
+                    pos = e.select(ok, pos, t0);
+                    Value page = e.loadIndex(op.getPageTable(),
+                                             {b, e.divs(pos, e.idx(p))});
+                    return {ok, page, e.rems(pos, e.idx(p))};
+                  });
             });
         Softmax::store(e, row, state, op.getPartialO(), op.getPartialMl(), b, h,
                        s);
