@@ -161,12 +161,15 @@ func.func @select_topk_zero_base(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %i
 // Online softmax over the virtual list: 1 anchor + 64 window + 4 pages of 16
 // = 129 slots in 2 splits of 65; bf16 rows widened; units read from index
 // slots first = 2 onwards, limited per group: a split stops at the last
-// slot the limit leaves (65 forced + 16 per unit).
+// slot the limit leaves (65 forced + 16 per unit). The group's 2 query
+// heads are walked together (one load of each row), 8 slots a tile, their
+// logits' exponentials in vector arithmetic.
 // CHECK-LABEL: func.func @sparse_attend
 // CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
-// CHECK: scf.for %[[H:.*]] = %c0 to %c4 step %c1 {
-// CHECK: %[[G:.*]] = arith.divsi %[[H]], %c2 : index
+// CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
 // CHECK: %[[LIM:.*]] = memref.load %arg6[%[[B]], %[[G]]] : memref<?x2xi32>
+// CHECK: %[[GH:.*]] = arith.muli %[[G]], %c2 : index
+// CHECK: %[[H0:.*]] = arith.addi %[[GH]], %c0 : index
 // CHECK: scf.for %[[S:.*]] = %c0 to %c2 step %c1 {
 // CHECK: %[[V0:.*]] = arith.muli %[[S]], %c65 : index
 // CHECK: %[[END:.*]] = arith.minsi %{{.*}}, %c129 : index
@@ -175,21 +178,27 @@ func.func @select_topk_zero_base(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %i
 // CHECK: %[[USED:.*]] = arith.addi %c65, %[[LT]] : index
 // CHECK: %[[CUT:.*]] = arith.minsi %[[END]], %[[USED]] : index
 // CHECK: %[[V1:.*]] = arith.maxsi %[[CUT]], %[[V0]] : index
-// CHECK: scf.for %{{.*}} = %[[V0]] to %[[V1]] step %c8 iter_args({{.*}}) -> (f32, f32, f32, vector<8xf32>, vector<8xf32>) {
+// CHECK: scf.for %{{.*}} = %[[V0]] to %[[V1]] step %c8 iter_args({{.*}}) -> (f32, f32, f32, vector<8xf32>, vector<8xf32>, f32, f32, f32, vector<8xf32>, vector<8xf32>) {
 // CHECK: arith.addi %{{.*}}, %c2 : index
 // CHECK: memref.load %arg5[%[[B]], %[[G]], %{{.*}}] : memref<?x2x6xi32>
 // CHECK: vector.load %arg1[{{.*}}] : memref<?x2x16x16xbf16>, vector<8xbf16>
-// CHECK: arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
+// CHECK: vector.load %arg1[{{.*}}, %c8] : memref<?x2x16x16xbf16>, vector<8xbf16>
+// CHECK-NOT: vector.load %arg1
+// CHECK: scf.yield
 // CHECK: vector.from_elements {{.*}} : vector<8xf32>
 // CHECK: vector.reduction <maximumf>, %{{.*}} : vector<8xf32> into f32
 // CHECK-NOT: math.exp
 // CHECK: vector.load %arg2[{{.*}}] : memref<?x2x16x16xbf16>, vector<8xbf16>
 // CHECK: math.fma %{{.*}} : vector<8xf32>
-// CHECK: memref.store %{{.*}}, %arg8[%[[B]], %[[H]], %[[S]], %c0] : memref<?x4x2x3xf32>
-// CHECK: memref.store %{{.*}}, %arg8[%[[B]], %[[H]], %[[S]], %c1] : memref<?x4x2x3xf32>
-// CHECK: memref.store %{{.*}}, %arg8[%[[B]], %[[H]], %[[S]], %c2] : memref<?x4x2x3xf32>
-// CHECK: vector.store %{{.*}}, %arg7[%[[B]], %[[H]], %[[S]], %c0] : memref<?x4x2x16xf32>, vector<8xf32>
-// CHECK: vector.store %{{.*}}, %arg7[%[[B]], %[[H]], %[[S]], %c8] : memref<?x4x2x16xf32>, vector<8xf32>
+// CHECK: %[[HA:.*]] = arith.addi %[[H0]], %c0 : index
+// CHECK: memref.store %{{.*}}, %arg8[%[[B]], %[[HA]], %[[S]], %c0] : memref<?x4x2x3xf32>
+// CHECK: memref.store %{{.*}}, %arg8[%[[B]], %[[HA]], %[[S]], %c1] : memref<?x4x2x3xf32>
+// CHECK: memref.store %{{.*}}, %arg8[%[[B]], %[[HA]], %[[S]], %c2] : memref<?x4x2x3xf32>
+// CHECK: vector.store %{{.*}}, %arg7[%[[B]], %[[HA]], %[[S]], %c0] : memref<?x4x2x16xf32>, vector<8xf32>
+// CHECK: vector.store %{{.*}}, %arg7[%[[B]], %[[HA]], %[[S]], %c8] : memref<?x4x2x16xf32>, vector<8xf32>
+// CHECK: %[[HB:.*]] = arith.addi %[[H0]], %c1 : index
+// CHECK: memref.store %{{.*}}, %arg8[%[[B]], %[[HB]], %[[S]], %c0] : memref<?x4x2x3xf32>
+// CHECK: vector.store %{{.*}}, %arg7[%[[B]], %[[HB]], %[[S]], %c8] : memref<?x4x2x16xf32>, vector<8xf32>
 // CHECK-NOT: condensate.
 func.func @sparse_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xbf16>, %v: memref<?x2x16x16xbf16>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>, %lim: memref<?x2xi32>, %po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>) {
   condensate.sparse_attend page q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xbf16>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) limits(%lim : memref<?x2xi32>) partials(%po, %pml : memref<?x4x2x16xf32>, memref<?x4x2x3xf32>) {anchor = 1 : i64, window = 64 : i64, window_max = 64 : i64, first = 2 : i64, count = 4 : i64, include_forced = true, scale = 0.25 : f32}
@@ -207,8 +216,8 @@ func.func @sparse_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xbf16>, %v:
 // CHECK: scf.for %[[B:.*]] = %c0 to %{{.*}} step %c1 {
 // CHECK: %[[LEN:.*]] = memref.load %arg4[%[[B]]] : memref<?xi32>
 // CHECK-NEXT: %[[N:.*]] = arith.index_cast %[[LEN]] : i32 to index
-// CHECK: scf.for %[[H:.*]] = %c0 to %c4 step %c1 {
-// CHECK: %[[M:.*]] = memref.load %arg5[%[[B]], %{{.*}}] : memref<?x2xi32>
+// CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
+// CHECK: %[[M:.*]] = memref.load %arg5[%[[B]], %[[G]]] : memref<?x2xi32>
 // CHECK: %[[ACTIVE:.*]] = arith.cmpi ne, %[[M]], %c0_i32 : i32
 // CHECK: scf.for %[[S:.*]] = %c0 to %[[NS]] step %c1 {
 // CHECK-NEXT: %[[C256:.*]] = arith.ceildivsi %[[N]], %c256 : index
@@ -223,13 +232,14 @@ func.func @sparse_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xbf16>, %v:
 // CHECK-NEXT: %[[E0:.*]] = arith.addi %[[T0]], %[[CHUNK]] : index
 // CHECK-NEXT: %[[T1:.*]] = arith.minsi %[[E0]], %[[N]] : index
 // CHECK-NEXT: %[[END:.*]] = arith.select %[[ACTIVE]], %[[T1]], %[[T0]] : index
-// CHECK: scf.for %{{.*}} = %[[T0]] to %[[END]] step %c8 iter_args({{.*}}) -> (f32, f32, f32, vector<8xf32>, vector<8xf32>) {
+// CHECK: scf.for %{{.*}} = %[[T0]] to %[[END]] step %c8 iter_args({{.*}}) -> (f32, f32, f32, vector<8xf32>, vector<8xf32>, f32, f32, f32, vector<8xf32>, vector<8xf32>) {
 // CHECK: vector.reduction <maximumf>, %{{.*}} : vector<8xf32> into f32
 // CHECK: math.floor %{{.*}} : vector<8xf32>
 // CHECK-NOT: math.exp
 // CHECK: arith.bitcast %{{.*}} : vector<8xi32> to vector<8xf32>
-// CHECK: memref.store %{{.*}}, %arg7[%[[B]], %[[H]], %[[S]], %c0] : memref<?x4x16x3xf32>
-// CHECK: vector.store %{{.*}}, %arg6[%[[B]], %[[H]], %[[S]], %c8] : memref<?x4x16x16xf32>, vector<8xf32>
+// CHECK: memref.store %{{.*}}, %arg7[%[[B]], %{{.*}}, %[[S]], %c0] : memref<?x4x16x3xf32>
+// CHECK: vector.store %{{.*}}, %arg6[%[[B]], %{{.*}}, %[[S]], %c8] : memref<?x4x16x16xf32>, vector<8xf32>
+// CHECK: memref.store %{{.*}}, %arg7[%[[B]], %{{.*}}, %[[S]], %c0] : memref<?x4x16x3xf32>
 // CHECK-NOT: condensate.
 func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: memref<?x2x16x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %m: memref<?x2xi32>, %po: memref<?x4x16x16xf32>, %pml: memref<?x4x16x3xf32>) {
   condensate.dense_attend q(%q : memref<?x4x16xf32>) kv(%k, %v : memref<?x2x16x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) mask(%m : memref<?x2xi32>) partials(%po, %pml : memref<?x4x16x16xf32>, memref<?x4x16x3xf32>) {scale = 0.25 : f32}

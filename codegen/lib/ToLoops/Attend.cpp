@@ -1,7 +1,9 @@
 //===- Attend.cpp - sparse and dense attention as loops -------------------===//
 //
 // Lowers sparse_attend (the virtual condensate list) and dense_attend
-// (every position) to online-softmax loops, one partial per split.
+// (every position) to online-softmax loops, one partial per split and
+// query head, the heads of a kv group walked together (each key and value
+// row loaded once for them) in tiles of positions.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -58,80 +60,120 @@ Value expLanes(Emitter &e, Value x) {
   return e.select(e.fcmp(arith::CmpFPredicate::UNO, x, x), x, out);
 }
 
-/// Online-softmax state of one query head: running max, sum, count and the
-/// unnormalised output row.
+/// Query heads of a group that one walk over the positions serves: each
+/// key and value row is loaded once for all of them (a walk a head read
+/// the group's rows once a head). As many as keep their rows and
+/// accumulators within about 64 vectors, at least one.
+int64_t headsPerWalk(int64_t group, int64_t chunks) {
+  return std::clamp<int64_t>(32 / chunks, 1, group);
+}
+
+/// Online-softmax states of `heads` query heads of one kv head: each its
+/// running max, sum, count and unnormalised output row, one after another.
 struct Softmax {
+  int64_t heads, chunks;
+  int64_t width() const { return 3 + chunks; }
+
   /// Position i of a tile: whether it is attended, and where its key and
   /// value rows are (page, offset; any in-range values when not attended).
   using TileAt =
       llvm::function_ref<std::tuple<Value, Value, Value>(Emitter &, int64_t)>;
-  static SmallVector<Value> init(Emitter &e, RowOps &row) {
-    SmallVector<Value> s{e.negInf(), e.f32(0.0), e.f32(0.0)};
-    s.append(row.zeros());
+  SmallVector<Value> init(Emitter &e, RowOps &row) const {
+    SmallVector<Value> s;
+    for (int64_t j = 0; j < heads; ++j) {
+      s.append({e.negInf(), e.f32(0.0), e.f32(0.0)});
+      s.append(row.zeros());
+    }
     return s;
   }
-  /// Folds a tile of kTile positions of key/value head g into `state`: the
-  /// rows of positions not attended are not read.
-  static SmallVector<Value> updateTile(Emitter &e, RowOps &row,
-                                       ValueRange state, ArrayRef<Value> q,
-                                       Value k, Value v, Value g, Value scale,
-                                       TileAt at) {
+  /// Folds a tile of kTile positions of key/value head g into `state`, for
+  /// the heads whose query rows are qs[j]: the rows of positions not
+  /// attended are not read.
+  SmallVector<Value> updateTile(Emitter &e, RowOps &row, ValueRange state,
+                                ArrayRef<SmallVector<Value>> qs, Value k,
+                                Value v, Value g, Value scale,
+                                TileAt at) const {
     Type f32 = e.builder().getF32Type();
     const int64_t d = row.d;
-    SmallVector<Value> ok, pages, offs, logits;
+    SmallVector<Value> ok, pages, offs;
+    SmallVector<SmallVector<Value>> logits(heads);
     Value count = e.f32(0.0);
+    SmallVector<Type> logitTypes(heads, f32);
     for (int64_t i = 0; i < kTile; ++i) {
       auto [valid, page, off] = at(e, i);
       ok.push_back(valid);
       pages.push_back(page);
       offs.push_back(off);
-      logits.push_back(e.ifElse(
-          valid, TypeRange{f32},
+      SmallVector<Value> li = e.ifElse(
+          valid, logitTypes,
           [&](Emitter &e) -> SmallVector<Value> {
             RowOps row{e, d};
-            return {e.fmul(row.dot(q, k, {page, g, off}), scale)};
+            SmallVector<Value> krow = row.loadRow(k, {page, g, off});
+            SmallVector<Value> out;
+            for (int64_t j = 0; j < heads; ++j)
+              out.push_back(
+                  e.fmul(rowDot(e, row.target(), qs[j], krow, 1), scale));
+            return out;
           },
-          [&](Emitter &e) -> SmallVector<Value> { return {e.negInf()}; })[0]);
+          [&](Emitter &e) -> SmallVector<Value> {
+            return SmallVector<Value>(heads, e.negInf());
+          });
+      for (int64_t j = 0; j < heads; ++j)
+        logits[j].push_back(li[j]);
       count = e.fadd(count, e.select(valid, e.f32(1.0), e.f32(0.0)));
     }
-    Value lv = vector::FromElementsOp::create(
-        e.builder(), e.location(), VectorType::get({kTile}, f32), logits);
-    Value tileMax = vector::ReductionOp::create(
-        e.builder(), e.location(), vector::CombiningKind::MAXIMUMF, lv);
     return e.ifElse(
-        e.fcmp(arith::CmpFPredicate::OGT, tileMax, e.negInf()),
+        e.fcmp(arith::CmpFPredicate::OGT, count, e.f32(0.0)),
         ValueRange(state).getTypes(),
         [&](Emitter &e) -> SmallVector<Value> {
           RowOps row{e, d};
-          Value m = state[0], l = state[1], c = state[2];
-          Value mNew = e.fmax(m, tileMax);
-          Value corr = vector::ExtractOp::create(
-              e.builder(), e.location(),
-              expLanes(e, e.splat(e.fsub(m, mNew), kTile)), int64_t(0));
-          Value p = expLanes(e, e.fsub(lv, e.splat(mNew, kTile)));
-          SmallVector<Value> out{mNew, e.fadd(e.fmul(l, corr), e.reduceAdd(p)),
-                                 e.fadd(c, count)};
-          Value corrV = row.splat(corr);
-          for (int64_t i = 0; i < row.chunks(); ++i)
-            out.push_back(e.fmul(state[3 + i], corrV));
+          SmallVector<Value> out(state.begin(), state.end());
+          SmallVector<Value> ps;
+          for (int64_t j = 0; j < heads; ++j) {
+            Value *st = &out[j * width()];
+            Value lv = vector::FromElementsOp::create(
+                e.builder(), e.location(), VectorType::get({kTile}, f32),
+                logits[j]);
+            Value tileMax = vector::ReductionOp::create(
+                e.builder(), e.location(), vector::CombiningKind::MAXIMUMF, lv);
+            Value m = st[0];
+            Value mNew = e.fmax(m, tileMax);
+            Value corr = vector::ExtractOp::create(
+                e.builder(), e.location(),
+                expLanes(e, e.splat(e.fsub(m, mNew), kTile)), int64_t(0));
+            Value p = expLanes(e, e.fsub(lv, e.splat(mNew, kTile)));
+            ps.push_back(p);
+            st[0] = mNew;
+            st[1] = e.fadd(e.fmul(st[1], corr), e.reduceAdd(p));
+            st[2] = e.fadd(st[2], count);
+            Value corrV = row.splat(corr);
+            for (int64_t c = 0; c < chunks; ++c)
+              st[3 + c] = e.fmul(st[3 + c], corrV);
+          }
           for (int64_t i = 0; i < kTile; ++i) {
-            Value pi =
-                vector::ExtractOp::create(e.builder(), e.location(), p, i);
-            SmallVector<Value> acc(ArrayRef<Value>(out).drop_front(3));
+            SmallVector<Value> accs;
+            for (int64_t j = 0; j < heads; ++j)
+              for (int64_t c = 0; c < chunks; ++c)
+                accs.push_back(out[j * width() + 3 + c]);
             SmallVector<Value> next = e.ifElse(
-                ok[i], ValueRange(acc).getTypes(),
+                ok[i], ValueRange(accs).getTypes(),
                 [&](Emitter &e) -> SmallVector<Value> {
                   RowOps row{e, d};
                   SmallVector<Value> vrow =
                       row.loadRow(v, {pages[i], g, offs[i]});
-                  Value pV = row.splat(pi);
                   SmallVector<Value> res;
-                  for (int64_t c = 0; c < row.chunks(); ++c)
-                    res.push_back(e.fma(vrow[c], pV, acc[c]));
+                  for (int64_t j = 0; j < heads; ++j) {
+                    Value pV = row.splat(vector::ExtractOp::create(
+                        e.builder(), e.location(), ps[j], i));
+                    for (int64_t c = 0; c < chunks; ++c)
+                      res.push_back(e.fma(vrow[c], pV, accs[j * chunks + c]));
+                  }
                   return res;
                 },
-                [&](Emitter &) -> SmallVector<Value> { return acc; });
-            std::copy(next.begin(), next.end(), out.begin() + 3);
+                [&](Emitter &) -> SmallVector<Value> { return accs; });
+            for (int64_t j = 0; j < heads; ++j)
+              for (int64_t c = 0; c < chunks; ++c)
+                out[j * width() + 3 + c] = next[j * chunks + c];
           }
           return out;
         },
@@ -139,14 +181,28 @@ struct Softmax {
           return SmallVector<Value>(state);
         });
   }
-  static void store(Emitter &e, RowOps &row, ValueRange state, Value po,
-                    Value pml, Value b, Value h, Value s) {
-    e.store(state[0], pml, {b, h, s, e.idx(0)});
-    e.store(state[1], pml, {b, h, s, e.idx(1)});
-    e.store(state[2], pml, {b, h, s, e.idx(2)});
-    row.storeRow(SmallVector<Value>(state.drop_front(3)), po, {b, h, s});
+  /// Stores the state of each head j as split s of head heads0 + j.
+  void store(Emitter &e, RowOps &row, ValueRange state, Value po, Value pml,
+             Value b, Value h0, Value s) const {
+    for (int64_t j = 0; j < heads; ++j) {
+      ValueRange st = state.slice(j * width(), width());
+      Value h = e.add(h0, e.idx(j));
+      e.store(st[0], pml, {b, h, s, e.idx(0)});
+      e.store(st[1], pml, {b, h, s, e.idx(1)});
+      e.store(st[2], pml, {b, h, s, e.idx(2)});
+      row.storeRow(SmallVector<Value>(st.drop_front(3)), po, {b, h, s});
+    }
   }
 };
+
+/// The query rows of heads [h0, h0 + heads) of sequence b, as chunks.
+SmallVector<SmallVector<Value>> loadQueries(RowOps &row, Value q, Value b,
+                                            Value h0, int64_t heads) {
+  SmallVector<SmallVector<Value>> qs;
+  for (int64_t j = 0; j < heads; ++j)
+    qs.push_back(row.loadRow(q, {b, row.e.add(h0, row.e.idx(j))}));
+  return qs;
+}
 
 void lowerSparseAttend(SparseAttendOp op, Emitter &e,
                        PatternRewriter &rewriter) {
@@ -156,56 +212,61 @@ void lowerSparseAttend(SparseAttendOp op, Emitter &e,
   SparseList list = SparseList::of(op);
   Value scale = e.f32(op.getScale().convertToDouble());
   Value batch = e.dim(op.getQ(), 0);
+  const int64_t perWalk = headsPerWalk(group, d / kLanes);
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
     Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
                               op.getWindowMax());
     CondensateSlots slotsInfo = CondensateSlots::of(e, op, list, w, n);
-    e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
-      RowOps row{e, d};
-      Value g = e.divs(h, e.idx(group));
-      SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
+    e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
       Value limit = list.limit(e, op.getLimits(), b, g);
       Value skipped;
       if (op.getSkip())
         skipped = e.ne(e.load(op.getSkip(), {b, g}), e.i32(0));
-      e.forEach(e.idx(0), e.idx(list.splits), [&](Emitter &e, Value s) {
-        RowOps row{e, d};
-        auto [v0, v1] = list.splitRange(e, s);
-        // With a limit the slots past the units attended hold nothing:
-        // each split stops there (open extras leave most of a list's slots
-        // past the limit), walking the same slots in the same order.
-        if (op.getLimits()) {
-          Value used = e.add(e.idx(list.forced), e.mul(e.maxs(limit, e.idx(0)),
-                                                       e.idx(list.unitTokens)));
-          v1 = e.maxs(e.mins(v1, used), v0);
-        }
-        if (skipped)
-          v1 = e.select(skipped, v0, v1);
-        SmallVector<Value> init = Softmax::init(e, row);
-        auto state = e.forLoop(
-            v0, v1, e.idx(kTile), init,
-            [&](Emitter &e, Value v, ValueRange st) -> SmallVector<Value> {
-              RowOps row{e, d};
-              return Softmax::updateTile(
-                  e, row, st, q, op.getKCache(), op.getVCache(), g, scale,
-                  [&](Emitter &e,
-                      int64_t i) -> std::tuple<Value, Value, Value> {
-                    Value slot = e.add(v, e.idx(i));
-                    Value in = e.lt(slot, v1);
-                    auto [t, valid] =
-                        slotsInfo.position(e, e.select(in, slot, v0), list,
-                                           op.getIndices(), b, g, limit);
-                    Value ok = e.band(in, valid);
-                    Value pos = e.select(ok, t, e.idx(0));
-                    Value page = e.loadIndex(op.getPageTable(),
-                                             {b, e.divs(pos, e.idx(p))});
-                    return {ok, page, e.rems(pos, e.idx(p))};
-                  });
-            });
-        Softmax::store(e, row, state, op.getPartialO(), op.getPartialMl(), b, h,
-                       s);
-      });
+      for (int64_t j0 = 0; j0 < group; j0 += perWalk) {
+        Softmax sm{std::min(perWalk, group - j0), d / kLanes};
+        Value h0 = e.add(e.mul(g, e.idx(group)), e.idx(j0));
+        e.forEach(e.idx(0), e.idx(list.splits), [&](Emitter &e, Value s) {
+          RowOps row{e, d};
+          SmallVector<SmallVector<Value>> qs =
+              loadQueries(row, op.getQ(), b, h0, sm.heads);
+          auto [v0, v1] = list.splitRange(e, s);
+          // With a limit the slots past the units attended hold nothing:
+          // each split stops there (open extras leave most of a list's
+          // slots past the limit), walking the same slots in the same
+          // order.
+          if (op.getLimits()) {
+            Value used =
+                e.add(e.idx(list.forced),
+                      e.mul(e.maxs(limit, e.idx(0)), e.idx(list.unitTokens)));
+            v1 = e.maxs(e.mins(v1, used), v0);
+          }
+          if (skipped)
+            v1 = e.select(skipped, v0, v1);
+          auto state = e.forLoop(
+              v0, v1, e.idx(kTile), sm.init(e, row),
+              [&](Emitter &e, Value v, ValueRange st) -> SmallVector<Value> {
+                RowOps row{e, d};
+                return sm.updateTile(
+                    e, row, st, qs, op.getKCache(), op.getVCache(), g, scale,
+                    [&](Emitter &e,
+                        int64_t i) -> std::tuple<Value, Value, Value> {
+                      Value slot = e.add(v, e.idx(i));
+                      Value in = e.lt(slot, v1);
+                      auto [t, valid] =
+                          slotsInfo.position(e, e.select(in, slot, v0), list,
+                                             op.getIndices(), b, g, limit);
+                      Value ok = e.band(in, valid);
+                      Value pos = e.select(ok, t, e.idx(0));
+                      Value page = e.loadIndex(op.getPageTable(),
+                                               {b, e.divs(pos, e.idx(p))});
+                      return {ok, page, e.rems(pos, e.idx(p))};
+                    });
+              });
+          sm.store(e, row, state, op.getPartialO(), op.getPartialMl(), b, h0,
+                   s);
+        });
+      }
     });
   });
 }
@@ -217,38 +278,42 @@ void lowerDenseAttend(DenseAttendOp op, Emitter &e, PatternRewriter &rewriter) {
   Value scale = e.f32(op.getScale().convertToDouble());
   Value batch = e.dim(op.getQ(), 0);
   Value splits = e.dim(op.getPartialMl(), 2);
+  const int64_t perWalk = headsPerWalk(group, d / kLanes);
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
-    e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
-      RowOps row{e, d};
-      Value g = e.divs(h, e.idx(group));
+    e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
       Value active = e.i1(true);
       if (op.getMask())
         active = e.ne(e.load(op.getMask(), {b, g}), e.i32(0));
-      SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
-      e.forEach(e.idx(0), splits, [&](Emitter &e, Value s) {
-        RowOps row{e, d};
-        auto [t0, t1] = denseSplitRange(e, n, splits, s);
-        t1 = e.select(active, t1, t0);
-        auto state = e.forLoop(
-            t0, t1, e.idx(kTile), Softmax::init(e, row),
-            [&](Emitter &e, Value t, ValueRange st) -> SmallVector<Value> {
-              RowOps row{e, d};
-              return Softmax::updateTile(
-                  e, row, st, q, op.getKCache(), op.getVCache(), g, scale,
-                  [&](Emitter &e,
-                      int64_t i) -> std::tuple<Value, Value, Value> {
-                    Value pos = e.add(t, e.idx(i));
-                    Value ok = e.lt(pos, t1);
-                    pos = e.select(ok, pos, t0);
-                    Value page = e.loadIndex(op.getPageTable(),
-                                             {b, e.divs(pos, e.idx(p))});
-                    return {ok, page, e.rems(pos, e.idx(p))};
-                  });
-            });
-        Softmax::store(e, row, state, op.getPartialO(), op.getPartialMl(), b, h,
-                       s);
-      });
+      for (int64_t j0 = 0; j0 < group; j0 += perWalk) {
+        Softmax sm{std::min(perWalk, group - j0), d / kLanes};
+        Value h0 = e.add(e.mul(g, e.idx(group)), e.idx(j0));
+        e.forEach(e.idx(0), splits, [&](Emitter &e, Value s) {
+          RowOps row{e, d};
+          auto [t0, t1] = denseSplitRange(e, n, splits, s);
+          t1 = e.select(active, t1, t0);
+          SmallVector<SmallVector<Value>> qs =
+              loadQueries(row, op.getQ(), b, h0, sm.heads);
+          auto state = e.forLoop(
+              t0, t1, e.idx(kTile), sm.init(e, row),
+              [&](Emitter &e, Value t, ValueRange st) -> SmallVector<Value> {
+                RowOps row{e, d};
+                return sm.updateTile(
+                    e, row, st, qs, op.getKCache(), op.getVCache(), g, scale,
+                    [&](Emitter &e,
+                        int64_t i) -> std::tuple<Value, Value, Value> {
+                      Value pos = e.add(t, e.idx(i));
+                      Value ok = e.lt(pos, t1);
+                      pos = e.select(ok, pos, t0);
+                      Value page = e.loadIndex(op.getPageTable(),
+                                               {b, e.divs(pos, e.idx(p))});
+                      return {ok, page, e.rems(pos, e.idx(p))};
+                    });
+              });
+          sm.store(e, row, state, op.getPartialO(), op.getPartialMl(), b, h0,
+                   s);
+        });
+      }
     });
   });
 }
