@@ -185,7 +185,8 @@ func.func @select_topk_zero_base(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %i
 // CHECK: vector.load %arg1[{{.*}}, %c8] : memref<?x2x16x16xbf16>, vector<8xbf16>
 // CHECK-NOT: vector.load %arg1
 // CHECK: scf.yield
-// CHECK: vector.from_elements {{.*}} : vector<8xf32>
+// CHECK: memref.store %{{.*}}, %[[LOGITS:.*]][%c0, %{{.*}}] : memref<2x8xf32>
+// CHECK: vector.load %[[LOGITS]][%c0, %c0] : memref<2x8xf32>, vector<8xf32>
 // CHECK: vector.reduction <maximumf>, %{{.*}} : vector<8xf32> into f32
 // CHECK-NOT: math.exp
 // CHECK: vector.load %arg2[{{.*}}] : memref<?x2x16x16xbf16>, vector<8xbf16>

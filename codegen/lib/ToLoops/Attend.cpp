@@ -77,7 +77,7 @@ struct Softmax {
   /// Position i of a tile: whether it is attended, and where its key and
   /// value rows are (page, offset; any in-range values when not attended).
   using TileAt =
-      llvm::function_ref<std::tuple<Value, Value, Value>(Emitter &, int64_t)>;
+      llvm::function_ref<std::tuple<Value, Value, Value>(Emitter &, Value)>;
   SmallVector<Value> init(Emitter &e, RowOps &row) const {
     SmallVector<Value> s;
     for (int64_t j = 0; j < heads; ++j) {
@@ -91,37 +91,35 @@ struct Softmax {
   /// attended are not read.
   SmallVector<Value> updateTile(Emitter &e, RowOps &row, ValueRange state,
                                 ArrayRef<SmallVector<Value>> qs, Value k,
-                                Value v, Value g, Value scale,
+                                Value v, Value g, Value scale, Value scratch,
                                 TileAt at) const {
     Type f32 = e.builder().getF32Type();
     const int64_t d = row.d;
-    SmallVector<Value> ok, pages, offs;
-    SmallVector<SmallVector<Value>> logits(heads);
-    Value count = e.f32(0.0);
-    SmallVector<Type> logitTypes(heads, f32);
-    for (int64_t i = 0; i < kTile; ++i) {
-      auto [valid, page, off] = at(e, i);
-      ok.push_back(valid);
-      pages.push_back(page);
-      offs.push_back(off);
-      SmallVector<Value> li = e.ifElse(
-          valid, logitTypes,
-          [&](Emitter &e) -> SmallVector<Value> {
-            RowOps row{e, d};
-            SmallVector<Value> krow = row.loadRow(k, {page, g, off});
-            SmallVector<Value> out;
-            for (int64_t j = 0; j < heads; ++j)
-              out.push_back(
-                  e.fmul(rowDot(e, row.target(), qs[j], krow, 1), scale));
-            return out;
-          },
-          [&](Emitter &e) -> SmallVector<Value> {
-            return SmallVector<Value>(heads, e.negInf());
-          });
-      for (int64_t j = 0; j < heads; ++j)
-        logits[j].push_back(li[j]);
-      count = e.fadd(count, e.select(valid, e.f32(1.0), e.f32(0.0)));
-    }
+    // The tile's logits, head by head, through `scratch` (heads x kTile):
+    // the positions are loops, not unrolled, so that a layer's program
+    // compiles in about the time it did a position at a time.
+    Value count = e.forLoop(
+        e.idx(0), e.idx(kTile), e.idx(1), {e.f32(0.0)},
+        [&](Emitter &e, Value i, ValueRange acc) -> SmallVector<Value> {
+          auto [valid, page, off] = at(e, i);
+          SmallVector<Value> li = e.ifElse(
+              valid, SmallVector<Type>(heads, f32),
+              [&](Emitter &e) -> SmallVector<Value> {
+                RowOps row{e, d};
+                SmallVector<Value> krow = row.loadRow(k, {page, g, off});
+                SmallVector<Value> out;
+                for (int64_t j = 0; j < heads; ++j)
+                  out.push_back(
+                      e.fmul(rowDot(e, row.target(), qs[j], krow, 1), scale));
+                return out;
+              },
+              [&](Emitter &e) -> SmallVector<Value> {
+                return SmallVector<Value>(heads, e.negInf());
+              });
+          for (int64_t j = 0; j < heads; ++j)
+            e.store(li[j], scratch, {e.idx(j), i});
+          return {e.fadd(acc[0], e.select(valid, e.f32(1.0), e.f32(0.0)))};
+        })[0];
     return e.ifElse(
         e.fcmp(arith::CmpFPredicate::OGT, count, e.f32(0.0)),
         ValueRange(state).getTypes(),
@@ -131,9 +129,9 @@ struct Softmax {
           SmallVector<Value> ps;
           for (int64_t j = 0; j < heads; ++j) {
             Value *st = &out[j * width()];
-            Value lv = vector::FromElementsOp::create(
+            Value lv = vector::LoadOp::create(
                 e.builder(), e.location(), VectorType::get({kTile}, f32),
-                logits[j]);
+                scratch, ValueRange{e.idx(j), e.idx(0)});
             Value tileMax = vector::ReductionOp::create(
                 e.builder(), e.location(), vector::CombiningKind::MAXIMUMF, lv);
             Value m = st[0];
@@ -150,31 +148,37 @@ struct Softmax {
             for (int64_t c = 0; c < chunks; ++c)
               st[3 + c] = e.fmul(st[3 + c], corrV);
           }
-          for (int64_t i = 0; i < kTile; ++i) {
-            SmallVector<Value> accs;
-            for (int64_t j = 0; j < heads; ++j)
-              for (int64_t c = 0; c < chunks; ++c)
-                accs.push_back(out[j * width() + 3 + c]);
-            SmallVector<Value> next = e.ifElse(
-                ok[i], ValueRange(accs).getTypes(),
-                [&](Emitter &e) -> SmallVector<Value> {
-                  RowOps row{e, d};
-                  SmallVector<Value> vrow =
-                      row.loadRow(v, {pages[i], g, offs[i]});
-                  SmallVector<Value> res;
-                  for (int64_t j = 0; j < heads; ++j) {
-                    Value pV = row.splat(vector::ExtractOp::create(
-                        e.builder(), e.location(), ps[j], i));
-                    for (int64_t c = 0; c < chunks; ++c)
-                      res.push_back(e.fma(vrow[c], pV, accs[j * chunks + c]));
-                  }
-                  return res;
-                },
-                [&](Emitter &) -> SmallVector<Value> { return accs; });
-            for (int64_t j = 0; j < heads; ++j)
-              for (int64_t c = 0; c < chunks; ++c)
-                out[j * width() + 3 + c] = next[j * chunks + c];
-          }
+          SmallVector<Value> accs;
+          for (int64_t j = 0; j < heads; ++j)
+            for (int64_t c = 0; c < chunks; ++c)
+              accs.push_back(out[j * width() + 3 + c]);
+          SmallVector<Value> next = e.forLoop(
+              e.idx(0), e.idx(kTile), e.idx(1), accs,
+              [&](Emitter &e, Value i, ValueRange acc) -> SmallVector<Value> {
+                auto [valid, page, off] = at(e, i);
+                return e.ifElse(
+                    valid, ValueRange(acc).getTypes(),
+                    [&](Emitter &e) -> SmallVector<Value> {
+                      RowOps row{e, d};
+                      SmallVector<Value> vrow = row.loadRow(v, {page, g, off});
+                      SmallVector<Value> res;
+                      for (int64_t j = 0; j < heads; ++j) {
+                        Value pV = row.splat(vector::ExtractOp::create(
+                            e.builder(), e.location(), ps[j],
+                            ArrayRef<OpFoldResult>{i}));
+                        for (int64_t c = 0; c < chunks; ++c)
+                          res.push_back(
+                              e.fma(vrow[c], pV, acc[j * chunks + c]));
+                      }
+                      return res;
+                    },
+                    [&](Emitter &) -> SmallVector<Value> {
+                      return SmallVector<Value>(acc);
+                    });
+              });
+          for (int64_t j = 0; j < heads; ++j)
+            for (int64_t c = 0; c < chunks; ++c)
+              out[j * width() + 3 + c] = next[j * chunks + c];
           return out;
         },
         [&](Emitter &) -> SmallVector<Value> {
@@ -195,6 +199,14 @@ struct Softmax {
   }
 };
 
+/// A tile's logits for up to `heads` heads, on the stack (allocated where
+/// the op was, outside its loops).
+Value tileScratch(Emitter &e, int64_t heads) {
+  return memref::AllocaOp::create(
+      e.builder(), e.location(),
+      MemRefType::get({heads, kTile}, e.builder().getF32Type()));
+}
+
 /// The query rows of heads [h0, h0 + heads) of sequence b, as chunks.
 SmallVector<SmallVector<Value>> loadQueries(RowOps &row, Value q, Value b,
                                             Value h0, int64_t heads) {
@@ -213,6 +225,7 @@ void lowerSparseAttend(SparseAttendOp op, Emitter &e,
   Value scale = e.f32(op.getScale().convertToDouble());
   Value batch = e.dim(op.getQ(), 0);
   const int64_t perWalk = headsPerWalk(group, d / kLanes);
+  Value scratch = tileScratch(e, perWalk);
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
     Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
@@ -249,9 +262,10 @@ void lowerSparseAttend(SparseAttendOp op, Emitter &e,
                 RowOps row{e, d};
                 return sm.updateTile(
                     e, row, st, qs, op.getKCache(), op.getVCache(), g, scale,
+                    scratch,
                     [&](Emitter &e,
-                        int64_t i) -> std::tuple<Value, Value, Value> {
-                      Value slot = e.add(v, e.idx(i));
+                        Value i) -> std::tuple<Value, Value, Value> {
+                      Value slot = e.add(v, i);
                       Value in = e.lt(slot, v1);
                       auto [t, valid] =
                           slotsInfo.position(e, e.select(in, slot, v0), list,
@@ -279,6 +293,7 @@ void lowerDenseAttend(DenseAttendOp op, Emitter &e, PatternRewriter &rewriter) {
   Value batch = e.dim(op.getQ(), 0);
   Value splits = e.dim(op.getPartialMl(), 2);
   const int64_t perWalk = headsPerWalk(group, d / kLanes);
+  Value scratch = tileScratch(e, perWalk);
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
     e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
@@ -300,9 +315,10 @@ void lowerDenseAttend(DenseAttendOp op, Emitter &e, PatternRewriter &rewriter) {
                 RowOps row{e, d};
                 return sm.updateTile(
                     e, row, st, qs, op.getKCache(), op.getVCache(), g, scale,
+                    scratch,
                     [&](Emitter &e,
-                        int64_t i) -> std::tuple<Value, Value, Value> {
-                      Value pos = e.add(t, e.idx(i));
+                        Value i) -> std::tuple<Value, Value, Value> {
+                      Value pos = e.add(t, i);
                       Value ok = e.lt(pos, t1);
                       pos = e.select(ok, pos, t0);
                       Value page = e.loadIndex(op.getPageTable(),
