@@ -185,7 +185,39 @@ struct Softmax {
           return SmallVector<Value>(state);
         });
   }
-  /// Stores the state of each head j as split s of head heads0 + j.
+  /// Position of slot x of a walk (x in its range) and whether it is
+  /// attended.
+  using PositionOf =
+      llvm::function_ref<std::pair<Value, Value>(Emitter &, Value)>;
+  /// Folds slots [from, to) of sequence b's key/value head g, a tile at a
+  /// time, into a fresh state for the heads whose query rows are qs.
+  SmallVector<Value> walk(Emitter &e, int64_t d,
+                          ArrayRef<SmallVector<Value>> qs, Value k, Value v,
+                          Value pageTable, Value b, Value g, Value scale,
+                          Value scratch, Value from, Value to,
+                          PositionOf positionOf) const {
+    RowOps row{e, d};
+    const int64_t p = staticDim(k, 2);
+    return e.forLoop(
+        from, to, e.idx(kTile), init(e, row),
+        [&](Emitter &e, Value x0, ValueRange st) -> SmallVector<Value> {
+          RowOps row{e, d};
+          return updateTile(
+              e, row, st, qs, k, v, g, scale, scratch,
+              [&](Emitter &e, Value i) -> std::tuple<Value, Value, Value> {
+                Value x = e.add(x0, i);
+                Value in = e.lt(x, to);
+                auto [t, valid] = positionOf(e, e.select(in, x, from));
+                Value ok = e.band(in, valid);
+                // A position not attended reads the page table's first
+                // entry (always there) and no row.
+                Value pos = e.select(ok, t, e.idx(0));
+                Value page = e.loadIndex(pageTable, {b, e.divs(pos, e.idx(p))});
+                return {ok, page, e.rems(pos, e.idx(p))};
+              });
+        });
+  }
+  /// Stores the state of each head j as split s of head h0 + j.
   void store(Emitter &e, RowOps &row, ValueRange state, Value po, Value pml,
              Value b, Value h0, Value s) const {
     for (int64_t j = 0; j < heads; ++j) {
@@ -219,7 +251,7 @@ SmallVector<SmallVector<Value>> loadQueries(RowOps &row, Value q, Value b,
 void lowerSparseAttend(SparseAttendOp op, Emitter &e,
                        PatternRewriter &rewriter) {
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
-  int64_t hkv = staticDim(op.getKCache(), 1), p = staticDim(op.getKCache(), 2);
+  int64_t hkv = staticDim(op.getKCache(), 1);
   int64_t group = hq / hkv;
   SparseList list = SparseList::of(op);
   Value scale = e.f32(op.getScale().convertToDouble());
@@ -256,26 +288,11 @@ void lowerSparseAttend(SparseAttendOp op, Emitter &e,
           }
           if (skipped)
             v1 = e.select(skipped, v0, v1);
-          auto state = e.forLoop(
-              v0, v1, e.idx(kTile), sm.init(e, row),
-              [&](Emitter &e, Value v, ValueRange st) -> SmallVector<Value> {
-                RowOps row{e, d};
-                return sm.updateTile(
-                    e, row, st, qs, op.getKCache(), op.getVCache(), g, scale,
-                    scratch,
-                    [&](Emitter &e,
-                        Value i) -> std::tuple<Value, Value, Value> {
-                      Value slot = e.add(v, i);
-                      Value in = e.lt(slot, v1);
-                      auto [t, valid] =
-                          slotsInfo.position(e, e.select(in, slot, v0), list,
-                                             op.getIndices(), b, g, limit);
-                      Value ok = e.band(in, valid);
-                      Value pos = e.select(ok, t, e.idx(0));
-                      Value page = e.loadIndex(op.getPageTable(),
-                                               {b, e.divs(pos, e.idx(p))});
-                      return {ok, page, e.rems(pos, e.idx(p))};
-                    });
+          SmallVector<Value> state = sm.walk(
+              e, d, qs, op.getKCache(), op.getVCache(), op.getPageTable(), b, g,
+              scale, scratch, v0, v1, [&](Emitter &e, Value slot) {
+                return slotsInfo.position(e, slot, list, op.getIndices(), b, g,
+                                          limit);
               });
           sm.store(e, row, state, op.getPartialO(), op.getPartialMl(), b, h0,
                    s);
@@ -287,7 +304,7 @@ void lowerSparseAttend(SparseAttendOp op, Emitter &e,
 
 void lowerDenseAttend(DenseAttendOp op, Emitter &e, PatternRewriter &rewriter) {
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
-  int64_t hkv = staticDim(op.getKCache(), 1), p = staticDim(op.getKCache(), 2);
+  int64_t hkv = staticDim(op.getKCache(), 1);
   int64_t group = hq / hkv;
   Value scale = e.f32(op.getScale().convertToDouble());
   Value batch = e.dim(op.getQ(), 0);
@@ -309,22 +326,10 @@ void lowerDenseAttend(DenseAttendOp op, Emitter &e, PatternRewriter &rewriter) {
           t1 = e.select(active, t1, t0);
           SmallVector<SmallVector<Value>> qs =
               loadQueries(row, op.getQ(), b, h0, sm.heads);
-          auto state = e.forLoop(
-              t0, t1, e.idx(kTile), sm.init(e, row),
-              [&](Emitter &e, Value t, ValueRange st) -> SmallVector<Value> {
-                RowOps row{e, d};
-                return sm.updateTile(
-                    e, row, st, qs, op.getKCache(), op.getVCache(), g, scale,
-                    scratch,
-                    [&](Emitter &e,
-                        Value i) -> std::tuple<Value, Value, Value> {
-                      Value pos = e.add(t, i);
-                      Value ok = e.lt(pos, t1);
-                      pos = e.select(ok, pos, t0);
-                      Value page = e.loadIndex(op.getPageTable(),
-                                               {b, e.divs(pos, e.idx(p))});
-                      return {ok, page, e.rems(pos, e.idx(p))};
-                    });
+          SmallVector<Value> state = sm.walk(
+              e, d, qs, op.getKCache(), op.getVCache(), op.getPageTable(), b, g,
+              scale, scratch, t0, t1, [&](Emitter &e, Value t) {
+                return std::make_pair(t, e.i1(true));
               });
           sm.store(e, row, state, op.getPartialO(), op.getPartialMl(), b, h0,
                    s);
