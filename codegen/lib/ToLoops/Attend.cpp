@@ -68,6 +68,21 @@ int64_t headsPerWalk(int64_t group, int64_t chunks) {
   return std::clamp<int64_t>(32 / chunks, 1, group);
 }
 
+/// A tile's logits for up to `heads` heads (heads x kTile) and its rows'
+/// pages and offsets (2 x kTile; page -1: not attended), on the stack,
+/// allocated where the op was, outside its loops.
+struct TileScratch {
+  Value logits, rows;
+  static TileScratch of(Emitter &e, int64_t heads) {
+    OpBuilder &b = e.builder();
+    return {
+        memref::AllocaOp::create(
+            b, e.location(), MemRefType::get({heads, kTile}, b.getF32Type())),
+        memref::AllocaOp::create(
+            b, e.location(), MemRefType::get({2, kTile}, b.getIndexType()))};
+  }
+};
+
 /// Online-softmax states of `heads` query heads of one kv head: each its
 /// running max, sum, count and unnormalised output row, one after another.
 struct Softmax {
@@ -91,11 +106,11 @@ struct Softmax {
   /// attended are not read.
   SmallVector<Value> updateTile(Emitter &e, RowOps &row, ValueRange state,
                                 ArrayRef<SmallVector<Value>> qs, Value k,
-                                Value v, Value g, Value scale, Value scratch,
-                                TileAt at) const {
+                                Value v, Value g, Value scale,
+                                const TileScratch &scratch, TileAt at) const {
     Type f32 = e.builder().getF32Type();
     const int64_t d = row.d;
-    // The tile's logits, head by head, through `scratch` (heads x kTile):
+    // The tile's logits, head by head, and its rows, through `scratch`:
     // the positions are loops, not unrolled, so that a layer's program
     // compiles in about the time it did a position at a time.
     Value count = e.forLoop(
@@ -117,7 +132,11 @@ struct Softmax {
                 return SmallVector<Value>(heads, e.negInf());
               });
           for (int64_t j = 0; j < heads; ++j)
-            e.store(li[j], scratch, {e.idx(j), i});
+            e.store(li[j], scratch.logits, {e.idx(j), i});
+          // Where the row is, for the values' pass (-1: not attended).
+          e.store(e.select(valid, page, e.idx(-1)), scratch.rows,
+                  {e.idx(0), i});
+          e.store(off, scratch.rows, {e.idx(1), i});
           return {e.fadd(acc[0], e.select(valid, e.f32(1.0), e.f32(0.0)))};
         })[0];
     return e.ifElse(
@@ -131,7 +150,7 @@ struct Softmax {
             Value *st = &out[j * width()];
             Value lv = vector::LoadOp::create(
                 e.builder(), e.location(), VectorType::get({kTile}, f32),
-                scratch, ValueRange{e.idx(j), e.idx(0)});
+                scratch.logits, ValueRange{e.idx(j), e.idx(0)});
             Value tileMax = vector::ReductionOp::create(
                 e.builder(), e.location(), vector::CombiningKind::MAXIMUMF, lv);
             Value m = st[0];
@@ -155,7 +174,9 @@ struct Softmax {
           SmallVector<Value> next = e.forLoop(
               e.idx(0), e.idx(kTile), e.idx(1), accs,
               [&](Emitter &e, Value i, ValueRange acc) -> SmallVector<Value> {
-                auto [valid, page, off] = at(e, i);
+                Value page = e.load(scratch.rows, {e.idx(0), i});
+                Value off = e.load(scratch.rows, {e.idx(1), i});
+                Value valid = e.ge(page, e.idx(0));
                 return e.ifElse(
                     valid, ValueRange(acc).getTypes(),
                     [&](Emitter &e) -> SmallVector<Value> {
@@ -194,7 +215,7 @@ struct Softmax {
   SmallVector<Value> walk(Emitter &e, int64_t d,
                           ArrayRef<SmallVector<Value>> qs, Value k, Value v,
                           Value pageTable, Value b, Value g, Value scale,
-                          Value scratch, Value from, Value to,
+                          const TileScratch &scratch, Value from, Value to,
                           PositionOf positionOf) const {
     RowOps row{e, d};
     const int64_t p = staticDim(k, 2);
@@ -231,14 +252,6 @@ struct Softmax {
   }
 };
 
-/// A tile's logits for up to `heads` heads, on the stack (allocated where
-/// the op was, outside its loops).
-Value tileScratch(Emitter &e, int64_t heads) {
-  return memref::AllocaOp::create(
-      e.builder(), e.location(),
-      MemRefType::get({heads, kTile}, e.builder().getF32Type()));
-}
-
 /// The query rows of heads [h0, h0 + heads) of sequence b, as chunks.
 SmallVector<SmallVector<Value>> loadQueries(RowOps &row, Value q, Value b,
                                             Value h0, int64_t heads) {
@@ -257,7 +270,7 @@ void lowerSparseAttend(SparseAttendOp op, Emitter &e,
   Value scale = e.f32(op.getScale().convertToDouble());
   Value batch = e.dim(op.getQ(), 0);
   const int64_t perWalk = headsPerWalk(group, d / kLanes);
-  Value scratch = tileScratch(e, perWalk);
+  TileScratch scratch = TileScratch::of(e, perWalk);
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
     Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
@@ -310,7 +323,7 @@ void lowerDenseAttend(DenseAttendOp op, Emitter &e, PatternRewriter &rewriter) {
   Value batch = e.dim(op.getQ(), 0);
   Value splits = e.dim(op.getPartialMl(), 2);
   const int64_t perWalk = headsPerWalk(group, d / kLanes);
-  Value scratch = tileScratch(e, perWalk);
+  TileScratch scratch = TileScratch::of(e, perWalk);
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
     e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
