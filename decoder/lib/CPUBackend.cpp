@@ -12,7 +12,7 @@
 #include "Backend.h"
 
 #include "condensate/Compiler/CPUProgram.h"
-#include "condensate/Support/Vectorize.h"
+#include "condensate/Model/GGUF.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -43,28 +43,12 @@ void linear(const float *x, int64_t rows, int64_t in, const float *w,
                 blas_int(in), beta, y, blas_int(out));
 }
 
-/// sum_i a[i] b[i] in 16 independent lanes, which the compiler vectorises
-/// (one float accumulator would serialise on the add).
-CONDENSATE_AVX2_CLONES float dot(const float *a, const float *b, int64_t n) {
-  constexpr int64_t W = 16;
-  float lanes[W] = {};
-  int64_t i = 0;
-  for (; i + W <= n; i += W)
-    for (int64_t k = 0; k < W; ++k)
-      lanes[k] += a[i + k] * b[i + k];
-  float sum = 0.0f;
-  for (; i < n; ++i)
-    sum += a[i] * b[i];
-  for (float v : lanes)
-    sum += v;
-  return sum;
-}
-
 /// y[rows, out] = x[rows, in] * W[out, in]^T + beta * y over a matrix held
 /// as quantised blocks (out = w.rows()). Up to kFewRows input rows (decode
-/// steps): W is dequantised 16 rows at a time per thread (`threads` of
-/// them) and dotted with every input row. More (prefill): tiles of W are
-/// dequantised into `scratch` and multiplied by sgemm.
+/// steps): each thread (`threads` of them) dots 16 rows of W at a time with
+/// every input row, block by block without decoding them
+/// (WeightMatrix::dotRows). More (prefill): tiles of W are dequantised
+/// into `scratch` and multiplied by sgemm.
 void quantizedLinear(const float *x, int64_t rows, int64_t in,
                      const WeightMatrix &w, float *y, float beta,
                      int threads, std::vector<float> &scratch) {
@@ -72,22 +56,26 @@ void quantizedLinear(const float *x, int64_t rows, int64_t in,
   const int64_t out = w.rows();
   if (rows <= kFewRows) {
     const int64_t blocks = (out + kBlock - 1) / kBlock;
-#pragma omp parallel num_threads(threads)
-    {
-      // Per thread, kept between calls: steady-state steps allocate nothing.
-      thread_local std::vector<float> buf;
-      if (buf.size() < size_t(kBlock * in))
-        buf.resize(size_t(kBlock * in));
-#pragma omp for schedule(static)
-      for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t first = b * kBlock, n = std::min(kBlock, out - first);
-        w.rowsF32(first, n, buf.data());
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t o = 0; o < n; ++o) {
-            float &dst = y[r * out + first + o];
-            const float v = dot(x + r * in, buf.data() + o * in, in);
-            dst = beta == 0.0f ? v : v + beta * dst;
-          }
+    // The sums of each input row over 32 elements (the blocks' offsets
+    // multiply them), kept between calls: steady-state steps allocate
+    // nothing.
+    const int64_t runs = (in + 31) / 32;
+    thread_local std::vector<float> sums;
+    if (sums.size() < size_t(rows * runs))
+      sums.resize(size_t(rows * runs));
+    for (int64_t r = 0; r < rows; ++r)
+      model::blockSums(x + r * in, in, sums.data() + r * runs);
+    const float *xSums = sums.data();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t first = b * kBlock, n = std::min(kBlock, out - first);
+      float part[kBlock];
+      for (int64_t r = 0; r < rows; ++r) {
+        w.dotRows(first, n, x + r * in, xSums + r * runs, part);
+        for (int64_t o = 0; o < n; ++o) {
+          float &dst = y[r * out + first + o];
+          dst = beta == 0.0f ? part[o] : part[o] + beta * dst;
+        }
       }
     }
     return;

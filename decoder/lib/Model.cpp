@@ -432,6 +432,30 @@ void WeightMatrix::rowsF32(int64_t first, int64_t count, float *out) const {
   }
 }
 
+void WeightMatrix::dotRows(int64_t first, int64_t count, const float *x,
+                           const float *xSums, float *out) const {
+  if (!quantized()) {
+    for (int64_t r = 0; r < count; ++r) {
+      const float *w = f32_.data() + size_t(first + r) * size_t(cols_);
+      float sum = 0.0f;
+      for (int64_t c = 0; c < cols_; ++c)
+        sum += w[c] * x[c];
+      out[r] = sum;
+    }
+    return;
+  }
+  for (const Segment &s : segments_) {
+    const int64_t lo = std::max(first, s.firstRow),
+                  hi = std::min(first + count, s.firstRow + s.rows);
+    if (lo < hi)
+      model::dotRows(model::GGMLType(s.type),
+                     blocks_.data() + s.offset +
+                         size_t(lo - s.firstRow) * size_t(s.rowBytes),
+                     size_t(s.rowBytes), hi - lo, cols_, x, xSums,
+                     out + (lo - first));
+  }
+}
+
 std::vector<float> WeightMatrix::toF32() const {
   std::vector<float> v(size_t(rows_) * size_t(cols_));
   rowsF32(0, rows_, v.data());

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BlockFormats.h"
 #include "condensate/Model/GGUF.h"
 #include "condensate/Support/BFloat16.h"
 #include "condensate/Support/Vectorize.h"
@@ -14,16 +15,11 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "GGUF tensors are little-endian; this decoder assumes a little-endian host"
-#endif
-
 namespace condensate::model {
 
 namespace {
 
-constexpr int64_t kQK = 32;   // Elements per block of the simple formats.
-constexpr int64_t kQKK = 256; // Elements per K-quant super-block.
+using namespace detail;
 
 constexpr GGMLTypeTraits kTypeTraits[] = {
     {GGMLType::F32, "F32", 1, 4, true},
@@ -59,41 +55,6 @@ constexpr GGMLTypeTraits kTypeTraits[] = {
     {GGMLType::TQ2_0, "TQ2_0", 256, 66, false},
     {GGMLType::MXFP4, "MXFP4", 32, 17, false},
 };
-
-uint16_t loadU16(const uint8_t *p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-uint32_t loadU32(const uint8_t *p) {
-  uint32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-float bitsToFloat(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-/// IEEE binary16 to binary32, exact for every input including subnormals,
-/// infinities and NaNs.
-float halfToFloat(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  uint32_t exponent = (h >> 10) & 0x1Fu;
-  uint32_t mantissa = h & 0x3FFu;
-  if (exponent == 0) {
-    float magnitude = std::ldexp(float(mantissa), -24);
-    return sign ? -magnitude : magnitude;
-  }
-  if (exponent == 31)
-    return bitsToFloat(sign | 0x7F800000u | (mantissa << 13));
-  return bitsToFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-
-float loadHalf(const uint8_t *p) { return halfToFloat(loadU16(p)); }
 
 // Each decoder turns `numBlocks` consecutive blocks at `x` into floats at `y`.
 
@@ -187,18 +148,6 @@ CONDENSATE_AVX2_CLONES void decodeQ8_0(const uint8_t *x, int64_t numBlocks,
     const int8_t *qs = reinterpret_cast<const int8_t *>(x + 2);
     for (int j = 0; j < kQK; ++j)
       y[j] = qs[j] * d;
-  }
-}
-
-/// Scale and min of sub-block `j` (0..7) from the 12-byte packed 6-bit
-/// scales of Q4_K/Q5_K (ggml's get_scale_min_k4).
-void scaleMinK4(int j, const uint8_t *q, uint8_t &d, uint8_t &m) {
-  if (j < 4) {
-    d = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
   }
 }
 

@@ -180,6 +180,12 @@ public:
   /// Rows [first, first + count) as float32 into out[count, cols]
   /// (in range: the caller's bound).
   void rowsF32(int64_t first, int64_t count, float *out) const;
+  /// out[i] = row first + i . x for i < count (in range: the caller's
+  /// bound), the quantised rows dotted block by block without decoding
+  /// them (model::dotRows); xSums is model::blockSums(x, cols()), used
+  /// only when quantized().
+  void dotRows(int64_t first, int64_t count, const float *x, const float *xSums,
+               float *out) const;
   /// The whole matrix as float32.
   std::vector<float> toF32() const;
   /// The whole matrix rounded to bfloat16 (floatToBF16: nearest, ties to

@@ -92,6 +92,24 @@ inline std::string ggmlTypeName(GGMLType type) {
 Status dequantize(GGMLType type, const void *src, size_t srcBytes,
                   int64_t numElements, float *out);
 
+/// Whether dotRows() takes `type`: the types dequantize() decodes.
+bool dotRowsSupported(GGMLType type);
+
+/// sums[i] = x[32 i] + ... + x[32 i + 31] for the n / 32 runs of `n` (a
+/// multiple of 32) elements: what dotRows() needs of its float32 row.
+void blockSums(const float *x, int64_t n, float *sums);
+
+/// out[r] = sum_c W[r, c] x[c] for `rows` rows of a matrix held as `type`
+/// blocks (dotRowsSupported), row r at src + r * rowBytes with `cols`
+/// elements (a whole number of blocks), without decoding the rows to
+/// float32 where a kernel for the type exists (AVX2 + FMA: Q4_0 Q4_1
+/// Q5_0 Q8_0 Q4_K Q6_K; else through dequantize()). `xSums` is
+/// blockSums(x, cols). Agrees with dequantize() and a float32 dot product
+/// to float32 rounding of sum |W x|, not bit for bit. Unchecked: the
+/// caller validated the type and the sizes.
+void dotRows(GGMLType type, const uint8_t *src, size_t rowBytes, int64_t rows,
+             int64_t cols, const float *x, const float *xSums, float *out);
+
 //===----------------------------------------------------------------------===//
 // Metadata values
 //===----------------------------------------------------------------------===//
