@@ -80,8 +80,8 @@ void quantizedLinear(const float *x, int64_t rows, int64_t in,
     }
     return;
   }
-  // A tile of about 1 MB of float32 rows.
-  const int64_t tile = std::max<int64_t>(kBlock, (int64_t(1) << 18) / in);
+  // A tile of about 8 MB of float32 rows.
+  const int64_t tile = std::max<int64_t>(kBlock, (int64_t(1) << 21) / in);
   if (scratch.size() < size_t(tile * in))
     scratch.resize(size_t(tile * in));
   // The tile is dequantised on this thread alone: OpenBLAS's threads run
