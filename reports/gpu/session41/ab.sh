@@ -3,7 +3,7 @@
 # row's splits, the group's heads side by side) without real-kv.sh before
 # it, in two calls on one warm machine, since the pack of this branch and
 # the base compiler do not fit one call's 64 MiB beside the tree:
-#   1. carry [".carry/base.tar.xz"] (main 2d73e90's libCondensateCompiler.so,
+#   1. carry [".carry/base.tar.xz"] (the libCondensateCompiler.so of main,
 #      stripped; its certify and merge are this branch's base), run
 #        cp .carry/base.tar.xz /root/
 #   2. carry [".carry/gpu.tar.xz"] (bench/pack_gpu.sh on this branch), run
