@@ -117,57 +117,47 @@ AVX2 inline __m256i bitsTo16s(uint32_t bits) {
 
 // Each row kernel: x . row over `nb` blocks, xs the sums of x over 32.
 
-// Q4_0: d * (q - 8), q a nibble.
-AVX2 float rowQ4_0(const uint8_t *b, int64_t nb, const float *x,
-                   const float *) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i, b += 18, x += kQK) {
-    prefetchAhead(b, 18);
-    const __m256i q = _mm256_sub_epi8(nibbles(b + 2), _mm256_set1_epi8(8));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half(b)), dot32(q, x), acc);
+// The formats of 32 elements a block with the half-precision scale d at
+// byte 0: each gives its block's size, its quants as 32 signed bytes (the
+// -8 / -16 of the signed formats applied) and where its half-precision
+// offset m is (Q4_1: d * q + m), -1 where it has none.
+struct Q4_0 { // d * (q - 8), q a nibble
+  static constexpr int64_t kBytes = 18, kMinAt = -1;
+  AVX2 static __m256i quants(const uint8_t *b) {
+    return _mm256_sub_epi8(nibbles(b + 2), _mm256_set1_epi8(8));
   }
-  return hsum(acc);
-}
+};
+struct Q4_1 { // d * q + m
+  static constexpr int64_t kBytes = 20, kMinAt = 2;
+  AVX2 static __m256i quants(const uint8_t *b) { return nibbles(b + 4); }
+};
+struct Q5_0 { // d * (q - 16), q a nibble with its fifth bit from qh
+  static constexpr int64_t kBytes = 22, kMinAt = -1;
+  AVX2 static __m256i quants(const uint8_t *b) {
+    return _mm256_sub_epi8(
+        _mm256_or_si256(nibbles(b + 6), bitsTo16s(loadU32(b + 2))),
+        _mm256_set1_epi8(16));
+  }
+};
+struct Q8_0 { // d * q, q signed
+  static constexpr int64_t kBytes = 34, kMinAt = -1;
+  AVX2 static __m256i quants(const uint8_t *b) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + 2));
+  }
+};
 
-// Q4_1: d * q + m.
-AVX2 float rowQ4_1(const uint8_t *b, int64_t nb, const float *x,
+template <class F>
+AVX2 float rowOf32(const uint8_t *b, int64_t nb, const float *x,
                    const float *xs) {
   __m256 acc = _mm256_setzero_ps();
   float off = 0.0f;
-  for (int64_t i = 0; i < nb; ++i, b += 20, x += kQK) {
-    prefetchAhead(b, 20);
-    acc =
-        _mm256_fmadd_ps(_mm256_set1_ps(half(b)), dot32(nibbles(b + 4), x), acc);
-    off += half(b + 2) * xs[i];
+  for (int64_t i = 0; i < nb; ++i, b += F::kBytes, x += kQK) {
+    prefetchAhead(b, F::kBytes);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half(b)), dot32(F::quants(b), x), acc);
+    if constexpr (F::kMinAt >= 0)
+      off += half(b + F::kMinAt) * xs[i];
   }
   return hsum(acc) + off;
-}
-
-// Q5_0: d * (q - 16), q a nibble with its fifth bit from qh.
-AVX2 float rowQ5_0(const uint8_t *b, int64_t nb, const float *x,
-                   const float *) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i, b += 22, x += kQK) {
-    prefetchAhead(b, 22);
-    const __m256i q = _mm256_sub_epi8(
-        _mm256_or_si256(nibbles(b + 6), bitsTo16s(loadU32(b + 2))),
-        _mm256_set1_epi8(16));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half(b)), dot32(q, x), acc);
-  }
-  return hsum(acc);
-}
-
-// Q8_0: d * q, q signed.
-AVX2 float rowQ8_0(const uint8_t *b, int64_t nb, const float *x,
-                   const float *) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i, b += 34, x += kQK) {
-    prefetchAhead(b, 34);
-    const __m256i q =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + 2));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half(b)), dot32(q, x), acc);
-  }
-  return hsum(acc);
 }
 
 // Q4_K: per 64 elements, 32 bytes whose low nibbles are sub-block 2j and
@@ -262,13 +252,13 @@ RowKernel avx2Kernel(GGMLType type) {
     return nullptr;
   switch (type) {
   case GGMLType::Q4_0:
-    return rowQ4_0;
+    return rowOf32<Q4_0>;
   case GGMLType::Q4_1:
-    return rowQ4_1;
+    return rowOf32<Q4_1>;
   case GGMLType::Q5_0:
-    return rowQ5_0;
+    return rowOf32<Q5_0>;
   case GGMLType::Q8_0:
-    return rowQ8_0;
+    return rowOf32<Q8_0>;
   case GGMLType::Q4_K:
     return rowQ4_K;
   case GGMLType::Q6_K:
