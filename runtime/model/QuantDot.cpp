@@ -4,10 +4,11 @@
 // few). Decoding the rows to float32 first (dequantize()) and then taking
 // dot products moves each weight three times (quants in, floats out, floats
 // in again); here each block's quants are widened in registers and
-// multiplied with the activations directly, the block's scale applied once
-// to the block's sum and its offset (the "min" of Q4_1 and Q4_K, the -8 /
-// -16 / -32 bias of the signed formats) once to the sum of the activations
-// over its 32 elements, which the caller computes once a row (blockSums).
+// multiplied with the activations directly (the -8 / -16 / -32 of the
+// signed formats subtracted from the quants as bytes), the block's scale
+// applied once to the block's sum and its offset (the "min" of Q4_1 and
+// Q4_K) once to the sum of the activations over its 32 elements, which the
+// caller computes once a row (blockSums).
 //
 // The AVX2 + FMA (+ F16C) kernels cover the types of the models this project
 // runs (Q4_0 Q4_1 Q5_0 Q8_0 Q4_K Q6_K); every other type dotRows() takes, and
@@ -80,6 +81,7 @@ AVX2 inline __m256 dot32(__m256i q, const float *x) {
 /// Asks for the cache lines of the block kPrefetchBytes past the one at
 /// `b` (`bytes` long): without it the hardware prefetcher left the row
 /// walk waiting on memory (SmolLM2's MLP a step: 12.7 -> 6.5 ms with it).
+/// A prefetch past the end of the matrix is a hint, never a fault.
 constexpr int64_t kPrefetchBytes = 640;
 AVX2 inline void prefetchAhead(const uint8_t *b, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64)
