@@ -8,25 +8,15 @@
 #        cp .carry/base.tar.xz /root/
 #   2. carry [".carry/gpu.tar.xz"] (bench/pack_gpu.sh on this branch), run
 #        bash reports/gpu/session41/ab.sh
-# The full GPU attention suite, memcheck and racecheck on the certificate
-# and token top-k tests, Nsight Compute at 14/2/64 B1, and a cold A/B
-# against the base compiler, twice, alternating.
+# check.sh (the full GPU attention suite, memcheck and racecheck on the
+# certificate and token top-k tests, Nsight Compute at 14/2/64 B1), then
+# a cold A/B against the base compiler, twice, alternating.
 set -u
-O=$OUT
-export OUT=/tmp/o
+# check.sh sets O, OUT, BIN, NEW and `step`.
 export CALL_SECONDS=${CALL_SECONDS:-560}
-source bench/gpu_env.sh
+source reports/gpu/session41/check.sh
 mkdir -p /tmp/base && tar xJf /root/base.tar.xz -C /tmp/base
-NEW=$PWD/.carry/run/lib/libCondensateCompiler.so
 BASE=/tmp/base/lib/libCondensateCompiler.so
-nvidia-smi -L
-STEP_FILTER='FAILED|Failure|PASSED|tests ran|ERROR SUMMARY'
-step tests 150 $BIN/GPUAttentionTest
-step memcheck 80 compute-sanitizer --tool memcheck $BIN/GPUAttentionTest --gtest_filter='*GPUCertificate*:*TokenTopK.Short*'
-step racecheck 80 compute-sanitizer --tool racecheck $BIN/GPUAttentionTest --gtest_filter='*GPUCertificate*'
-unset STEP_FILTER
-NCU="ncu --csv --metrics gpu__time_duration.sum"
-step ncu_new 40 $NCU python3 bench/bench_cold.py --lib $NEW --shapes 14/2/64 --batches 1 --contexts 131072 --no-flex --once
 ARGS="--shapes 14/2/64,16/2/128,28/4/128,8/1/256,32/8/128 --batches 1,8 --contexts 131072 --no-flex"
 for i in 1 2; do
   step cold_new$i 45 python3 bench/bench_cold.py --lib $NEW $ARGS --json $OUT/cold_new$i.json
