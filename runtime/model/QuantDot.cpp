@@ -278,6 +278,15 @@ bool dotRowsSupported(GGMLType type) {
   return t && t->dequantizable;
 }
 
+bool dotRowsFast(GGMLType type) {
+#ifdef CONDENSATE_QUANTDOT_AVX2
+  return avx2Kernel(type) != nullptr;
+#else
+  (void)type;
+  return false;
+#endif
+}
+
 void blockSums(const float *x, int64_t n, float *sums) {
   for (int64_t i = 0; i < n / kQK; ++i) {
     float s = 0.0f;

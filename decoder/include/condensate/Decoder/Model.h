@@ -8,11 +8,12 @@
 // `{arch}.*` metadata plus the resolved facts the layer recipe reads) and
 // ModelWeights (row-major [out, in] matrices: a GGUF tensor with ne = [in,
 // out] is exactly that). Matrices stay in the file's quantised blocks
-// (WeightStorage::Quantized: a model takes about its file size in memory,
-// and the CPU's matrix products dequantise a few rows or a tile at a time)
-// or are dequantised once to float32 (faster on the CPU today: OpenBLAS's
-// sgemv against a scalar dequantisation). By default (Auto) a model is
-// dequantised only when its float32 copy takes at most half of the
+// (WeightStorage::Quantized: a model takes about its file size in memory;
+// a decode step's products read the blocks in place, model::dotRows, and
+// prefill's dequantise a tile at a time for sgemm) or are dequantised once
+// to float32. By default (Auto) a model stays quantised where this CPU
+// has an in-place kernel for every matrix's type (model::dotRowsFast),
+// else it is dequantised when its float32 copy takes at most half of the
 // machine's memory. Projections that read the same input are
 // stored fused so one matrix product serves them: q, k and v as one
 // [(Hq + 2 Hkv) * D, hidden] matrix, gate and up as one [2 * ffn, hidden].
@@ -161,7 +162,8 @@ struct ModelConfig {
 
 /// How ModelWeights holds its matrices.
 enum class WeightStorage {
-  Auto,      ///< Float32 if that copy fits in half the memory, else Quantized
+  Auto,      ///< Quantized if every matrix's type is dotRowsFast, else
+             ///< Float32 if that copy fits in half the memory
   Quantized, ///< the file's blocks (float32 tensors stay float32)
   Float32,   ///< dequantised once at load
 };

@@ -95,6 +95,11 @@ Status dequantize(GGMLType type, const void *src, size_t srcBytes,
 /// Whether dotRows() takes `type`: the types dequantize() decodes.
 bool dotRowsSupported(GGMLType type);
 
+/// Whether dotRows() has a kernel for `type` on this CPU (it then reads
+/// the blocks in place, faster than a float32 product over the decoded
+/// rows); else it decodes the rows through dequantize() first.
+bool dotRowsFast(GGMLType type);
+
 /// sums[i] = x[32 i] + ... + x[32 i + 31] for the n / 32 runs of `n` (a
 /// multiple of 32) elements: what dotRows() needs of its float32 row.
 void blockSums(const float *x, int64_t n, float *sums);
