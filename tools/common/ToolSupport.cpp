@@ -37,6 +37,25 @@ std::string locate(const std::string &relative) {
   return isRegularFile(repo) ? repo : "";
 }
 
+PolicySpec policySpec(const std::string &arg) {
+  if (arg == "dense")
+    return {"dense", "#condensate.dense"};
+  if (arg == "paper") {
+    const std::string path = locate(kPaperSchedule);
+    if (path.empty())
+      fail(std::string("--policy paper: ") + kPaperSchedule + " not found");
+    return {"paper (" + path + ")", take(readFile(path))};
+  }
+  if (!arg.empty() && arg[0] == '@') {
+    const std::string path = arg.substr(1);
+    Result<std::string> content = readFile(path);
+    if (!content)
+      fail("policy file: " + content.message());
+    return {path, *content};
+  }
+  return {"inline", arg};
+}
+
 void reexecWith(char **argv, const char *variable, const std::string &value,
                 const char *marker) {
   if (value.empty() || std::getenv(variable) || std::getenv(marker))

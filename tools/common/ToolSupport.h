@@ -24,6 +24,17 @@ bool isRegularFile(const std::string &path);
 /// were built from; "" if in neither.
 std::string locate(const std::string &relative);
 
+/// The source paper's schedule, located like the default inputs.
+constexpr const char *kPaperSchedule = "examples/paper.mlir";
+
+/// A --policy argument: its name for reports and its text (JSON or MLIR).
+struct PolicySpec {
+  std::string name, text;
+};
+/// `dense`, `paper` (kPaperSchedule), `@FILE` (the file's contents) or the
+/// policy itself; fails where a file cannot be found or read.
+PolicySpec policySpec(const std::string &arg);
+
 /// Re-executes this program with `variable=value` when `value` is not empty,
 /// unless the user set `variable` or this is the re-executed program
 /// (`marker` set). Used to hand OpenBLAS a core type it did not detect

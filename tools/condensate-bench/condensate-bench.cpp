@@ -54,8 +54,9 @@ const char *kUsage =
     "  --batch B             sequences decoded together (default 1)\n"
     "  --steps S             timed decode steps (default 32)\n"
     "  --warmup W            untimed steps first (default 4)\n"
-    "  --policy P            a policy or schedule (JSON, MLIR or @file); may\n"
-    "                        repeat; dense is always run first\n"
+    "  --policy P            a policy or schedule (JSON, MLIR, @file,\n"
+    "                        dense or paper); may repeat; dense is always\n"
+    "                        run first\n"
     "  --kv-type T           f32, f16 or bf16 (default bf16 on the GPU)\n"
     "  --gpu-weights T       f32 or bf16 (default): the type the GPU holds\n"
     "                        the weight matrices in\n"
@@ -217,7 +218,8 @@ int main(int argc, char **argv) {
     int64_t sketchBits = 0;
     for (const std::string &p : o.policies) {
       Schedule s = withPageSize(
-          take(parseSchedule(p, cfg.numLayers, "--policy")), page);
+          take(parseSchedule(policySpec(p).text, cfg.numLayers, "--policy")),
+          page);
       if (int64_t b = s.sketchBits()) {
         if (sketchBits && b != sketchBits)
           fail("the policies use sketches of " + std::to_string(sketchBits) +

@@ -38,7 +38,6 @@ using namespace condensate::tools;
 namespace {
 
 constexpr const char *kTool = "condensate-decode";
-constexpr const char *kPaperSchedule = "examples/paper.mlir";
 /// Set when this program re-executed itself for OpenBLAS (main).
 constexpr const char *kReexecMarker = "CONDENSATE_DECODE_REEXEC";
 
@@ -75,10 +74,11 @@ const char *kUsage =
     "                         quantised weights)\n"
     "  --weights auto|quantized|f32\n"
     "                         hold the matrices as the file's quantised\n"
-    "                         blocks (about the file's size in memory,\n"
-    "                         slower on the CPU) or as float32 (4-8x the\n"
-    "                         file); auto (default): float32 when that fits\n"
-    "                         in half the memory\n"
+    "                         blocks (about the file's size in memory) or\n"
+    "                         as float32 (4-8x the file); auto (default):\n"
+    "                         quantised where this CPU multiplies every\n"
+    "                         matrix's type in place, else float32 when\n"
+    "                         that fits in half the memory\n"
     "  --json                 print one JSON object instead of text\n"
     "  --quiet                print only the generated text\n"
     "  --profile              time the parts of the policy's decode steps\n"
@@ -238,44 +238,19 @@ double seconds(std::chrono::steady_clock::time_point since) {
 }
 
 /// Contents of a file that locate() found.
-std::string readFound(const std::string &path) {
-  return take(condensate::readFile(path));
-}
-
 /// The policy to decode with: its name for the report and its text.
-struct PolicyChoice {
-  std::string name, text;
+struct PolicyChoice : PolicySpec {
   bool isDefault = false; ///< not asked for: may not fit the model
 };
 
 PolicyChoice choosePolicy(const Options &o) {
-  auto paper = [](const char *what) -> PolicyChoice {
-    std::string path = locate(kPaperSchedule);
-    if (path.empty()) {
-      if (what)
-        fail(std::string(what) + kPaperSchedule + " not found");
-      return {"dense", "#condensate.dense"};
-    }
-    return {"paper (" + path + ")", readFound(path)};
-  };
-  if (!o.policy) {
-    PolicyChoice c = paper(nullptr);
-    c.isDefault = true;
-    return c;
-  }
-  const std::string &spec = *o.policy;
-  if (spec == "dense")
-    return {"dense", "#condensate.dense"};
-  if (spec == "paper")
-    return paper("--policy paper: ");
-  if (!spec.empty() && spec[0] == '@') {
-    const std::string path = spec.substr(1);
-    auto content = condensate::readFile(path);
-    if (!content)
-      fail("policy file: " + content.message());
-    return {path, *content};
-  }
-  return {"inline", spec};
+  if (o.policy)
+    return {policySpec(*o.policy)};
+  // The paper's schedule where it is found, else dense.
+  PolicyChoice c{locate(kPaperSchedule).empty() ? policySpec("dense")
+                                                : policySpec("paper")};
+  c.isDefault = true;
+  return c;
 }
 
 int runTool(const Options &o) {
