@@ -117,6 +117,16 @@ struct Softmax {
         e.idx(0), e.idx(kTile), e.idx(1), {e.f32(0.0)},
         [&](Emitter &e, Value i, ValueRange acc) -> SmallVector<Value> {
           auto [valid, page, off] = at(e, i);
+          // The rows wanted next, in cache before their loads: this
+          // position's value row (the values' pass follows this loop) and
+          // the key row of the next tile's position i (gathered by index,
+          // or across a page, neither of which the hardware foresees).
+          // A position not attended asks for a row in range, harmlessly.
+          RowOps ahead{e, d};
+          ahead.prefetchRow(v, {page, g, off});
+          auto [nextValid, nextPage, nextOff] = at(e, e.add(i, e.idx(kTile)));
+          (void)nextValid;
+          ahead.prefetchRow(k, {nextPage, g, nextOff});
           SmallVector<Value> li = e.ifElse(
               valid, SmallVector<Type>(heads, f32),
               [&](Emitter &e) -> SmallVector<Value> {

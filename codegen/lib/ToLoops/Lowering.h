@@ -47,6 +47,20 @@ struct RowOps {
     }
     return out;
   }
+  /// Asks for row `prefix` of `mem` in cache (a prefetch a 64-byte line),
+  /// for a load soon after: hides the latency of rows gathered by index,
+  /// which the hardware prefetcher cannot guess.
+  void prefetchRow(Value mem, ValueRange prefix) {
+    auto type = cast<MemRefType>(mem.getType());
+    const int64_t perLine = 64 * 8 / type.getElementTypeBitWidth();
+    for (int64_t c = 0; c < d; c += perLine) {
+      SmallVector<Value> ivs(prefix.begin(), prefix.end());
+      ivs.push_back(e.idx(c));
+      memref::PrefetchOp::create(e.builder(), e.location(), mem, ivs,
+                                 /*isWrite=*/false, /*localityHint=*/3,
+                                 /*isDataCache=*/true);
+    }
+  }
   void storeRow(ArrayRef<Value> chunksIn, Value mem, ValueRange prefix) {
     for (int64_t c = 0; c < chunks(); ++c) {
       SmallVector<Value> ivs(prefix.begin(), prefix.end());

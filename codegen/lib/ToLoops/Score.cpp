@@ -16,6 +16,7 @@
 using namespace mlir;
 using namespace mlir::condensate;
 using namespace mlir::condensate::loops;
+namespace abi = ::condensate::abi;
 
 namespace {
 
@@ -142,6 +143,15 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
         Value t0 = e.mul(j, e.idx(p));
         RowOps row{e, d};
         Value page = e.loadIndex(op.getPageTable(), {b, j});
+        // The next page's summaries, in cache by the time its walk starts
+        // (pages are where the pool put them, not where a stream goes).
+        Value next =
+            e.mins(e.add(j, e.idx(1)), e.sub(e.mins(mp, pages), e.idx(1)));
+        Value nextPage = e.loadIndex(op.getPageTable(), {b, next});
+        row.prefetchRow(sum, {nextPage, g, e.idx(KMin)});
+        row.prefetchRow(sum, {nextPage, g, e.idx(KMax)});
+        for (int64_t r = 0; r < abi::sketchRows(p, bits); ++r)
+          row.prefetchRow(sum, {nextPage, g, e.idx(abi::kSketchRow0 + r)});
         auto lo = row.loadRow(sum, {page, g, e.idx(KMin)});
         auto hi = row.loadRow(sum, {page, g, e.idx(KMax)});
         Value full = e.le(e.add(t0, e.idx(p)), n);
