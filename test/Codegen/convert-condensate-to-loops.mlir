@@ -250,19 +250,28 @@ func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: m
 // -----
 
 // The certificate: per-unit marks in an i8 scratch buffer, omitted mass
-// summed in f64 per head of the group, and a walk over the 2 extra slots
-// against tau = 1e-4.
+// summed in f64 per head of the group, 8 units at a time (their counts and
+// bounds gathered through the stack, e^x in vector arithmetic: a polynomial
+// and 2^k from exponent bits, no libm call), and a walk over the 2 extra
+// slots against tau = 1e-4.
 // CHECK-LABEL: func.func @certify
 // CHECK-DAG: %[[TAU:.*]] = arith.constant 1.000000e-04 : f64
-// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
 // CHECK: %[[MARKS:.*]] = memref.alloc(%{{.*}}) : memref<?xi8>
+// CHECK: %[[LANES:.*]] = memref.alloca() : memref<3x8xf32>
 // CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
 // CHECK: arith.extf %{{.*}} : f32 to f64
 // CHECK: scf.for %{{.*}} = %c0 to %c4 step %c1 {
 // CHECK: memref.store %c1_i8, %[[MARKS]]
-// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]], %{{.*}} = %[[ZERO]]) -> (f64, f64) {
-// CHECK: math.exp %{{.*}} : f64
-// CHECK: arith.addf %{{.*}} : f64
+// CHECK: scf.for {{.*}} step %c8 iter_args(%{{.*}} = %[[VZ:.*]], %{{.*}} = %[[VZ]]) -> (vector<8xf64>, vector<8xf64>) {
+// CHECK: memref.store %{{.*}}, %[[LANES]]
+// CHECK-NOT: math.exp
+// CHECK: math.floor %{{.*}} : vector<8xf64>
+// CHECK-NOT: math.exp
+// CHECK: arith.shli %{{.*}} : vector<8xi64>
+// CHECK-NOT: math.exp
+// CHECK: arith.addf %{{.*}} : vector<8xf64>
+// CHECK: vector.reduction <add>, %{{.*}} : vector<8xf64> into f64
+// CHECK-NOT: math.exp
 // CHECK: arith.cmpf ogt, %{{.*}}, %[[TAU]] : f64
 // The walk: while not done and a slot is left (2 extra slots).
 // CHECK: scf.while ({{.*}}) : (i1, index, index, f64, f64) -> (i1, index, index, f64, f64) {

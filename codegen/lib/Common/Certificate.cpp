@@ -12,25 +12,95 @@
 using namespace mlir;
 using namespace mlir::condensate;
 
+namespace {
+
+/// exp(x) for an f64 x or a vector of them, in arithmetic (a libm call a
+/// unit was most of the CPU certificate's time): x = k ln 2 + r with k =
+/// round(x log2 e) and ln 2 in fdlibm's two parts (k ln2_hi exact), e^r by
+/// its Taylor series to r^13 (|r| <= 0.35: remainder below 6e-18
+/// relative), times 2^k as 2^(k >> 1) * 2^(k - (k >> 1)) from exponent bits,
+/// both factors normal for every k in [-1076, 1024], so that subnormal
+/// results and the overflow to +inf come out of the products. x is clamped
+/// to [-746, 710] first (e^-746 rounds to 0, e^710 overflows); NaN stays
+/// NaN. A few ulps from exp: the certificate's margin kBoundMargin is
+/// eleven orders of magnitude larger.
+Value expF64(Emitter &e, Value x) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  auto vt = dyn_cast<VectorType>(x.getType());
+  auto like = [&](Value scalar) {
+    return vt ? e.splat(scalar, vt.getNumElements()) : scalar;
+  };
+  auto c = [&](double v) { return like(e.f64(v)); };
+  auto ic = [&](int64_t v) {
+    return like(arith::ConstantIntOp::create(b, loc, v, 64));
+  };
+  Type i64 = vt ? Type(VectorType::get(vt.getShape(), b.getI64Type()))
+                : Type(b.getI64Type());
+  Value xc = e.fmin(e.fmax(x, c(-746.0)), c(710.0));
+  Value k =
+      math::FloorOp::create(b, loc, e.fma(xc, c(1.4426950408889634), c(0.5)));
+  Value r = e.fsub(e.fsub(xc, e.fmul(k, c(6.93147180369123816490e-01))),
+                   e.fmul(k, c(1.90821492927058770002e-10)));
+  double coef[14];
+  coef[0] = 1.0;
+  for (int i = 1; i < 14; ++i)
+    coef[i] = coef[i - 1] / double(i);
+  Value y = c(coef[13]);
+  for (int i = 12; i >= 0; --i)
+    y = e.fma(y, r, c(coef[i]));
+  Value ki = arith::FPToSIOp::create(b, loc, i64, k);
+  Value k1 = arith::ShRSIOp::create(b, loc, ki, ic(1));
+  auto pow2 = [&](Value kk) {
+    Value bits = arith::ShLIOp::create(b, loc, e.add(kk, ic(1023)), ic(52));
+    return arith::BitcastOp::create(b, loc, x.getType(), bits);
+  };
+  Value out = e.fmul(e.fmul(y, pow2(k1)), pow2(e.sub(ki, k1)));
+  return e.select(e.fcmp(arith::CmpFPredicate::UNO, x, x), x, out);
+}
+
+/// The exponent of a unit's mass bound, bound + margin - m, for f32 scalars
+/// or for `bound` a vector of them (m is splat).
+Value massBoundExponent(Emitter &e, Value bound, Value m) {
+  auto vt = dyn_cast<VectorType>(bound.getType());
+  auto c = [&](double v) {
+    Value s = e.f32(v);
+    return vt ? e.splat(s, vt.getNumElements()) : s;
+  };
+  if (vt)
+    m = e.splat(m, vt.getNumElements());
+  Value margin = e.fmul(
+      e.fadd(c(1.0), math::AbsFOp::create(e.builder(), e.location(), bound)),
+      c(kBoundMargin));
+  return e.fsub(e.fadd(bound, margin), m);
+}
+
+} // namespace
+
 Value mlir::condensate::unitMassBound(Emitter &e, const TargetInfo &target,
                                       Value cnt, Value bound, Value m) {
   Type f64 = e.builder().getF64Type();
-  Value margin =
-      e.fmul(e.fadd(e.f32(1.0),
-                    math::AbsFOp::create(e.builder(), e.location(), bound)),
-             e.f32(kBoundMargin));
-  Value x = e.fsub(e.fadd(bound, margin), m);
+  Value x = massBoundExponent(e, bound, m);
   Value term;
-  if (target.f64Exp()) {
-    x = e.extf(x, f64);
-    // The product with 1 changes nothing; it stays so that the emitted code
-    // stays byte-identical.
-    Value mass = e.fmul(e.indexToF32(cnt), e.f32(1.0));
-    term = e.fmul(e.extf(mass, f64), e.exp(x));
-  } else {
+  if (target.f64Exp())
+    term = e.fmul(e.extf(e.indexToF32(cnt), f64), expF64(e, e.extf(x, f64)));
+  else
     term = e.fmul(e.indexToF32(cnt), e.exp(x));
-  }
   return e.select(e.gt(cnt, e.idx(0)), e.extf(term, f64), e.f64(0.0));
+}
+
+Value mlir::condensate::unitMassBoundLanes(Emitter &e, const TargetInfo &target,
+                                           Value counts, Value bounds,
+                                           Value m) {
+  assert(target.f64Exp() && "the lanes form is the f64 formula's");
+  (void)target;
+  auto vt = cast<VectorType>(counts.getType());
+  Type f64 = VectorType::get(vt.getShape(), e.builder().getF64Type());
+  Value x = massBoundExponent(e, bounds, m);
+  Value term = e.fmul(e.extf(counts, f64), expF64(e, e.extf(x, f64)));
+  Value zeros = e.splat(e.f32(0.0), vt.getNumElements());
+  return e.select(e.fcmp(arith::CmpFPredicate::OGT, counts, zeros), term,
+                  e.splat(e.f64(0.0), vt.getNumElements()));
 }
 
 Value mlir::condensate::unitLowerMass(Emitter &e, const TargetInfo &target,
@@ -45,7 +115,7 @@ Value mlir::condensate::unitLowerMass(Emitter &e, const TargetInfo &target,
   Value x = e.fsub(e.fsub(e.fsub(bound, width), margin), m);
   Value term;
   if (target.f64Exp())
-    term = e.fmul(e.extf(e.indexToF32(cnt), f64), e.exp(e.extf(x, f64)));
+    term = e.fmul(e.extf(e.indexToF32(cnt), f64), expF64(e, e.extf(x, f64)));
   else
     term = e.extf(e.fmul(e.indexToF32(cnt), e.exp(x)), f64);
   // Below +inf and not NaN (an ordered comparison is false for NaN).

@@ -21,6 +21,13 @@ namespace mlir::condensate {
 Value unitMassBound(Emitter &e, const TargetInfo &target, Value count,
                     Value bound, Value m);
 
+/// unitMassBound of several units at once, for targets with f64Exp (the
+/// CPU's sums over every omitted unit): `counts` (their candidate
+/// positions) and `bounds` are f32 vectors, m the head's max logit; the
+/// terms as an f64 vector.
+Value unitMassBoundLanes(Emitter &e, const TargetInfo &target, Value counts,
+                         Value bounds, Value m);
+
 /// The mass a taken extra adds to Z when the certificate has its lower
 /// bounds (certify with `widths`), in f64: `count` positions times
 /// exp(bound - width - margin - m), the margin kBoundMargin * (1 + |bound|

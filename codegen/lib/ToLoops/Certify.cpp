@@ -241,6 +241,11 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
   Value one8 = arith::ConstantIntOp::create(rewriter, loc, 1, 8);
   e.forEach(e.idx(0), nu,
             [&](Emitter &e, Value u) { e.store(zero8, marks, {u}); });
+  // kLanes units' counts and the group's bounds, for the omitted sums
+  // (on the stack, outside the loops).
+  Value lanes = memref::AllocaOp::create(
+      rewriter, loc,
+      MemRefType::get({1 + group, kLanes}, rewriter.getF32Type()));
   Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
   auto markUnits = [&](Emitter &e, Value b, Value g, Value from, Value to,
                        Value mark) {
@@ -293,25 +298,44 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
           Value bound = e.load(op.getScores(), {b, heads[i], u});
           return unitMassBound(e, target, cnt, bound, ms[i]);
         };
-        // U over every unmarked candidate unit.
+        // U over every unmarked candidate unit, kLanes units at a time:
+        // their counts (0 where marked or past the context) and the
+        // group's bounds gathered through `lanes`, the terms as vectors.
         auto omitted = [&](Emitter &e) {
-          SmallVector<Value> init(group, e.f64(0.0));
-          return e.forLoop(
-              e.idx(0), live, e.idx(1), init,
-              [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
-                Value unmarked = e.eq(e.load(marks, {u}), zero8);
-                return e.ifElse(
-                    unmarked, ValueRange(acc).getTypes(),
-                    [&](Emitter &e) -> SmallVector<Value> {
-                      SmallVector<Value> out;
-                      for (int64_t i = 0; i < group; ++i)
-                        out.push_back(e.fadd(acc[i], unitMass(e, u, i)));
-                      return out;
-                    },
-                    [&](Emitter &) -> SmallVector<Value> {
-                      return SmallVector<Value>(acc);
-                    });
+          SmallVector<Value> init(group, e.splat(e.f64(0.0), kLanes));
+          SmallVector<Value> sums = e.forLoop(
+              e.idx(0), live, e.idx(kLanes), init,
+              [&](Emitter &e, Value u0, ValueRange acc) -> SmallVector<Value> {
+                e.forEach(e.idx(0), e.idx(kLanes), [&](Emitter &e, Value l) {
+                  Value u = e.add(u0, l);
+                  Value in = e.lt(u, live);
+                  Value uSafe = e.select(in, u, e.idx(0));
+                  Value counted =
+                      e.band(in, e.eq(e.load(marks, {uSafe}), zero8));
+                  e.store(e.select(counted, e.indexToF32(units.count(e, uSafe)),
+                                   e.f32(0.0)),
+                          lanes, {e.idx(0), l});
+                  for (int64_t i = 0; i < group; ++i)
+                    e.store(e.load(op.getScores(), {b, heads[i], uSafe}), lanes,
+                            {e.idx(1 + i), l});
+                });
+                auto row = [&](int64_t r) -> Value {
+                  return vector::LoadOp::create(
+                      e.builder(), e.location(),
+                      VectorType::get({kLanes}, e.builder().getF32Type()),
+                      lanes, ValueRange{e.idx(r), e.idx(0)});
+                };
+                Value counts = row(0);
+                SmallVector<Value> out;
+                for (int64_t i = 0; i < group; ++i)
+                  out.push_back(
+                      e.fadd(acc[i], unitMassBoundLanes(e, target, counts,
+                                                        row(1 + i), ms[i])));
+                return out;
               });
+          for (Value &sum : sums)
+            sum = e.reduceAdd(sum);
+          return sums;
         };
         // With widths: the mass of unit u's lower bound for head i, which
         // a taken extra adds to Z.
