@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -395,22 +396,36 @@ public:
     return program.append(a);
   }
   Status attend(int64_t l) override {
-    const int64_t B = batch_->rows;
+    const int64_t B = batch_->rows, hq = cfg_.qHeads, qDim = cfg_.qDim();
     LayerCache &c = caches_[size_t(l)];
-    AttentionArgs a;
-    a.batch = B;
-    a.maxPages = batch_->tableWidth;
-    a.numPages = numPages_;
-    a.q = buf(Buf::Q);
-    a.kCache = c.k.data();
-    a.vCache = c.v.data();
-    a.pageTable = batch_->pageTable.data();
-    a.lens = batch_->lens.data();
-    a.windows = batch_->windows.data() + l * B;
-    a.summaries = c.summaries.data();
-    a.out = buf(Buf::Attn);
-    a.stats = stats_.data() + l * B * cfg_.qHeads * Decoder::kStatFields;
-    return program_->program->attend(l, a);
+    const int32_t *lens = batch_->lens.data();
+    // Sequences are independent: a batch whose keys and values are worth a
+    // thread's start (kParallelAttendElements) runs as one call a thread,
+    // each on a run of sequences with about equal positions.
+    int64_t positions = 0;
+    for (int64_t r = 0; r < B; ++r)
+      positions += lens[r];
+    const int64_t perPosition = 2 * cfg_.kvDim();
+    const int64_t chunks =
+        positions * perPosition >= kParallelAttendElements ? threads_ : 1;
+    return runChunks(
+        B, chunks, Workers::OpenMP, [&](int64_t r) { return int64_t(lens[r]); },
+        [&](int64_t r0, int64_t r1) {
+          AttentionArgs a;
+          a.batch = r1 - r0;
+          a.maxPages = batch_->tableWidth;
+          a.numPages = numPages_;
+          a.q = buf(Buf::Q) + r0 * qDim;
+          a.kCache = c.k.data();
+          a.vCache = c.v.data();
+          a.pageTable = batch_->pageTable.data() + r0 * batch_->tableWidth;
+          a.lens = lens + r0;
+          a.windows = batch_->windows.data() + l * B + r0;
+          a.summaries = c.summaries.data();
+          a.out = buf(Buf::Attn) + r0 * qDim;
+          a.stats = stats_.data() + (l * B + r0) * hq * Decoder::kStatFields;
+          return program_->program->attend(l, a);
+        });
   }
   Status prefillAttend(int64_t l) override {
     // The rows are consecutive positions of one sequence. They are cut into
@@ -421,55 +436,31 @@ public:
     const int32_t *pos = batch_->positions.data();
     const int64_t window =
         prefillWindowOf(prefillSchedule_, l, cfg_.kvHeads).window;
-    auto cost = [&](int64_t r) {
-      const int64_t seen = int64_t(pos[r]) + 1;
-      return window > 0 ? std::min(seen, window) : seen;
-    };
-    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads_, T));
-    int64_t total = 0;
-    for (int64_t r = 0; r < T; ++r)
-      total += cost(r);
-    std::vector<int64_t> bounds{0};
-    int64_t acc = 0;
-    for (int64_t r = 0; r < T; ++r) {
-      acc += cost(r);
-      if (acc * chunks >= total * int64_t(bounds.size()) &&
-          int64_t(bounds.size()) < chunks)
-        bounds.push_back(r + 1);
-    }
-    if (bounds.back() != T)
-      bounds.push_back(T);
     LayerCache &c = caches_[size_t(l)];
     const CPUProgram &program = *prefill_;
-    std::vector<Status> status(bounds.size() - 1);
-    // Plain threads, not an OpenMP region: OpenMP's idle workers would spin
-    // against OpenBLAS's between the products (a third of the prefill).
-    auto run = [&](int64_t i) {
-      const int64_t r0 = bounds[size_t(i)], r1 = bounds[size_t(i + 1)];
-      const int32_t len = pos[r1 - 1] + 1, starts[2] = {0, int32_t(r1 - r0)};
-      PrefillArgs a;
-      a.rows = r1 - r0;
-      a.seqs = 1;
-      a.maxPages = batch_->tableWidth;
-      a.numPages = numPages_;
-      a.q = buf(Buf::Q) + r0 * qDim;
-      a.kCache = c.k.data();
-      a.vCache = c.v.data();
-      a.pageTable = batch_->pageTable.data() + r0 * batch_->tableWidth;
-      a.lens = &len;
-      a.rowStarts = starts;
-      a.out = buf(Buf::Attn) + r0 * qDim;
-      status[size_t(i)] = program.prefill(l, a);
-    };
-    std::vector<std::thread> workers;
-    for (int64_t i = 1; i < int64_t(bounds.size()) - 1; ++i)
-      workers.emplace_back(run, i);
-    run(0);
-    for (std::thread &w : workers)
-      w.join();
-    for (const Status &st : status)
-      CONDENSATE_RETURN_IF_ERROR(st);
-    return Status::success();
+    return runChunks(
+        T, threads_, Workers::Plain,
+        [&](int64_t r) {
+          const int64_t seen = int64_t(pos[r]) + 1;
+          return window > 0 ? std::min(seen, window) : seen;
+        },
+        [&](int64_t r0, int64_t r1) {
+          const int32_t len = pos[r1 - 1] + 1,
+                        starts[2] = {0, int32_t(r1 - r0)};
+          PrefillArgs a;
+          a.rows = r1 - r0;
+          a.seqs = 1;
+          a.maxPages = batch_->tableWidth;
+          a.numPages = numPages_;
+          a.q = buf(Buf::Q) + r0 * qDim;
+          a.kCache = c.k.data();
+          a.vCache = c.v.data();
+          a.pageTable = batch_->pageTable.data() + r0 * batch_->tableWidth;
+          a.lens = &len;
+          a.rowStarts = starts;
+          a.out = buf(Buf::Attn) + r0 * qDim;
+          return program.prefill(l, a);
+        });
   }
   Status activation(Activation kind) override {
     switch (kind) {
@@ -489,6 +480,58 @@ public:
   }
 
 private:
+  /// Elements of K and V a decode step's attention reads at least before
+  /// its sequences are split across threads (about a millisecond's reading
+  /// against a thread's start).
+  static constexpr int64_t kParallelAttendElements = int64_t(1) << 20;
+
+  /// Where runChunks runs its chunks: on the OpenMP workers the products
+  /// over quantised weights use (they spin for a while after each product,
+  /// and plain threads beside them get no core), or on plain threads (an
+  /// OpenMP region's idle workers would spin against OpenBLAS's own between
+  /// the float32 products: a third of the prefill).
+  enum class Workers { OpenMP, Plain };
+
+  /// Cuts rows [0, n) into up to `chunks` runs of about equal cost(r) and
+  /// runs fn(r0, r1) on each, one on this thread; the first error, if any.
+  static Status runChunks(int64_t n, int64_t chunks, Workers workers,
+                          const std::function<int64_t(int64_t)> &cost,
+                          const std::function<Status(int64_t, int64_t)> &fn) {
+    chunks = std::max<int64_t>(1, std::min(chunks, n));
+    int64_t total = 0;
+    for (int64_t r = 0; r < n; ++r)
+      total += cost(r);
+    std::vector<int64_t> bounds{0};
+    int64_t acc = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      acc += cost(r);
+      if (acc * chunks >= total * int64_t(bounds.size()) &&
+          int64_t(bounds.size()) < chunks)
+        bounds.push_back(r + 1);
+    }
+    if (bounds.back() != n)
+      bounds.push_back(n);
+    std::vector<Status> status(bounds.size() - 1);
+    auto run = [&](size_t i) { status[i] = fn(bounds[i], bounds[i + 1]); };
+    const int64_t runs = int64_t(bounds.size()) - 1;
+    if (workers == Workers::OpenMP && runs > 1) {
+#pragma omp parallel for num_threads(int(runs)) schedule(static, 1)
+      for (int64_t i = 0; i < runs; ++i)
+        run(size_t(i));
+    } else {
+      std::vector<std::thread> threads;
+      for (int64_t i = 1; i < runs; ++i)
+        threads.emplace_back(run, size_t(i));
+      if (runs > 0)
+        run(0);
+      for (std::thread &t : threads)
+        t.join();
+    }
+    for (const Status &st : status)
+      CONDENSATE_RETURN_IF_ERROR(st);
+    return Status::success();
+  }
+
   float *buf(Buf b) { return bufs_[size_t(b)].data(); }
   int64_t width(Buf b) const { return bufferWidth(b, cfg_); }
   int64_t count(Rows r) const { return r.count < 0 ? batch_->rows : r.count; }

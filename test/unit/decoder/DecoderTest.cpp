@@ -485,6 +485,60 @@ TEST(DecoderSynthetic, SequencesForkAndBatch) {
   EXPECT_NE(st.message().find("KV cache full"), std::string::npos);
 }
 
+// A batch whose attention reads enough runs as one call a thread, each on
+// a run of sequences: with 2 threads the logits and every head's
+// statistics are those of 1 thread, on a certified sketch schedule (the
+// statistics land at each chunk's rows) and on dense.
+TEST(DecoderSynthetic, BatchedAttentionSplitAcrossThreads) {
+  TinySpec s;
+  s.hidden = 256;
+  s.qHeads = 8;
+  s.kvHeads = 4; // 2 x 4 x 32 = 256 elements of K and V a position
+  TensorMap tensors = tinyTensors(s, 21);
+  auto w = loadTiny(s, tensors);
+  ASSERT_TRUE(w);
+  const int64_t V = s.vocab;
+  const int64_t lens[5] = {1500, 900, 1300, 700, 1100}; // > 2^20 / 256
+  const auto ids = randomTokens(1500, V, 12);
+  for (const char *policy :
+       {"dense", "{\"anchor\":1,\"window\":32,\"topk\":64,"
+                 "\"selector\":\"sketch\",\"bits\":4,\"tau\":0.01,"
+                 "\"max_extra\":4096}"}) {
+    SCOPED_TRACE(policy);
+    std::vector<float> logits[2], stats[2];
+    for (int threads : {1, 2}) {
+      DecoderOptions opts;
+      opts.maxTokens = 8192;
+      opts.threads = threads;
+      opts.sketchBits = std::string(policy) == "dense" ? 0 : 4;
+      Schedule schedule = std::string(policy) == "dense"
+                              ? denseSchedule(s.layers)
+                              : parseOrDie(policy, s.layers);
+      auto dec = makeDecoder(w, schedule, opts);
+      ASSERT_TRUE(dec);
+      std::vector<Decoder::SeqId> seqs;
+      std::vector<float> scratch(static_cast<size_t>(V));
+      for (int64_t n : lens) {
+        seqs.push_back(dec->newSequence());
+        ASSERT_TRUE(
+            dec->prefill(seqs.back(), ids.data(), n, scratch.data()).ok());
+      }
+      const int32_t toks[5] = {1, 2, 3, 4, 5};
+      logits[threads - 1].assign(static_cast<size_t>(5 * V), std::nanf(""));
+      ASSERT_TRUE(
+          dec->step(seqs.data(), toks, 5, logits[threads - 1].data()).ok());
+      stats[threads - 1] = dec->stats();
+    }
+    EXPECT_LT(relError(logits[0].data(), logits[1].data(), 5 * V), 1e-6);
+    ASSERT_EQ(stats[0].size(), stats[1].size());
+    ASSERT_EQ(stats[0].size(),
+              size_t(s.layers * 5 * s.qHeads * Decoder::kStatFields));
+    for (size_t i = 0; i < stats[0].size(); ++i)
+      ASSERT_NEAR(stats[0][i], stats[1][i], 1e-5 * (1 + std::fabs(stats[0][i])))
+          << "statistic " << i;
+  }
+}
+
 TEST(DecoderSynthetic, ScheduleAndPageSizeMismatch) {
   TinySpec s;
   auto w = loadTiny(s, tinyTensors(s, 1));
