@@ -412,13 +412,8 @@ public:
         B, chunks, Workers::OpenMP, [&](int64_t r) { return int64_t(lens[r]); },
         [&](int64_t r0, int64_t r1) {
           AttentionArgs a;
+          cacheArgs(a, c, r0);
           a.batch = r1 - r0;
-          a.maxPages = batch_->tableWidth;
-          a.numPages = numPages_;
-          a.q = buf(Buf::Q) + r0 * qDim;
-          a.kCache = c.k.data();
-          a.vCache = c.v.data();
-          a.pageTable = batch_->pageTable.data() + r0 * batch_->tableWidth;
           a.lens = lens + r0;
           a.windows = batch_->windows.data() + l * B + r0;
           a.summaries = c.summaries.data();
@@ -448,14 +443,9 @@ public:
           const int32_t len = pos[r1 - 1] + 1,
                         starts[2] = {0, int32_t(r1 - r0)};
           PrefillArgs a;
+          cacheArgs(a, c, r0);
           a.rows = r1 - r0;
           a.seqs = 1;
-          a.maxPages = batch_->tableWidth;
-          a.numPages = numPages_;
-          a.q = buf(Buf::Q) + r0 * qDim;
-          a.kCache = c.k.data();
-          a.vCache = c.v.data();
-          a.pageTable = batch_->pageTable.data() + r0 * batch_->tableWidth;
           a.lens = &len;
           a.rowStarts = starts;
           a.out = buf(Buf::Attn) + r0 * qDim;
@@ -530,6 +520,17 @@ private:
     for (const Status &st : status)
       CONDENSATE_RETURN_IF_ERROR(st);
     return Status::success();
+  }
+
+  /// What a layer's attention or prefill call reads from row r0 on: the
+  /// queries, the layer's cache and the rows' page tables.
+  template <typename Args> void cacheArgs(Args &a, LayerCache &c, int64_t r0) {
+    a.maxPages = batch_->tableWidth;
+    a.numPages = numPages_;
+    a.q = buf(Buf::Q) + r0 * cfg_.qDim();
+    a.kCache = c.k.data();
+    a.vCache = c.v.data();
+    a.pageTable = batch_->pageTable.data() + r0 * batch_->tableWidth;
   }
 
   float *buf(Buf b) { return bufs_[size_t(b)].data(); }
