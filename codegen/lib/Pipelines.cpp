@@ -75,7 +75,9 @@ void mlir::condensate::buildCondensateToCPUPipeline(
   specialize.splits = options.splits;
   pm.addPass(createCondensateSpecialize(specialize));
   pm.addPass(createCondensateDecompose());
-  pm.addPass(createConvertCondensateToLoops());
+  ConvertCondensateToLoopsOptions loops;
+  loops.kvShare = options.kvShare;
+  pm.addPass(createConvertCondensateToLoops(loops));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(std::make_unique<ExpandBF16Pass>());

@@ -399,15 +399,30 @@ public:
     const int64_t B = batch_->rows, hq = cfg_.qHeads, qDim = cfg_.qDim();
     LayerCache &c = caches_[size_t(l)];
     const int32_t *lens = batch_->lens.data();
-    // Sequences are independent: a batch whose keys and values are worth a
-    // thread's start (kParallelAttendElements) runs as one call a thread,
-    // each on a run of sequences with about equal positions.
+    // Sequences and key/value heads are independent: attention whose keys
+    // and values are worth a thread's start (kParallelAttendElements) runs
+    // as one call a thread, each on a run of sequences with about equal
+    // positions or, with fewer sequences than threads, on a share of the
+    // heads (CPUProgram::KVShare).
     int64_t positions = 0;
     for (int64_t r = 0; r < B; ++r)
       positions += lens[r];
     const int64_t perPosition = 2 * cfg_.kvDim();
     const int64_t chunks =
         positions * perPosition >= kParallelAttendElements ? threads_ : 1;
+    const int64_t parts = std::min<int64_t>(chunks, cfg_.kvHeads);
+    if (B < chunks && parts > 1)
+      return runEach(parts, Workers::OpenMP, [&](int64_t part) {
+        AttentionArgs a;
+        cacheArgs(a, c, 0);
+        a.batch = B;
+        a.lens = lens;
+        a.windows = batch_->windows.data() + l * B;
+        a.summaries = c.summaries.data();
+        a.out = buf(Buf::Attn);
+        a.stats = stats_.data() + l * B * hq * Decoder::kStatFields;
+        return program_->program->attend(l, a, {part, parts});
+      });
     return runChunks(
         B, chunks, Workers::OpenMP, [&](int64_t r) { return int64_t(lens[r]); },
         [&](int64_t r0, int64_t r1) {
@@ -471,9 +486,9 @@ public:
 
 private:
   /// Elements of K and V a decode step's attention reads at least before
-  /// its sequences are split across threads (about a millisecond's reading
-  /// against a thread's start).
-  static constexpr int64_t kParallelAttendElements = int64_t(1) << 20;
+  /// it is split across threads (tens of microseconds' reading against an
+  /// OpenMP region's start on workers just back from a product).
+  static constexpr int64_t kParallelAttendElements = int64_t(1) << 16;
 
   /// Where runChunks runs its chunks: on the OpenMP workers the products
   /// over quantised weights use (they spin for a while after each product,
@@ -501,18 +516,25 @@ private:
     }
     if (bounds.back() != n)
       bounds.push_back(n);
-    std::vector<Status> status(bounds.size() - 1);
-    auto run = [&](size_t i) { status[i] = fn(bounds[i], bounds[i + 1]); };
-    const int64_t runs = int64_t(bounds.size()) - 1;
-    if (workers == Workers::OpenMP && runs > 1) {
-#pragma omp parallel for num_threads(int(runs)) schedule(static, 1)
-      for (int64_t i = 0; i < runs; ++i)
-        run(size_t(i));
+    return runEach(int64_t(bounds.size()) - 1, workers, [&](int64_t i) {
+      return fn(bounds[size_t(i)], bounds[size_t(i + 1)]);
+    });
+  }
+
+  /// fn(i) for i in [0, n) at once, one on this thread; the first error.
+  static Status runEach(int64_t n, Workers workers,
+                        const std::function<Status(int64_t)> &fn) {
+    std::vector<Status> status(size_t(std::max<int64_t>(n, 0)));
+    auto run = [&](int64_t i) { status[size_t(i)] = fn(i); };
+    if (workers == Workers::OpenMP && n > 1) {
+#pragma omp parallel for num_threads(int(n)) schedule(static, 1)
+      for (int64_t i = 0; i < n; ++i)
+        run(i);
     } else {
       std::vector<std::thread> threads;
-      for (int64_t i = 1; i < runs; ++i)
-        threads.emplace_back(run, size_t(i));
-      if (runs > 0)
+      for (int64_t i = 1; i < n; ++i)
+        threads.emplace_back(run, i);
+      if (n > 0)
         run(0);
       for (std::thread &t : threads)
         t.join();

@@ -14,6 +14,8 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ExecutionEngine/Orc/Core.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/Support/TargetSelect.h"
 
 #include <cstdlib>
@@ -28,6 +30,15 @@ namespace mc = mlir::condensate;
 namespace condensate {
 
 namespace {
+
+/// The share of the calling thread's attention call (CPUProgram::attend
+/// sets it around the call), read by the generated code through
+/// cpuKVShare, which the JIT resolves kCpuKVShareSymbol to.
+thread_local CPUProgram::KVShare currentShare;
+
+int64_t cpuKVShare(int64_t which) {
+  return which == 0 ? currentShare.part : currentShare.parts;
+}
 
 /// MLIR's strided memref descriptor (StridedMemRefType<T, rank>) of a dense
 /// row-major buffer, as words: allocated and aligned pointer, offset, sizes,
@@ -124,7 +135,9 @@ buildProgram(mlir::MLIRContext *ctx, mlir::OwningOpRef<mlir::ModuleOp> module,
 
   detail::DiagnosticCollector diags(ctx);
   mlir::PassManager pm(ctx);
-  mc::buildCondensateToCPUPipeline(pm, mc::CPUPipelineOptions());
+  mc::CPUPipelineOptions pipeline;
+  pipeline.kvShare = true; // attend() sets the calling thread's share
+  mc::buildCondensateToCPUPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     return diags.error(bufferName + ": lowering to the CPU failed");
 
@@ -162,6 +175,13 @@ buildProgram(mlir::MLIRContext *ctx, mlir::OwningOpRef<mlir::ModuleOp> module,
     return Status::error(bufferName + ": JIT compilation failed: " + message);
   }
   impl->engine = std::move(*engine);
+  impl->engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    symbols[interner(abi::kCpuKVShareSymbol)] = {
+        llvm::orc::ExecutorAddr::fromPtr(&cpuKVShare),
+        llvm::JITSymbolFlags::Exported};
+    return symbols;
+  });
   auto lookup = [&](llvm::StringRef fn) -> Result<void *> {
     auto sym = impl->engine->lookup(("_mlir_ciface_" + fn).str());
     if (!sym) {
@@ -288,11 +308,16 @@ bool CPUProgram::isAdaptive(int64_t layer) const {
          impl->adaptive[layer];
 }
 
-Status CPUProgram::attend(int64_t layer, const AttentionArgs &a) const {
+Status CPUProgram::attend(int64_t layer, const AttentionArgs &a,
+                          KVShare share) const {
   if (layer < 0 || layer >= static_cast<int64_t>(impl->layers.size()))
     return Status::error("attend: layer " + std::to_string(layer) +
                          " out of range [0, " +
                          std::to_string(impl->layers.size()) + ")");
+  if (share.parts < 1 || share.part < 0 || share.part >= share.parts)
+    return Status::error("attend: share " + std::to_string(share.part) +
+                         " of " + std::to_string(share.parts) +
+                         " (want 0 <= part < parts)");
   CONDENSATE_RETURN_IF_ERROR(
       checkAttentionArgs(impl->shape, a, impl->adaptive[layer],
                          /*hostTables=*/true)
@@ -304,8 +329,11 @@ Status CPUProgram::attend(int64_t layer, const AttentionArgs &a) const {
     noWindows.assign(a.batch, 0);
     pointers[abi::AttendWindows] = noWindows.data();
   }
+  const KVShare outer = currentShare;
+  currentShare = share;
   call<abi::kAttendArgs>(impl->layers[layer], pointers,
                          shapesOf(impl->shape, a));
+  currentShare = outer;
   if (a.batch > 0 && a.stats[abi::StatFallback] == abi::kWorkspaceFailed)
     return Status::error(
         "attend: layer " + std::to_string(layer) +

@@ -2,6 +2,22 @@
 // with 8-lane vector rows; no condensate op is left.
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-loops -verify-diagnostics | FileCheck %s
 // RUN: condensate-opt %s -split-input-file --convert-condensate-to-loops -verify-diagnostics | FileCheck %s --check-prefix=NONE
+// With kv-share (what CPUProgram compiles) each decode stage first asks the
+// host for the calling thread's share of the kv heads and walks only those:
+// g = part, part + parts, ...; a merge's query heads are those of its kv
+// heads.
+// RUN: condensate-opt %s -split-input-file --convert-condensate-to-loops=kv-share=true -verify-diagnostics | FileCheck %s --check-prefix=SHARE
+// SHARE-LABEL: func.func @dense_attend
+// SHARE: %[[P:.*]] = call @condensate_cpu_kv_share(%c0_i64) : (i64) -> i64
+// SHARE: %[[PART:.*]] = arith.index_cast %[[P]] : i64 to index
+// SHARE: %[[N:.*]] = call @condensate_cpu_kv_share(%c1_i64) : (i64) -> i64
+// SHARE: %[[PARTS:.*]] = arith.index_cast %[[N]] : i64 to index
+// SHARE: scf.for %{{.*}} = %[[PART]] to %c2 step %[[PARTS]] {
+// SHARE-LABEL: func.func @merge(
+// SHARE: %[[MP:.*]] = call @condensate_cpu_kv_share(%c0_i64) : (i64) -> i64
+// SHARE: scf.for %[[G:.*]] = %{{.*}} to %c2 step %{{.*}} {
+// SHARE: scf.for %[[J:.*]] = %c0 to %c2 step %c1 {
+// SHARE: arith.muli %[[G]], %c2 : index
 
 // NONE-NOT: condensate.
 

@@ -273,6 +273,7 @@ SmallVector<SmallVector<Value>> loadQueries(RowOps &row, Value q, Value b,
 
 void lowerSparseAttend(SparseAttendOp op, Emitter &e,
                        PatternRewriter &rewriter) {
+  KVShare share = KVShare::of(e, op);
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getKCache(), 1);
   int64_t group = hq / hkv;
@@ -286,7 +287,7 @@ void lowerSparseAttend(SparseAttendOp op, Emitter &e,
     Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
                               op.getWindowMax());
     CondensateSlots slotsInfo = CondensateSlots::of(e, op, list, w, n);
-    e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
+    share.forEach(e, hkv, [&](Emitter &e, Value g) {
       Value limit = list.limit(e, op.getLimits(), b, g);
       Value skipped;
       if (op.getSkip())
@@ -326,6 +327,7 @@ void lowerSparseAttend(SparseAttendOp op, Emitter &e,
 }
 
 void lowerDenseAttend(DenseAttendOp op, Emitter &e, PatternRewriter &rewriter) {
+  KVShare share = KVShare::of(e, op);
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getKCache(), 1);
   int64_t group = hq / hkv;
@@ -336,7 +338,7 @@ void lowerDenseAttend(DenseAttendOp op, Emitter &e, PatternRewriter &rewriter) {
   TileScratch scratch = TileScratch::of(e, perWalk);
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
-    e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
+    share.forEach(e, hkv, [&](Emitter &e, Value g) {
       Value active = e.i1(true);
       if (op.getMask())
         active = e.ne(e.load(op.getMask(), {b, g}), e.i32(0));

@@ -85,6 +85,7 @@ void emitValueBox(Emitter &e, CertifyOp op, Value marks, Value b, Value g,
 /// the base units' bounds, and Ulow over the candidates no extra can take
 /// in.
 void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
+  KVShare share = KVShare::of(e, op);
   int64_t hq = staticDim(op.getScores(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getIndices(), 1);
   int64_t slots = staticDim(op.getIndices(), 2);
@@ -105,7 +106,7 @@ void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
     // Forced positions: [0, min(A, n)) and [max(A, n - W), n).
     Value anchorEnd = e.mins(anchor, n);
     Value windowBegin = e.maxs(anchor, e.sub(n, w));
-    e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
+    share.forEach(e, hkv, [&](Emitter &e, Value g) {
       // Empty slots come last: with the last one empty every candidate is
       // in a slot, nothing can be left out, and the test cannot fire (open
       // extras); it costs one load. Without slots nothing is in one.
@@ -222,6 +223,7 @@ void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
 }
 
 void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
+  KVShare share = KVShare::of(e, op);
   Location loc = op.getLoc();
   int64_t hq = staticDim(op.getScores(), 1);
   int64_t hkv = staticDim(op.getIndices(), 1);
@@ -259,7 +261,7 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
     Value n = e.loadIndex(op.getLens(), {b});
     Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
                               op.getWindowMax());
-    e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
+    share.forEach(e, hkv, [&](Emitter &e, Value g) {
       // A group the early test sent to dense had no sparse pass.
       Value early = e.i1(false);
       if (op.getEarly())

@@ -11,6 +11,9 @@
 
 #include "Lowering.h"
 
+#include "condensate/ABI/AttentionABI.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -37,7 +40,10 @@ public:
 struct ConvertCondensateToLoopsPass
     : public mlir::condensate::impl::ConvertCondensateToLoopsBase<
           ConvertCondensateToLoopsPass> {
+  using Base::Base;
   void runOnOperation() override {
+    if (kvShare)
+      loops::declareKVShare(getOperation());
     RewritePatternSet patterns(&getContext());
     populateCondensateToLoopsPatterns(patterns);
     GreedyRewriteConfig config;
@@ -64,6 +70,59 @@ struct ConvertCondensateToLoopsPass
 };
 
 } // namespace
+
+void mlir::condensate::loops::declareKVShare(ModuleOp module) {
+  const char *name = ::condensate::abi::kCpuKVShareSymbol;
+  // Decode stages read their share; the append and prefill do not.
+  WalkResult decode = module.walk([](Operation *op) {
+    return isStageOp(op) && !isa<AppendKVOp, PrefillAttentionOp>(op)
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
+  });
+  if (!decode.wasInterrupted())
+    return;
+  // A merge's kv heads are those of the attention that wrote its partials
+  // (a layer whose kv heads have different policies is several such
+  // problems over views, each numbering its own heads from 0).
+  module.walk([](MergeOp m) {
+    int64_t hkv = 0;
+    for (Value partial : m.getPartials())
+      for (Operation *user : partial.getUsers()) {
+        if (auto a = dyn_cast<SparseAttendOp>(user))
+          hkv = staticDim(a.getKCache(), 1);
+        else if (auto a = dyn_cast<DenseAttendOp>(user))
+          hkv = staticDim(a.getKCache(), 1);
+      }
+    if (hkv > 0)
+      m->setAttr(kKVHeadsAttr,
+                 IntegerAttr::get(IntegerType::get(m.getContext(), 64), hkv));
+  });
+  if (module.lookupSymbol(name))
+    return;
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointToStart(module.getBody());
+  auto i64 = b.getI64Type();
+  auto fn = func::FuncOp::create(b, module.getLoc(), name,
+                                 b.getFunctionType({i64}, {i64}));
+  fn.setPrivate();
+}
+
+loops::KVShare loops::KVShare::of(Emitter &e, Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  if (!module || !module.lookupSymbol(::condensate::abi::kCpuKVShareSymbol))
+    return {Value(), Value(), /*all=*/true};
+  OpBuilder &b = e.builder();
+  auto i64 = b.getI64Type();
+  auto get = [&](int64_t which) {
+    Value arg = arith::ConstantIntOp::create(b, e.location(), which, 64);
+    Value v = func::CallOp::create(b, e.location(),
+                                   ::condensate::abi::kCpuKVShareSymbol,
+                                   TypeRange{i64}, ValueRange{arg})
+                  .getResult(0);
+    return e.toIndex(v);
+  };
+  return {get(0), get(1)};
+}
 
 const TargetInfo &mlir::condensate::loops::loopsTarget() {
   static const LoopsTargetInfo target;

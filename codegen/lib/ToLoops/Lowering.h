@@ -82,6 +82,49 @@ struct RowOps {
   }
 };
 
+/// The key/value heads a call of a decode layer's function computes (the
+/// calling thread's share, AttentionABI.h kCpuKVShareSymbol): g = part,
+/// part + parts, ... below hkv. Read at the op, before its loops, where
+/// the module declares the share function (kv-share); else every head.
+struct KVShare {
+  Value part, parts;
+  bool all = false; ///< every head: plain loops from 0 by 1
+  static KVShare of(Emitter &e, Operation *op);
+  /// body(h) for every query head h of the share's kv heads (groups of
+  /// `group`).
+  void forEachHead(Emitter &e, int64_t hkv, int64_t group,
+                   const std::function<void(Emitter &, Value)> &body) const {
+    if (all) {
+      e.forEach(e.idx(0), e.idx(hkv * group), body);
+      return;
+    }
+    forEach(e, hkv, [&](Emitter &e, Value g) {
+      e.forEach(e.idx(0), e.idx(group), [&](Emitter &e, Value j) {
+        body(e, e.add(e.mul(g, e.idx(group)), j));
+      });
+    });
+  }
+  /// body(g) for every head g of the share.
+  void forEach(Emitter &e, int64_t hkv,
+               const std::function<void(Emitter &, Value)> &body) const {
+    if (all) {
+      e.forEach(e.idx(0), e.idx(hkv), body);
+      return;
+    }
+    e.forLoop(part, e.idx(hkv), parts, {},
+              [&](Emitter &e, Value g, ValueRange) -> SmallVector<Value> {
+                body(e, g);
+                return {};
+              });
+  }
+};
+
+/// Declares the share function in `module` (once), and notes on each merge
+/// the kv heads of its function (kKVHeadsAttr: a merge without a fallback
+/// sees only query heads).
+void declareKVShare(ModuleOp module);
+constexpr const char *kKVHeadsAttr = "condensate.kv_heads";
+
 /// Lowers one stage op in place with `Lower`, which emits its loops through
 /// an emitter at the op; the op is then erased.
 template <typename Op, void (*Lower)(Op, Emitter &, PatternRewriter &)>

@@ -34,12 +34,18 @@ Value outputBound(Emitter &e, RowOps &row, ArrayRef<Value> o, Value vbox,
 }
 
 void lowerMerge(MergeOp op, Emitter &e, PatternRewriter &rewriter) {
+  KVShare share = KVShare::of(e, op);
   int64_t hq = staticDim(op.getOut(), 1), d = staticDim(op.getOut(), 2);
   int64_t group = 1;
   if (op.getFallback())
     group = hq / staticDim(op.getFallback(), 1);
   else if (op.getVbox())
     group = hq / staticDim(op.getVbox(), 1);
+  // The share is of the function's kv heads: their number from the pass's
+  // note (kKVHeadsAttr), else the groups the op knows.
+  int64_t hkv = hq / group;
+  if (auto a = op->getAttrOfType<IntegerAttr>(kKVHeadsAttr))
+    hkv = a.getInt();
   Value batch = e.dim(op.getOut(), 0);
   // (o, ml, isDense) for every partial set.
   SmallVector<std::tuple<Value, Value, bool>> sets;
@@ -48,7 +54,7 @@ void lowerMerge(MergeOp op, Emitter &e, PatternRewriter &rewriter) {
   if (!op.getDense().empty())
     sets.push_back({op.getDense()[0], op.getDense()[1], true});
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
-    e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
+    share.forEachHead(e, hkv, hq / hkv, [&](Emitter &e, Value h) {
       RowOps row{e, d};
       Value useDense = e.i1(false);
       if (op.getFallback())

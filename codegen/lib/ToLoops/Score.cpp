@@ -21,6 +21,7 @@ namespace abi = ::condensate::abi;
 namespace {
 
 void lowerScorePages(ScorePagesOp op, Emitter &e, PatternRewriter &rewriter) {
+  KVShare share = KVShare::of(e, op);
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getSummaries(), 1);
   int64_t group = hq / hkv, p = op.getPageSize();
@@ -32,7 +33,7 @@ void lowerScorePages(ScorePagesOp op, Emitter &e, PatternRewriter &rewriter) {
     Value n = e.loadIndex(op.getLens(), {b});
     Value pages = e.ceilDiv(n, e.idx(p));
     RowOps row{e, d};
-    e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
+    share.forEachHead(e, hkv, group, [&](Emitter &e, Value h) {
       RowOps row{e, d};
       Value g = e.divs(h, e.idx(group));
       SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
@@ -59,6 +60,7 @@ void lowerScorePages(ScorePagesOp op, Emitter &e, PatternRewriter &rewriter) {
 }
 
 void lowerScoreTokens(ScoreTokensOp op, Emitter &e, PatternRewriter &rewriter) {
+  KVShare share = KVShare::of(e, op);
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getKCache(), 1), p = staticDim(op.getKCache(), 2);
   int64_t group = hq / hkv;
@@ -68,7 +70,7 @@ void lowerScoreTokens(ScoreTokensOp op, Emitter &e, PatternRewriter &rewriter) {
     // One row per kv head: the max over its query heads of their scores.
     e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
       Value n = e.loadIndex(op.getLens(), {b});
-      e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
+      share.forEach(e, hkv, [&](Emitter &e, Value g) {
         RowOps row{e, d};
         SmallVector<SmallVector<Value>> qs;
         for (int64_t i = 0; i < group; ++i)
@@ -90,7 +92,7 @@ void lowerScoreTokens(ScoreTokensOp op, Emitter &e, PatternRewriter &rewriter) {
   }
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
-    e.forEach(e.idx(0), e.idx(hq), [&](Emitter &e, Value h) {
+    share.forEachHead(e, hkv, group, [&](Emitter &e, Value h) {
       RowOps row{e, d};
       Value g = e.divs(h, e.idx(group));
       SmallVector<Value> q = row.loadRow(op.getQ(), {b, h});
@@ -110,6 +112,7 @@ void lowerScoreTokens(ScoreTokensOp op, Emitter &e, PatternRewriter &rewriter) {
 /// sketch (a full page) or the page box bound (a page still filling). A
 /// token's codes are decoded once for the group's query heads.
 void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
+  KVShare share = KVShare::of(e, op);
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
   int64_t hkv = staticDim(op.getSummaries(), 1);
   int64_t group = hq / hkv, p = op.getPageSize(), bits = op.getBits();
@@ -120,7 +123,7 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
     Value pages = e.ceilDiv(n, e.idx(p));
-    e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
+    share.forEach(e, hkv, [&](Emitter &e, Value g) {
       RowOps row{e, d};
       SmallVector<Value> heads;
       SmallVector<SmallVector<Value>> qs;

@@ -59,6 +59,7 @@ void sortCandidates(Emitter &e, Value keys, Value from, Value to, Value count,
 }
 
 void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
+  KVShare share = KVShare::of(e, op);
   Location loc = op.getLoc();
   int64_t hq = staticDim(op.getScores(), 1);
   int64_t hkv = staticDim(op.getIndices(), 1);
@@ -87,7 +88,7 @@ void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
     // Units past the context are no candidates: the loops stop at it, not
     // at the page table's width.
     Value live = e.mins(nu, e.ceilDiv(n, unit));
-    e.forEach(e.idx(0), e.idx(hkv), [&](Emitter &e, Value g) {
+    share.forEach(e, hkv, [&](Emitter &e, Value g) {
       // Keys, and the candidates in unit order.
       Value zero32 = e.i32(0), one32 = e.i32(1);
       SmallVector<Value> offsets;

@@ -485,10 +485,11 @@ TEST(DecoderSynthetic, SequencesForkAndBatch) {
   EXPECT_NE(st.message().find("KV cache full"), std::string::npos);
 }
 
-// A batch whose attention reads enough runs as one call a thread, each on
-// a run of sequences: with 2 threads the logits and every head's
-// statistics are those of 1 thread, on a certified sketch schedule (the
-// statistics land at each chunk's rows) and on dense.
+// Attention that reads enough runs as one call a thread, each on a run of
+// sequences (a batch) or on a share of the kv heads (one sequence): with 2
+// threads the logits and every head's statistics are those of 1 thread, on
+// a certified sketch schedule (the statistics land at each call's rows and
+// heads) and on dense.
 TEST(DecoderSynthetic, BatchedAttentionSplitAcrossThreads) {
   TinySpec s;
   s.hidden = 256;
@@ -524,15 +525,23 @@ TEST(DecoderSynthetic, BatchedAttentionSplitAcrossThreads) {
             dec->prefill(seqs.back(), ids.data(), n, scratch.data()).ok());
       }
       const int32_t toks[5] = {1, 2, 3, 4, 5};
-      logits[threads - 1].assign(static_cast<size_t>(5 * V), std::nanf(""));
+      logits[threads - 1].assign(static_cast<size_t>(6 * V), std::nanf(""));
       ASSERT_TRUE(
           dec->step(seqs.data(), toks, 5, logits[threads - 1].data()).ok());
       stats[threads - 1] = dec->stats();
+      // One sequence: the threads take shares of the kv heads.
+      ASSERT_TRUE(
+          dec->step(seqs[0], 6, logits[threads - 1].data() + 5 * V).ok());
+      const std::vector<float> &one = dec->stats();
+      stats[threads - 1].insert(stats[threads - 1].end(), one.begin(),
+                                one.end());
     }
     EXPECT_LT(relError(logits[0].data(), logits[1].data(), 5 * V), 1e-6);
+    EXPECT_LT(relError(logits[0].data() + 5 * V, logits[1].data() + 5 * V, V),
+              1e-6);
     ASSERT_EQ(stats[0].size(), stats[1].size());
     ASSERT_EQ(stats[0].size(),
-              size_t(s.layers * 5 * s.qHeads * Decoder::kStatFields));
+              size_t(s.layers * 6 * s.qHeads * Decoder::kStatFields));
     for (size_t i = 0; i < stats[0].size(); ++i)
       ASSERT_NEAR(stats[0][i], stats[1][i], 1e-5 * (1 + std::fabs(stats[0][i])))
           << "statistic " << i;

@@ -29,6 +29,7 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -44,21 +45,39 @@ public:
   virtual Status attend(int64_t layer, const AttentionArgs &args) = 0;
 };
 
+/// The CPU program; with `parts` > 1 every attention call runs as that many
+/// calls at once on as many threads, each on its share of the kv heads
+/// (CPUProgram::KVShare), as the decoder runs a step's attention.
 class CPUExecutor : public Executor {
 public:
-  explicit CPUExecutor(std::shared_ptr<const CPUProgram> program)
-      : program(std::move(program)) {}
+  explicit CPUExecutor(std::shared_ptr<const CPUProgram> program,
+                       int64_t parts = 1)
+      : program(std::move(program)), parts(parts) {}
   const ModelShape &shape() const override { return program->shape(); }
   bool isAdaptive(int64_t layer) const override {
     return program->isAdaptive(layer);
   }
   Status append(const AppendArgs &a) override { return program->append(a); }
   Status attend(int64_t l, const AttentionArgs &a) override {
-    return program->attend(l, a);
+    if (parts == 1)
+      return program->attend(l, a);
+    std::vector<Status> status(static_cast<size_t>(parts));
+    std::vector<std::thread> threads;
+    for (int64_t i = 0; i < parts; ++i)
+      threads.emplace_back([&, i] {
+        status[static_cast<size_t>(i)] = program->attend(l, a, {i, parts});
+      });
+    for (std::thread &t : threads)
+      t.join();
+    for (const Status &st : status)
+      if (!st.ok())
+        return st;
+    return Status::success();
   }
 
 private:
   std::shared_ptr<const CPUProgram> program;
+  int64_t parts;
 };
 
 /// How keys and queries are drawn: quarter steps in [-1, 1] (exact scores,

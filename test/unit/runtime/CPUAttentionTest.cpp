@@ -136,6 +136,45 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{64, 1, 8, 64, KVType::F32}),
     [](const auto &info) { return name(info.param); });
 
+// A layer run as several calls at once, each on its share of the kv heads
+// (how the decoder spreads one sequence's attention over threads), matches
+// the float64 reference on every policy kind of the test schedule,
+// including a layer whose kv heads have different policies (problems over
+// views of the heads), with 2 and 3 shares of 3 kv heads and 2 of 2,
+// outputs poisoned (a head no share computed fails).
+TEST(CPUAttentionShares, SharesOfKVHeadsMatchReference) {
+  for (const Config &c : {Config{64, 3, 3, 16, KVType::F32},
+                          Config{128, 2, 3, 16, KVType::BF16}}) {
+    ModelShape shape{0,         c.kvHeads * c.group, c.kvHeads,
+                     c.headDim, c.pageSize,          c.kvType,
+                     0.0f};
+    std::vector<std::vector<Policy>> perLayer;
+    Schedule schedule = testSchedule(c, perLayer);
+    shape.numLayers = schedule.numLayers;
+    auto program = CPUProgram::compile(shape, schedule);
+    ASSERT_TRUE(program.ok()) << program.message();
+    std::mt19937 rng(std::random_device{}());
+    for (int64_t parts = 2; parts <= c.kvHeads; ++parts) {
+      SCOPED_TRACE(name(c) + ", " + std::to_string(parts) + " shares");
+      CPUExecutor exec(*program, parts);
+      CacheCase cache =
+          buildCache(exec, {1, 37, 300, 700}, rng, Values::Continuous);
+      for (int64_t l = 0; l < schedule.numLayers; ++l)
+        checkLayer(exec, l, perLayer[l], cache, rng);
+    }
+  }
+  // A share out of range is an error, not a call.
+  auto program =
+      CPUProgram::compile(ModelShape{1, 4, 2, 64, 16, KVType::F32, 0.0f},
+                          Schedule::uniform(1, Policy::makeDense()));
+  ASSERT_TRUE(program.ok());
+  AttentionArgs none;
+  Status st = (*program)->attend(0, none, {2, 2});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("share 2 of 2"), std::string::npos)
+      << st.message();
+}
+
 TEST(CPUAttentionLong, Context8192AndTies) {
   Config c{64, 3, 3, 16, KVType::F32};
   ModelShape shape{0, 9, 3, 64, 16, KVType::F32, 0.0f};

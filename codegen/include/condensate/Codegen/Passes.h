@@ -45,6 +45,11 @@ struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
   Option<int64_t> splits{*this, "splits",
                          llvm::cl::desc("Sparse-attention splits (0: auto)"),
                          llvm::cl::init(0)};
+  Option<bool> kvShare{
+      *this, "kv-share",
+      llvm::cl::desc("Decode functions compute the calling thread's share "
+                     "of the kv heads (convert-condensate-to-loops)"),
+      llvm::cl::init(false)};
 };
 
 /// condensate-to-cpu: schedule expansion, specialisation, decomposition,

@@ -45,9 +45,17 @@ def ConvertCondensateToLoops
     }
     ```
   }];
+  let options = [
+    Option<"kvShare", "kv-share", "bool", /*default=*/"false",
+           "The decode stages compute the calling thread's share of the "
+           "key/value heads, read from condensate_cpu_kv_share, which the "
+           "host provides (AttentionABI.h): a layer may then run as one "
+           "call a thread">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::cf::ControlFlowDialect",
+    "::mlir::func::FuncDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",

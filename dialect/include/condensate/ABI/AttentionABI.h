@@ -149,6 +149,15 @@ enum AttendArg : int {
   kAttendArgs
 };
 
+/// The CPU's decode-attention functions compute the key/value heads g =
+/// part, part + parts, ... of the calling thread's share: at their start
+/// they call `int64_t condensate_cpu_kv_share(int64_t which)` (the host
+/// provides it to the JIT), which returns part (which = 0) and parts
+/// (which = 1), (0, 1) unless the caller set a share. Each head's work,
+/// scratch and outputs are its own, so a layer may run as several calls at
+/// once over the same arguments, one a share.
+constexpr const char *kCpuKVShareSymbol = "condensate_cpu_kv_share";
+
 /// Arguments of the KV-append function, in order: kNew, vNew [B, Hkv, D]
 /// f32 are written at positions[b] ([B] i32) of sequence b through its page
 /// table row, and the page summaries are updated.

@@ -25,6 +25,14 @@ struct CompileInfo {
   int64_t functions = 0; ///< distinct layer functions generated
 };
 
+/// The key/value heads one call of a layer's decode attention computes:
+/// part, part + parts, ... (AttentionABI.h, kCpuKVShareSymbol). Calls over
+/// the same arguments with the shares of one `parts`, at once on as many
+/// threads, compute the whole layer; the default share is all of it.
+struct CPUKVShare {
+  int64_t part = 0, parts = 1;
+};
+
 /// A model's attention compiled for the CPU: the functions the
 /// condensate-to-cpu pipeline generates, JIT-compiled in-process.
 class CPUProgram {
@@ -48,8 +56,11 @@ public:
   /// Whether layer `layer` takes a per-sequence window.
   bool isAdaptive(int64_t layer) const;
 
-  /// Decode attention of layer `layer`; checks the arguments first.
-  Status attend(int64_t layer, const AttentionArgs &args) const;
+  using KVShare = CPUKVShare;
+  /// Decode attention of layer `layer`, the heads of `share`; checks the
+  /// arguments first.
+  Status attend(int64_t layer, const AttentionArgs &args,
+                KVShare share = CPUKVShare()) const;
   /// Prefill attention of layer `layer` (causal, in the layer's prefill
   /// window); checks the arguments first.
   Status prefill(int64_t layer, const PrefillArgs &args) const;
