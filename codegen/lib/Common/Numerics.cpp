@@ -259,11 +259,36 @@ std::pair<Value, Value> mlir::condensate::partialMaxAndTotal(Emitter &e,
                                                              Value pml,
                                                              Value splits,
                                                              Value b, Value h) {
-  // kRound splits a round with their loads issued first: on a GPU one
-  // thread walks a row's splits (up to 32 of a sparse list), and a loop of
-  // one split an iteration waited out each load in turn. Terms past the
-  // splits add 0, so the total is summed in split order as before.
-  constexpr int64_t kRound = 8;
+  // A row of at most kOneRound splits (a sparse list's, whose width is
+  // static) is read in one round, every load issued first, and m and Z
+  // come from the same registers: on a GPU one thread walks a row, and
+  // each round is an L2 round trip. A wider or dynamic row goes kRound
+  // splits a round, once for m and again for Z. Terms past the splits add
+  // 0, so Z is summed in split order either way (the CPU's and the GPU's
+  // certificates take the same decisions).
+  constexpr int64_t kOneRound = 32, kRound = 8;
+  int64_t width = cast<MemRefType>(pml.getType()).getDimSize(2);
+  if (!ShapedType::isDynamic(width) && width <= kOneRound) {
+    SmallVector<Value> in, ms, ls;
+    for (int64_t s = 0; s < width; ++s) {
+      Value sv = e.idx(s);
+      in.push_back(e.lt(sv, splits));
+      Value safe = e.select(in.back(), sv, e.idx(0));
+      ms.push_back(e.load(pml, {b, h, safe, e.idx(0)}));
+      ls.push_back(e.load(pml, {b, h, safe, e.idx(1)}));
+    }
+    Value m = e.negInf();
+    for (int64_t s = 0; s < width; ++s)
+      m = e.select(in[s], e.fmax(m, ms[s]), m);
+    Value z = e.f32(0.0);
+    for (int64_t s = 0; s < width; ++s) {
+      Value live =
+          e.band(in[s], e.fcmp(arith::CmpFPredicate::OGT, ls[s], e.f32(0.0)));
+      z = e.fadd(z, e.select(live, e.fmul(ls[s], e.exp(e.fsub(ms[s], m))),
+                             e.f32(0.0)));
+    }
+    return {m, z};
+  }
   auto rounds =
       [&](Value init,
           llvm::function_ref<Value(Emitter &, Value, Value, Value, Value)>
