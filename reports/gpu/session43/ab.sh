@@ -18,5 +18,5 @@ for i in 1 2; do
   step cold_new$i 60 python3 bench/bench_cold.py --lib $NEW $ARGS --json $OUT/cold_new$i.json
   CONDENSATE_CACHE_DIR=/tmp/cache-base step cold_base$i 60 python3 bench/bench_cold.py --lib $BASE $ARGS --json $OUT/cold_base$i.json
 done
-E2E_CERTIFIED=1 E2E_RUNS=llama-3.2-1b:32768:8 STEPS=e2e source bench/gpu_session.sh
+E2E_CERTIFIED=1 E2E_RUNS=llama-3.2-1b:32768:8 STEPS=e2e OUT=$OUT bash bench/gpu_session.sh
 tar czf $O/ab.tar.gz -C /tmp/o .
