@@ -16,6 +16,7 @@
 #include "condensate/Decoder/Decoder.h"
 
 #include <functional>
+#include <optional>
 
 namespace condensate::decoder {
 
@@ -94,6 +95,9 @@ struct ForwardBatch {
   std::vector<int32_t> lens;      ///< [rows]: position + 1
   std::vector<int32_t> pageTable; ///< [rows, tableWidth]
   std::vector<int32_t> windows;   ///< [numLayers, rows], Decode only
+  /// [numLayers], Decode only: 1 where the layer runs the dense program
+  /// (BackendSetup::dense) instead of the current one (fallback memory).
+  std::vector<uint8_t> denseLayers;
 };
 
 /// What a backend is created for.
@@ -104,6 +108,10 @@ struct BackendSetup {
   /// What prompt rows attend with (prefillSchedule): its layers' prefill
   /// functions are what prefillAttend runs.
   Schedule prefill;
+  /// Set with DecoderOptions::fallbackMemory: the model's own attention
+  /// (withModelRoles of a dense schedule), whose decode functions run the
+  /// layers ForwardBatch::denseLayers names.
+  std::optional<Schedule> dense;
   DecoderOptions options;
   int64_t numPages = 0;
   /// Longest page-table row a sequence can need (pool and context bound).
@@ -152,6 +160,8 @@ public:
   virtual Status finish(float *logits, int64_t logitRows) = 0;
   /// [numLayers, rows, Hq, kStatFields] of the last decode.
   virtual const std::vector<float> &stats() const = 0;
+  /// The same, for the decoder to mark what it ran dense.
+  virtual std::vector<float> &stats() = 0;
   /// [numLayers, rows, Hq, D] of the last decode.
   virtual const std::vector<float> &queries() const = 0;
 

@@ -294,6 +294,7 @@ public:
     return Status::success();
   }
   const std::vector<float> &stats() const override { return stats_; }
+  std::vector<float> &stats() override { return stats_; }
   const std::vector<float> &queries() const override { return queries_; }
 
   Status embed(float scale) override {
@@ -398,6 +399,9 @@ public:
   Status attend(int64_t l) override {
     const int64_t B = batch_->rows, hq = cfg_.qHeads, qDim = cfg_.qDim();
     LayerCache &c = caches_[size_t(l)];
+    const bool dense = dense_ && !batch_->denseLayers.empty() &&
+                       batch_->denseLayers[size_t(l)];
+    const CPUProgram &program = dense ? *dense_ : *program_->program;
     const int32_t *lens = batch_->lens.data();
     // Sequences and key/value heads are independent: attention whose keys
     // and values are worth a thread's start (kParallelAttendElements) runs
@@ -421,7 +425,7 @@ public:
         a.summaries = c.summaries.data();
         a.out = buf(Buf::Attn);
         a.stats = stats_.data() + l * B * hq * Decoder::kStatFields;
-        return program_->program->attend(l, a, {part, parts});
+        return program.attend(l, a, {part, parts});
       });
     return runChunks(
         B, chunks, Workers::OpenMP, [&](int64_t r) { return int64_t(lens[r]); },
@@ -434,7 +438,7 @@ public:
           a.summaries = c.summaries.data();
           a.out = buf(Buf::Attn) + r0 * qDim;
           a.stats = stats_.data() + (l * B + r0) * hq * Decoder::kStatFields;
-          return program_->program->attend(l, a);
+          return program.attend(l, a);
         });
   }
   Status prefillAttend(int64_t l) override {
@@ -582,6 +586,8 @@ private:
   int threads_ = 1; ///< of the products over quantised matrices
   /// The prefill functions (decoder::prefillSchedule) and their schedule.
   std::shared_ptr<const CPUProgram> prefill_;
+  /// BackendSetup::dense compiled (prefill_ when the two schedules agree).
+  std::shared_ptr<const CPUProgram> dense_;
   Schedule prefillSchedule_;
 };
 
@@ -606,6 +612,17 @@ Result<std::unique_ptr<Backend>> CPUBackend::create(const BackendSetup &setup) {
     return prefill.status();
   be->prefill_ = *prefill;
   be->compileSeconds_ += (*prefill)->info().seconds;
+  if (setup.dense) {
+    if (setup.options.prefillWindow == 0) {
+      be->dense_ = be->prefill_; // the same schedule (prefillSchedule)
+    } else {
+      auto dense = CPUProgram::compile(be->shape_, *setup.dense);
+      if (!dense)
+        return dense.status();
+      be->dense_ = *dense;
+      be->compileSeconds_ += (*dense)->info().seconds;
+    }
+  }
 
   const ModelWeights &w = *setup.weights;
   be->params_.embedding = param(w.tokenEmbedding());

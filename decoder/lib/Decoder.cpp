@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <map>
 
 namespace condensate::decoder {
 
@@ -122,6 +123,52 @@ struct Decoder::Impl {
   ForwardBatch stepBatch, prefillBatch;
   std::vector<double> rep;
   StepProfile profile, prefillProfile;
+  /// DecoderOptions::fallbackMemory's state for one program: decode steps
+  /// since its layers were last tried (-1: try them at the next step) and
+  /// the layers that trial sent to dense attention.
+  struct FallbackMemory {
+    int64_t sinceTrial = -1;
+    std::vector<uint8_t> dense;
+  };
+  /// Per program (Batch switches programs between steps).
+  std::map<const AttentionProgram *, FallbackMemory> memory;
+
+  /// Whether the fallback memory may run layer `l` of `schedule` dense:
+  /// every head dense or certified, one at least certified (running an
+  /// uncertified sparse head dense would change what it computes).
+  bool memoryLayer(const Schedule &schedule, int64_t l) const {
+    bool certified = false;
+    for (int64_t g = 0; g < cfg.kvHeads; ++g) {
+      const Policy &p = schedule.policyFor(l, g);
+      if (!p.dense && !p.certified())
+        return false;
+      certified |= p.certified();
+    }
+    return certified;
+  }
+  /// After a trial step: the layers whose certified attention read at
+  /// least the bytes dense attention would, over the batch.
+  void rememberFallbacks(const Schedule &schedule, const float *stats,
+                         const int32_t *lens, int64_t B, FallbackMemory &m) {
+    const int64_t L = cfg.numLayers, hq = cfg.qHeads, group = shape.group();
+    m.dense.assign(size_t(L), 0);
+    for (int64_t l = 0; l < L; ++l) {
+      if (!memoryLayer(schedule, l))
+        continue;
+      double read = 0.0, dense = 0.0;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < hq; ++h) {
+          const float *row =
+              stats + ((l * B + b) * hq + h) * Decoder::kStatFields;
+          read +=
+              bytesRead(schedule.policyFor(l, h / group), shape, lens[b], row);
+          dense += double(abi::denseBytes(lens[b], cfg.headDim,
+                                          kvTypeBytes(shape.kvType))) /
+                   double(group);
+        }
+      m.dense[size_t(l)] = read >= dense;
+    }
+  }
 
   Impl(int64_t numPages, int64_t pageSize) : pool(numPages, pageSize) {}
 
@@ -191,6 +238,8 @@ Decoder::create(std::shared_ptr<const ModelWeights> weights,
     return Status::error("maxBatch must be > 0");
   if (options.prefillWindow < 0)
     return Status::error("prefillWindow must be >= 0");
+  if (options.fallbackMemory < 0)
+    return Status::error("fallbackMemory must be >= 0 (0: off)");
   if (!gpu && options.weightType != WeightType::F32)
     return Status::error(
         std::string("weight type ") + weightTypeName(options.weightType) +
@@ -200,6 +249,9 @@ Decoder::create(std::shared_ptr<const ModelWeights> weights,
   setup.weights = weights;
   setup.schedule = withModelRoles(cfg, schedule, pageSize);
   setup.prefill = prefillSchedule(cfg, options.prefillWindow, pageSize);
+  if (options.fallbackMemory > 0)
+    setup.dense = withModelRoles(
+        cfg, Schedule::uniform(cfg.numLayers, Policy::makeDense()), pageSize);
   setup.options = options;
   ModelShape &shape = setup.shape;
   shape.numLayers = cfg.numLayers;
@@ -419,17 +471,55 @@ Status Decoder::step(const SeqId *ids, const int32_t *tokens, int64_t B,
     d.pool.fillRow(ids[b], width, batch.pageTable.data() + b * width);
   }
   const Schedule &sched = schedule();
-  batch.windows.resize(size_t(d.cfg.numLayers * B));
-  for (int64_t l = 0; l < d.cfg.numLayers; ++l)
+  const int64_t L = d.cfg.numLayers;
+  batch.windows.resize(size_t(L * B));
+  for (int64_t l = 0; l < L; ++l)
     for (int64_t b = 0; b < B; ++b)
       batch.windows[size_t(l * B + b)] =
           layerWindow(sched, l, d.cfg.kvHeads, d.rep[size_t(b)]);
+  // The fallback memory: a trial step runs the program on every layer;
+  // the steps after it run the layers it sent to dense densely.
+  Impl::FallbackMemory *memory =
+      d.options.fallbackMemory > 0 ? &d.memory[program().get()] : nullptr;
+  const bool trial = memory && (memory->sinceTrial < 0 ||
+                                memory->sinceTrial >= d.options.fallbackMemory);
+  batch.denseLayers.assign(size_t(L), 0);
+  if (memory && !trial)
+    for (int64_t l = 0; l < L; ++l)
+      batch.denseLayers[size_t(l)] =
+          memory->dense[size_t(l)] && d.memoryLayer(sched, l);
 
   const Clock::time_point start = Clock::now();
   CONDENSATE_RETURN_IF_ERROR(
       forward(*d.backend, d.cfg, batch, Rows{0, B}, logits, d.profile));
   d.profile.total += secondsSince(start);
   ++d.profile.steps;
+  if (memory) {
+    std::vector<float> &stats = d.backend->stats();
+    if (trial) {
+      d.rememberFallbacks(sched, stats.data(), batch.lens.data(), B, *memory);
+      memory->sinceTrial = 0;
+    } else {
+      ++memory->sinceTrial;
+      // What the dense program wrote, marked as the memory's: no
+      // certificate ran on these heads.
+      const int64_t hq = d.cfg.qHeads, group = d.shape.group();
+      for (int64_t l = 0; l < L; ++l) {
+        if (!batch.denseLayers[size_t(l)])
+          continue;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < hq; ++h) {
+            if (!sched.policyFor(l, h / group).certified())
+              continue;
+            float *row = stats.data() + ((l * B + b) * hq + h) * kStatFields;
+            row[abi::StatEpsHat] = 0.0f;
+            row[abi::StatExtra] = 0.0f;
+            row[abi::StatFallback] = abi::kRanDense;
+            row[abi::StatOutputBound] = 0.0f;
+          }
+      }
+    }
+  }
   return Status::success();
 }
 

@@ -148,6 +148,10 @@ void AttentionStatsAccumulator::add(const float *stats, const int32_t *lens,
         const double tau = tau_[size_t(l * qHeads_ + h)];
         if (tau <= 0.0)
           continue;
+        if (s[3] == abi::kRanDense) {
+          ++ranDense_;
+          continue;
+        }
         ++certified_;
         extraSum_ += double(s[2]);
         // A fallback attends densely and reports eps_hat = 0: no
@@ -183,6 +187,7 @@ AttentionSummary AttentionStatsAccumulator::summary() const {
   s.fallbacks = fallbacks_;
   s.earlyFallbacks = earlyFallbacks_;
   s.extraMean = certified_ ? extraSum_ / double(certified_) : 0.0;
+  s.ranDense = ranDense_;
   return s;
 }
 

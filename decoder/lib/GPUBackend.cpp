@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <tuple>
 #include <type_traits>
 
 namespace condensate::decoder {
@@ -146,6 +147,7 @@ public:
   Status run(const std::function<Status()> &body) override;
   Status finish(float *logits, int64_t logitRows) override;
   const std::vector<float> &stats() const override { return hostStats_; }
+  std::vector<float> &stats() override { return hostStats_; }
   const std::vector<float> &queries() const override;
 
   Status embed(float scale) override;
@@ -259,7 +261,14 @@ private:
     std::shared_ptr<const GPUAttention> program;
     cuda::GraphExec exec;
   };
-  std::map<std::pair<const GPUAttention *, int64_t>, CapturedStep> graphs_;
+  /// Keyed by program, batch size and ForwardBatch::denseLayers (the
+  /// fallback memory's plan; at most one besides all-zero is kept).
+  using GraphKey =
+      std::tuple<const GPUAttention *, int64_t, std::vector<uint8_t>>;
+  std::map<GraphKey, CapturedStep> graphs_;
+  /// BackendSetup::dense loaded with its decode functions (dense_ when the
+  /// two schedules agree).
+  std::shared_ptr<GPUAttention> denseDecode_;
   std::vector<float> hostStats_;
   int64_t queryRows_ = 0; ///< rows of the last decode
   mutable bool queriesFresh_ = false;
@@ -357,10 +366,21 @@ Result<std::unique_ptr<Backend>> GPUBackend::create(const BackendSetup &setup) {
   d.program_ = program.take();
   // Prefill attends as the model does (decoder::prefillSchedule), through
   // the prefill functions of this second program.
-  auto dense = d.load(setup.prefill, /*decodes=*/false);
+  // With the fallback memory and the model's own prefill attention, the
+  // same program runs the layers the memory sends to dense attention.
+  const bool shareDense = setup.dense && setup.options.prefillWindow == 0;
+  auto dense = d.load(setup.prefill, /*decodes=*/shareDense);
   if (!dense.ok())
     return dense.status();
   d.dense_ = dense.take();
+  if (shareDense) {
+    d.denseDecode_ = d.dense_;
+  } else if (setup.dense) {
+    auto denseDecode = d.load(*setup.dense);
+    if (!denseDecode.ok())
+      return denseDecode.status();
+    d.denseDecode_ = denseDecode.take();
+  }
   d.compileSeconds_ = secondsSince(start);
 
   CONDENSATE_RETURN_IF_ERROR(d.uploadWeights(*setup.weights));
@@ -589,8 +609,21 @@ Status GPUBackend::begin(const ForwardBatch &batch) {
 Status GPUBackend::run(const std::function<Status()> &body) {
   if (batch_->kind != ForwardKind::Decode || !options_.cudaGraph)
     return body();
-  auto key = std::make_pair(program_.get(), rows());
+  GraphKey key{program_.get(), rows(), batch_->denseLayers};
+  if (std::find(batch_->denseLayers.begin(), batch_->denseLayers.end(), 1) ==
+      batch_->denseLayers.end())
+    std::get<2>(key).clear(); // no layer dense: one key however it is sized
   auto it = graphs_.find(key);
+  if (it == graphs_.end() && !std::get<2>(key).empty()) {
+    // A new plan of the fallback memory replaces the program's old one.
+    for (auto g = graphs_.begin(); g != graphs_.end();) {
+      if (std::get<0>(g->first) == program_.get() &&
+          std::get<1>(g->first) == rows() && !std::get<2>(g->first).empty())
+        g = graphs_.erase(g);
+      else
+        ++g;
+    }
+  }
   if (it == graphs_.end()) {
     auto capture = cuda::StreamCapture::begin(stream_);
     if (!capture.ok())
@@ -816,7 +849,9 @@ Status GPUBackend::attend(int64_t l) {
   AttentionArgs a = attentionArgs(l);
   a.stats = dev<float>(stats_.address() + DevicePtr(l * rows() * cfg_.qHeads *
                                                     Decoder::kStatFields * 4));
-  return program_->program->attend(l, a, stream_);
+  const bool dense = denseDecode_ && !batch_->denseLayers.empty() &&
+                     batch_->denseLayers[size_t(l)];
+  return (dense ? denseDecode_ : program_)->program->attend(l, a, stream_);
 }
 
 Status GPUBackend::prefillAttend(int64_t l) {

@@ -107,6 +107,7 @@ Session::create(std::shared_ptr<const ModelWeights> weights,
   dopts.weightType = options.gpuWeights;
   dopts.pageSize = options.pageSize;
   dopts.threads = options.threads;
+  dopts.fallbackMemory = options.fallbackMemory;
   Result<int64_t> schedulePage = schedulePageSize(schedule);
   if (!schedulePage)
     return schedulePage.status();

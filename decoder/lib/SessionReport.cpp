@@ -26,6 +26,7 @@ json attentionJSON(const AttentionSummary &s) {
   j["bytes_read"] = s.bytesRead;
   j["bytes_read_bf16"] = s.bytesReadBF16;
   j["certified_head_steps"] = s.certified;
+  j["ran_dense_head_steps"] = s.ranDense;
   if (s.certified) {
     j["eps_hat_computed"] = s.epsComputed;
     j["eps_hat_mean"] = s.epsMean;
@@ -108,13 +109,21 @@ std::string bytesLine(const AttentionSummary &s) {
 }
 
 std::string certificateLine(const AttentionSummary &s) {
+  // Head-steps of certified layers that the fallback memory ran dense.
+  const std::string ranDense =
+      s.ranDense ? "; " + std::to_string(s.ranDense) +
+                       " head-steps ran dense without a certificate (fallback "
+                       "memory)"
+                 : "";
   if (!s.certified)
-    return "n/a (no certified layers)";
+    return s.ranDense ? "no certificate ran" + ranDense
+                      : "n/a (no certified layers)";
   return "eps_hat mean " + number(s.epsMean) + ", max " + number(s.epsMax) +
          " over " + std::to_string(s.epsComputed) + " head-steps; pass " +
          percent(s.passRate()) + ", fallback " + percent(s.fallbackRate()) +
          " (" + percent(s.earlyFallbackRate()) +
-         " decided before the sparse pass), extra units " + number(s.extraMean);
+         " decided before the sparse pass), extra units " +
+         number(s.extraMean) + ranDense;
 }
 
 std::string profileText(const char *what, const char *unit,

@@ -56,7 +56,8 @@ double bytesRead(const Policy &p, const ModelShape &s, int64_t n,
   const double row = d * kvBytes, summaryRow = d * 4.0;
   const double dense = 2.0 * double(n) * row;
   double bytes = 0.0;
-  if (p.dense) {
+  if (p.dense ||
+      (p.certified() && stats[abi::StatFallback] == abi::kRanDense)) {
     bytes = dense;
   } else {
     const double pages = double((n + s.pageSize - 1) / s.pageSize);

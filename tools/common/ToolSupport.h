@@ -59,6 +59,13 @@ void check(const Status &s);
 /// or continues a prompt by (--max-new-tokens, --natural-tokens).
 constexpr int64_t kMaxThreads = 1024;
 constexpr int64_t kMaxGeneratedTokens = int64_t(1) << 20;
+/// --fallback-memory's default (DecoderOptions::fallbackMemory) in
+/// condensate-decode and condensate-bench; a macro so that their help
+/// strings can name it.
+#define CONDENSATE_FALLBACK_MEMORY 16
+#define CONDENSATE_STRINGIFY_(x) #x
+#define CONDENSATE_STRINGIFY(x) CONDENSATE_STRINGIFY_(x)
+constexpr int64_t kFallbackMemory = CONDENSATE_FALLBACK_MEMORY;
 
 /// `text` as a decimal integer in [min, max], or fail naming `flag`.
 int64_t parseInt(const std::string &flag, const std::string &text,

@@ -68,18 +68,31 @@ const char *kUsage =
     "  --bandwidth GBPS      the floor's bandwidth (default %.0f, the H200's\n"
     "                        measured device copy, DESIGN.md section 5)\n"
     "  --threads N           CPU threads\n"
-    "  --json FILE           also write the results as JSON\n"
-    "  --tune                tune each policy's GPU kernels for this batch\n"
-    "                        and context first when the kernel cache has\n"
-    "                        no tuning record for them (docs/TUNING.md)\n"
-    "  --profile             one more step of each policy after the timed\n"
-    "                        ones, inside cuProfilerStart/Stop (for ncu\n"
-    "                        --profile-from-start off)\n";
+    "  --fallback-memory N   a certified layer whose step read at least\n"
+    "                        dense's bytes runs dense attention for the next\n"
+    "                        N steps, then is tried again "
+    "(default " CONDENSATE_STRINGIFY(
+        CONDENSATE_FALLBACK_MEMORY) "; 0: every\n"
+                                    "                        step certifies)\n"
+                                    "  --json FILE           also write the "
+                                    "results as JSON\n"
+                                    "  --tune                tune each "
+                                    "policy's GPU kernels for this batch\n"
+                                    "                        and context first "
+                                    "when the kernel cache has\n"
+                                    "                        no tuning record "
+                                    "for them (docs/TUNING.md)\n"
+                                    "  --profile             one more step of "
+                                    "each policy after the timed\n"
+                                    "                        ones, inside "
+                                    "cuProfilerStart/Stop (for ncu\n"
+                                    "                        "
+                                    "--profile-from-start off)\n";
 
 struct Options {
   std::string dummy, model, device = "gpu", json, promptFile;
   int64_t context = 4096, batch = 1, steps = 32, warmup = 4, pageSize = 0,
-          threads = 0, prefillWindow = -1;
+          threads = 0, prefillWindow = -1, fallbackMemory = kFallbackMemory;
   double bandwidthGBps = kH200CopyGBps;
   bool profile = false, tune = false;
   std::optional<KVType> kvType;
@@ -134,6 +147,8 @@ Options parseArgs(int argc, char **argv) {
       o.bandwidthGBps = double(parseInt(arg, next(), 1, 1000000));
     else if (arg == "--threads")
       o.threads = parseInt(arg, next(), 1, kMaxThreads);
+    else if (arg == "--fallback-memory")
+      o.fallbackMemory = parseInt(arg, next(), 0, kMaxGeneratedTokens);
     else if (arg == "--json")
       o.json = next();
     else if (arg == "--profile")
@@ -253,6 +268,7 @@ int main(int argc, char **argv) {
     opts.pageSize = page;
     opts.sketchBits = sketchBits;
     opts.threads = int(o.threads);
+    opts.fallbackMemory = o.fallbackMemory;
     opts.maxBatch = o.batch;
     if (o.tune)
       opts.tuneFor = {{o.batch, o.context}};
@@ -403,11 +419,22 @@ int main(int argc, char **argv) {
       if (!r.tuning.empty())
         std::printf("%-10s kernels tuned: %s\n", "", r.tuning.c_str());
       const AttentionSummary &a = r.summary;
+      // Head-steps of certified layers: the certificate ran on
+      // a.certified, the fallback memory ran a.ranDense dense.
+      const int64_t certifiable = a.certified + a.ranDense;
+      const double ranDense =
+          certifiable ? double(a.ranDense) / double(certifiable) : 0.0;
       if (a.certified)
         std::printf("%-10s certified %.1f%% of head-steps, fell back on "
-                    "%.1f%% (%.1f%% early)\n",
+                    "%.1f%% (%.1f%% early)",
                     "", 100.0 * a.passRate(), 100.0 * a.fallbackRate(),
                     100.0 * a.earlyFallbackRate());
+      if (a.ranDense)
+        std::printf("%s%.1f%% of certified layers' head-steps ran dense "
+                    "(fallback memory)",
+                    a.certified ? "; " : "           ", 100.0 * ranDense);
+      if (certifiable)
+        std::printf("\n");
       nlohmann::json run = {{"policy", r.name},
                             {"kernel_tuning", r.tuning},
                             {"tokens_per_second", tps},
@@ -421,6 +448,8 @@ int main(int argc, char **argv) {
         run["certified_fallback_rate"] = a.fallbackRate();
         run["certified_early_fallback_rate"] = a.earlyFallbackRate();
       }
+      if (certifiable)
+        run["ran_dense_rate"] = ranDense;
       j["runs"].push_back(run);
     }
     if (!o.json.empty())

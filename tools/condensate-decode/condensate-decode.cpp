@@ -83,7 +83,13 @@ const char *kUsage =
     "  --json                 print one JSON object instead of text\n"
     "  --quiet                print only the generated text\n"
     "  --profile              time the parts of the policy's decode steps\n"
-    "  --help                 this message\n";
+    "  --fallback-memory N    a certified layer whose step read at least\n"
+    "                         dense's bytes runs dense attention for the next\n"
+    "                         N steps, then is tried again "
+    "(default " CONDENSATE_STRINGIFY(
+        CONDENSATE_FALLBACK_MEMORY) "; 0: every\n"
+                                    "                         step certifies)\n"
+                                    "  --help                 this message\n";
 
 struct Options {
   std::string model;
@@ -91,6 +97,7 @@ struct Options {
   bool chat = false, json = false, quiet = false, ignoreEos = false;
   bool compareDense = false, profile = false;
   int64_t maxNew = 64, pageSize = 0, threads = 0, longPrompt = 0;
+  int64_t fallbackMemory = kFallbackMemory;
   std::optional<KVType> kvType; ///< default: the device's
   std::optional<WeightType> gpuWeights;
   std::string device = "cpu";
@@ -140,6 +147,8 @@ Options parseArgs(int argc, char **argv) {
       o.pageSize = parseInt(arg, next(), 1, 1024);
     else if (arg == "--threads")
       o.threads = parseInt(arg, next(), 1, kMaxThreads);
+    else if (arg == "--fallback-memory")
+      o.fallbackMemory = parseInt(arg, next(), 0, kMaxGeneratedTokens);
     else if (arg == "--kv-type") {
       auto t = parseKVType(next());
       if (!t.ok())
@@ -327,6 +336,7 @@ int runTool(const Options &o) {
   so.gpuWeights = o.gpuWeights.value_or(WeightType::F32);
   so.pageSize = o.pageSize;
   so.threads = int(o.threads);
+  so.fallbackMemory = o.fallbackMemory;
   so.maxPromptTokens = int64_t(prompt.size());
   so.maxNewTokens = o.maxNew;
   so.ignoreEos = o.ignoreEos;

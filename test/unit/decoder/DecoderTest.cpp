@@ -548,6 +548,126 @@ TEST(DecoderSynthetic, BatchedAttentionSplitAcrossThreads) {
   }
 }
 
+// The fallback memory: a certified layer whose trial step read at least
+// dense's bytes runs dense attention until the next trial, marked
+// kRanDense; a layer whose certificate pays keeps it, an uncertified sparse
+// layer is never touched; the logits are those of running every step's
+// certificate (a fallback computes dense attention too), and the bytes of
+// a kRanDense head are dense's.
+TEST(DecoderSynthetic, FallbackMemoryRunsFailingLayersDense) {
+  TinySpec s;
+  s.layers = 3;
+  TensorMap tensors = tinyTensors(s, 31);
+  auto w = loadTiny(s, tensors);
+  ASSERT_TRUE(w);
+  const int64_t V = s.vocab, L = s.layers, hq = s.qHeads,
+                F = Decoder::kStatFields;
+  const Schedule schedule = parseOrDie(kFallbackMemorySchedule, L);
+  const auto ids = randomTokens(320, V, 41);
+  const int64_t prompt = 300, steps = 9, memory = 3;
+  std::vector<float> logits[2], stats[2];
+  for (int64_t m : {int64_t(0), memory}) {
+    DecoderOptions opts;
+    opts.maxTokens = 512;
+    opts.fallbackMemory = m;
+    auto dec = makeDecoder(w, schedule, opts);
+    ASSERT_TRUE(dec);
+    const auto seq = dec->newSequence();
+    std::vector<float> scratch(static_cast<size_t>(V));
+    ASSERT_TRUE(dec->prefill(seq, ids.data(), prompt, scratch.data()).ok());
+    std::vector<float> &lg = logits[m ? 1 : 0], &st = stats[m ? 1 : 0];
+    lg.assign(static_cast<size_t>(steps * V), std::nanf(""));
+    for (int64_t i = 0; i < steps; ++i) {
+      ASSERT_TRUE(
+          dec->step(seq, ids[size_t(prompt + i)], lg.data() + i * V).ok());
+      st.insert(st.end(), dec->stats().begin(), dec->stats().end());
+    }
+  }
+  EXPECT_LT(relError(logits[0].data(), logits[1].data(), steps * V), 1e-5);
+  ModelShape shape;
+  shape.numLayers = L;
+  shape.qHeads = hq;
+  shape.kvHeads = s.kvHeads;
+  shape.headDim = s.headDim();
+  shape.pageSize = 16;
+  shape.sketchBits = 4;
+  AttentionStatsAccumulator always(schedule, shape),
+      remembered(schedule, shape);
+  for (int64_t i = 0; i < steps; ++i) {
+    // Steps 0, 4 and 8 try every layer; 1-3 and 5-7 remember layer 0.
+    const bool trial = i % (memory + 1) == 0;
+    const int32_t len = int32_t(prompt + i + 1);
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t h = 0; h < hq; ++h) {
+        SCOPED_TRACE("step " + std::to_string(i) + ", layer " +
+                     std::to_string(l) + ", head " + std::to_string(h));
+        const size_t at = size_t(((i * L + l) * hq + h) * F);
+        const float *every = stats[0].data() + at, *kept = stats[1].data() + at;
+        if (l == 1) {
+          ASSERT_EQ(every[kStatFallback], 0.0f); // the certificate passed
+        }
+        if (l == 0) {
+          ASSERT_TRUE(every[kStatFallback] == ::condensate::abi::kFellBack ||
+                      every[kStatFallback] ==
+                          ::condensate::abi::kFellBackEarly);
+          const float expected =
+              trial ? every[kStatFallback] : ::condensate::abi::kRanDense;
+          EXPECT_EQ(kept[kStatFallback], expected);
+          // Dense attention either way: every position.
+          EXPECT_EQ(kept[kStatAttended], float(len));
+        } else {
+          for (int64_t f = 0; f < F; ++f) {
+            if (std::isnan(every[f])) // no certificate ran
+              EXPECT_TRUE(std::isnan(kept[f])) << "field " << f;
+            else
+              EXPECT_NEAR(kept[f], every[f], 1e-5 * (1 + std::fabs(every[f])))
+                  << "field " << f;
+          }
+        }
+      }
+    always.add(stats[0].data() + i * L * hq * F, &len, 1);
+    remembered.add(stats[1].data() + i * L * hq * F, &len, 1);
+  }
+  const AttentionSummary a = always.summary(), r = remembered.summary();
+  EXPECT_EQ(a.ranDense, 0);
+  EXPECT_EQ(r.ranDense, 6 * hq);
+  EXPECT_EQ(a.certified, 2 * steps * hq);
+  EXPECT_EQ(r.certified, a.certified - r.ranDense);
+  EXPECT_EQ(a.fallbacks, steps * hq); // layer 0, every step
+  EXPECT_EQ(r.fallbacks, 3 * hq);     // layer 0 at the trials
+  EXPECT_EQ(r.passed, a.passed);      // layer 1, every step
+  // A remembered layer reads dense's bytes only (no scoring, no sparse
+  // pass): less than its fallbacks, which read both.
+  EXPECT_LT(r.bytesRead, a.bytesRead);
+
+  // With a prefill window (speed runs) the remembered layers still attend
+  // densely, through a program of their own.
+  {
+    DecoderOptions opts;
+    opts.maxTokens = 512;
+    opts.fallbackMemory = memory;
+    opts.prefillWindow = 32;
+    auto dec = makeDecoder(w, schedule, opts);
+    ASSERT_TRUE(dec);
+    const auto seq = dec->newSequence();
+    std::vector<float> scratch(static_cast<size_t>(V));
+    ASSERT_TRUE(dec->prefill(seq, ids.data(), prompt, scratch.data()).ok());
+    for (int64_t i = 0; i < 2; ++i)
+      ASSERT_TRUE(dec->step(seq, ids[size_t(prompt + i)], scratch.data()).ok());
+    for (int64_t h = 0; h < hq; ++h) {
+      const float *row = dec->stats().data() + h * F; // layer 0
+      EXPECT_EQ(row[kStatFallback], ::condensate::abi::kRanDense);
+      EXPECT_EQ(row[kStatAttended], float(prompt + 2));
+    }
+  }
+
+  DecoderOptions bad;
+  bad.fallbackMemory = -1;
+  auto refused = Decoder::create(w, schedule, bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("fallbackMemory"), std::string::npos);
+}
+
 TEST(DecoderSynthetic, ScheduleAndPageSizeMismatch) {
   TinySpec s;
   auto w = loadTiny(s, tinyTensors(s, 1));

@@ -12,6 +12,7 @@
 #include "ModelTestSupport.h"
 #include "SyntheticModel.h"
 
+#include "condensate/Compiler/Compiler.h"
 #include "condensate/Cuda/Driver.h"
 #include "condensate/Decoder/Decoder.h"
 #include "condensate/Decoder/Fidelity.h"
@@ -225,6 +226,67 @@ TEST(GPUDecoder, BF16WeightsStayCloseToF32) {
     EXPECT_LT(ratio, 0.51);
     EXPECT_LT(footprint[1].heldBytes, footprint[0].heldBytes);
   }
+}
+
+// The fallback memory on the GPU (a layer sent to dense attention runs the
+// dense program's kernels inside the captured step; the step is captured
+// once a plan): the same decisions and statistics as on the CPU, logits
+// within float32 rounding of the CPU's and of the GPU run without it.
+TEST(GPUDecoder, FallbackMemoryMatchesCPU) {
+  if (std::string why = gpuSkipReason(); !why.empty())
+    GTEST_SKIP() << why;
+  using namespace condensate::decoder::testsupport;
+  TinySpec s;
+  s.layers = 3;
+  TensorMap tensors = tinyTensors(s, 31);
+  auto w = loadTiny(s, tensors);
+  ASSERT_TRUE(w);
+  auto schedule = parseSchedule(kFallbackMemorySchedule, s.layers, "test");
+  ASSERT_TRUE(schedule.ok()) << schedule.message();
+  const int64_t V = s.vocab, L = s.layers, hq = s.qHeads,
+                F = Decoder::kStatFields, prompt = 300, steps = 9, memory = 3;
+  const auto ids = randomTokens(320, V, 41);
+  std::vector<float> logits[3], stats[3]; // CPU, GPU, GPU without memory
+  for (int run = 0; run < 3; ++run) {
+    DecoderOptions o;
+    o.backend = run == 0 ? BackendKind::CPU : BackendKind::GPU;
+    o.kvType = KVType::F32;
+    o.maxTokens = 512;
+    o.fallbackMemory = run == 2 ? 0 : memory;
+    auto dec = Decoder::create(w, *schedule, o);
+    ASSERT_TRUE(dec.ok()) << dec.message();
+    auto seq = (*dec)->newSequence();
+    std::vector<float> scratch(static_cast<size_t>(V));
+    ASSERT_TRUE((*dec)->prefill(seq, ids.data(), prompt, scratch.data()).ok());
+    logits[run].assign(size_t(steps * V), std::nanf(""));
+    for (int64_t i = 0; i < steps; ++i) {
+      ASSERT_TRUE(
+          (*dec)
+              ->step(seq, ids[size_t(prompt + i)], logits[run].data() + i * V)
+              .ok());
+      stats[run].insert(stats[run].end(), (*dec)->stats().begin(),
+                        (*dec)->stats().end());
+    }
+  }
+  EXPECT_LT(maxRelative(logits[1], logits[0]), 1e-4);
+  EXPECT_LT(maxRelative(logits[1], logits[2]), 1e-4);
+  int64_t ranDense = 0;
+  for (int64_t i = 0; i < steps; ++i)
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t h = 0; h < hq; ++h) {
+        const size_t at = size_t(((i * L + l) * hq + h) * F);
+        const float cpu = stats[0][at + kStatFallback],
+                    gpu = stats[1][at + kStatFallback];
+        // Fallback decisions: the same (kFellBack and kFellBackEarly may
+        // differ by rounding, both are dense).
+        EXPECT_EQ(cpu == 0.0f, gpu == 0.0f)
+            << "step " << i << ", layer " << l << ", head " << h;
+        EXPECT_EQ(cpu == ::condensate::abi::kRanDense,
+                  gpu == ::condensate::abi::kRanDense)
+            << "step " << i << ", layer " << l << ", head " << h;
+        ranDense += gpu == ::condensate::abi::kRanDense;
+      }
+  EXPECT_EQ(ranDense, 6 * hq); // layer 0 at steps 1-3 and 5-7
 }
 
 TEST(GPUDecoder, MatchesCPUDecoderDense) {

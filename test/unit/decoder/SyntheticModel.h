@@ -349,6 +349,19 @@ inline std::vector<int32_t> randomTokens(int64_t n, int64_t vocab, uint32_t seed
   return ids;
 }
 
+/// A schedule for the fallback memory's tests (DecoderOptions::
+/// fallbackMemory) on a 3-layer model with 300-odd positions, pages of 16:
+/// layer 0 can never certify (tau 1e-12), layer 1 always can (tau 0.7, its
+/// extras open, reading fewer bytes than dense), layer 2 is sparse without
+/// a certificate.
+inline const char *kFallbackMemorySchedule = R"({"default": "dense", "rules": [
+    {"layers": [0], "policy": {"anchor": 1, "window": 8, "topk": 16,
+     "selector": "sketch", "bits": 4, "tau": 1e-12, "max_extra": 4}},
+    {"layers": [1], "policy": {"anchor": 1, "window": 8, "topk": 16,
+     "selector": "sketch", "bits": 4, "tau": 0.7, "max_extra": 4096}},
+    {"layers": [2], "policy": {"anchor": 1, "window": 8, "topk": 16,
+     "selector": "sketch", "bits": 4}}]})";
+
 } // namespace condensate::decoder::testsupport
 
 #endif // CONDENSATE_TEST_DECODER_SYNTHETICMODEL_H

@@ -72,6 +72,16 @@ struct DecoderOptions {
   int64_t prefillWindow = 0;
   /// Tokens the repetition score of adaptive layers looks back over.
   int64_t repetitionSpan = 64;
+  /// Fallback memory: a layer whose heads are all dense or certified and
+  /// whose certified step read at least the bytes dense attention would
+  /// (bytesRead(), over the batch) runs dense attention for the next
+  /// `fallbackMemory` decode steps, then is tried again; 0 runs every
+  /// step's certificate. Exact either way (dense is what a fallback
+  /// computes); it only stops paying for scoring and the certificate where
+  /// they keep failing. Layers are tried together (every fallbackMemory + 1
+  /// steps of a program), so a captured GPU step has at most two layer
+  /// plans. stats() marks such heads abi::kRanDense.
+  int64_t fallbackMemory = 0;
 
   // CPU backend.
   /// OpenBLAS threads (openblas_set_num_threads, process-wide); 0 leaves

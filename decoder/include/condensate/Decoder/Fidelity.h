@@ -85,7 +85,9 @@ struct AttentionSummary {
   /// sketches stay f32, so fixed costs weigh twice as much. Equal to
   /// bytesRead when the cache is 16-bit already.
   double bytesReadBF16 = 0.0;
-  int64_t certified = 0;    ///< entries under a certified policy (tau > 0)
+  /// Entries under a certified policy (tau > 0) whose certificate ran:
+  /// not those in `ranDense`.
+  int64_t certified = 0;
   /// Certified entries that did not fall back and have a finite eps_hat
   /// (a fallback attends densely and reports eps_hat = 0).
   int64_t epsComputed = 0;
@@ -96,6 +98,9 @@ struct AttentionSummary {
   /// Of those, the ones the early test sent to dense before the sparse pass.
   int64_t earlyFallbacks = 0;
   double extraMean = 0.0;   ///< mean extra units over certified entries
+  /// Entries under a certified policy that the decoder's fallback memory
+  /// ran with dense attention instead (abi::kRanDense): no certificate.
+  int64_t ranDense = 0;
 
   double passRate() const {
     return certified ? double(passed) / double(certified) : 0.0;
@@ -131,7 +136,7 @@ private:
   double bytesRead_ = 0.0, denseBytes_ = 0.0;
   double bytesReadBF16_ = 0.0, denseBytesBF16_ = 0.0;
   int64_t count_ = 0, certified_ = 0, epsComputed_ = 0, passed_ = 0,
-          fallbacks_ = 0, earlyFallbacks_ = 0;
+          fallbacks_ = 0, earlyFallbacks_ = 0, ranDense_ = 0;
   double keysRead_ = 0.0, epsSum_ = 0.0, epsMax_ = 0.0, extraSum_ = 0.0;
 };
 

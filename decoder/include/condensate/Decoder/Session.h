@@ -47,6 +47,8 @@ struct SessionOptions {
   int64_t pageSize = 0;
   /// OpenBLAS threads on the CPU (0: OpenBLAS's choice).
   int threads = 0;
+  /// DecoderOptions::fallbackMemory of the policy's decoder.
+  int64_t fallbackMemory = 0;
   /// Longest prompt the session will be given (sizes the KV cache).
   int64_t maxPromptTokens = 0;
   int64_t maxNewTokens = 64;

@@ -98,7 +98,8 @@ enum StatsEntry : int64_t {
   StatExtra = 2,
   /// Nonzero when the head's group fell back to dense attention:
   /// kFellBack after its sparse pass, kFellBackEarly when the certificate's
-  /// early test decided before it (no sparse pass ran).
+  /// early test decided before it (no sparse pass ran); in a decoder's
+  /// statistics also kRanDense.
   StatFallback = 3,
   /// Bound on ||o_dense - o||_2 of the output:
   /// eps_hat * sqrt(sum_c max(Vmax_c - o_c, o_c - Vmin_c, 0)^2) over the
@@ -121,6 +122,11 @@ static_assert(sizeof(kStatsNames) / sizeof(kStatsNames[0]) == kStatsWidth);
 /// The values of stats[b, h, StatFallback] after a fallback.
 constexpr float kFellBack = 1.0f;
 constexpr float kFellBackEarly = 2.0f;
+/// Never written by a kernel: the decoder's value for a certified head
+/// whose layer it ran with dense attention instead of the certified step
+/// (its fallback memory, DecoderOptions::fallbackMemory): no scoring, no
+/// certificate, K and V read once.
+constexpr float kRanDense = 3.0f;
 
 /// Written by a CPU decode-attention function to stats[0][0][StatFallback]
 /// when it could not allocate its scratch memory; it returns at once (other

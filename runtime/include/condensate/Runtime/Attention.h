@@ -132,7 +132,8 @@ inline std::vector<abi::Shape> shapesOf(const ModelShape &s,
 /// row (stats [kStatsWidth]): what the generated stages read for its
 /// key/value group (page summaries and sketches scored, K rows scored
 /// exactly, K and V rows attended, the value box of a certificate that
-/// passed, the sparse and the dense pass of a fallback) divided by the
+/// passed, the sparse and the dense pass of a fallback; K and V once where
+/// the decoder ran the layer dense instead, abi::kRanDense) divided by the
 /// group's query heads. abi::denseBytes(n, D, kv bytes) / group is what
 /// dense attention reads for the same share.
 double bytesRead(const Policy &policy, const ModelShape &shape, int64_t n,
