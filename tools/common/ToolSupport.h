@@ -66,6 +66,14 @@ constexpr int64_t kMaxGeneratedTokens = int64_t(1) << 20;
 #define CONDENSATE_STRINGIFY_(x) #x
 #define CONDENSATE_STRINGIFY(x) CONDENSATE_STRINGIFY_(x)
 constexpr int64_t kFallbackMemory = CONDENSATE_FALLBACK_MEMORY;
+/// Its help entry, the description from column `INDENT` (a string of
+/// spaces) after `FLAG` (the flag padded to that column).
+#define CONDENSATE_FALLBACK_MEMORY_HELP(FLAG, INDENT)                          \
+  FLAG "a certified layer whose step read at least\n" INDENT                   \
+       "dense's bytes runs dense attention for the next\n" INDENT              \
+       "N steps, then is tried again (default " CONDENSATE_STRINGIFY(          \
+           CONDENSATE_FALLBACK_MEMORY) "; 0: every\n" INDENT                   \
+                                       "step certifies)\n"
 
 /// `text` as a decimal integer in [min, max], or fail naming `flag`.
 int64_t parseInt(const std::string &flag, const std::string &text,

@@ -67,14 +67,9 @@ const char *kUsage =
     "                        mean nothing; 0: the model's own attention)\n"
     "  --bandwidth GBPS      the floor's bandwidth (default %.0f, the H200's\n"
     "                        measured device copy, DESIGN.md section 5)\n"
-    "  --threads N           CPU threads\n"
-    "  --fallback-memory N   a certified layer whose step read at least\n"
-    "                        dense's bytes runs dense attention for the next\n"
-    "                        N steps, then is tried again "
-    "(default " CONDENSATE_STRINGIFY(
-        CONDENSATE_FALLBACK_MEMORY) "; 0: every\n"
-                                    "                        step certifies)\n"
-                                    "  --json FILE           also write the "
+    "  --threads N           CPU threads\n" CONDENSATE_FALLBACK_MEMORY_HELP(
+        "  --fallback-memory N   ",
+        "                        ") "  --json FILE           also write the "
                                     "results as JSON\n"
                                     "  --tune                tune each "
                                     "policy's GPU kernels for this batch\n"

@@ -82,14 +82,10 @@ const char *kUsage =
     "                         that fits in half the memory\n"
     "  --json                 print one JSON object instead of text\n"
     "  --quiet                print only the generated text\n"
-    "  --profile              time the parts of the policy's decode steps\n"
-    "  --fallback-memory N    a certified layer whose step read at least\n"
-    "                         dense's bytes runs dense attention for the next\n"
-    "                         N steps, then is tried again "
-    "(default " CONDENSATE_STRINGIFY(
-        CONDENSATE_FALLBACK_MEMORY) "; 0: every\n"
-                                    "                         step certifies)\n"
-                                    "  --help                 this message\n";
+    "  --profile              time the parts of the policy's decode "
+    "steps\n" CONDENSATE_FALLBACK_MEMORY_HELP(
+        "  --fallback-memory N    ",
+        "                         ") "  --help                 this message\n";
 
 struct Options {
   std::string model;
