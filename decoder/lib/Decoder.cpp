@@ -127,11 +127,30 @@ struct Decoder::Impl {
   /// since its layers were last tried (-1: try them at the next step) and
   /// the layers that trial sent to dense attention.
   struct FallbackMemory {
+    /// The program it is for (a freed program's entry is dropped, so a
+    /// new one at its address starts afresh).
+    std::weak_ptr<const AttentionProgram> program;
     int64_t sinceTrial = -1;
     std::vector<uint8_t> dense;
   };
   /// Per program (Batch switches programs between steps).
   std::map<const AttentionProgram *, FallbackMemory> memory;
+
+  /// The fallback memory of the current program.
+  FallbackMemory &memoryOf(const std::shared_ptr<const AttentionProgram> &p) {
+    auto it = memory.find(p.get());
+    if (it != memory.end() && it->second.program.lock() == p)
+      return it->second;
+    for (auto m = memory.begin(); m != memory.end();) {
+      if (m->second.program.expired())
+        m = memory.erase(m);
+      else
+        ++m;
+    }
+    FallbackMemory &m = memory[p.get()];
+    m = FallbackMemory{p, -1, {}};
+    return m;
+  }
 
   /// Whether the fallback memory may run layer `l` of `schedule` dense:
   /// every head dense or certified, one at least certified (running an
@@ -480,7 +499,7 @@ Status Decoder::step(const SeqId *ids, const int32_t *tokens, int64_t B,
   // The fallback memory: a trial step runs the program on every layer;
   // the steps after it run the layers it sent to dense densely.
   Impl::FallbackMemory *memory =
-      d.options.fallbackMemory > 0 ? &d.memory[program().get()] : nullptr;
+      d.options.fallbackMemory > 0 ? &d.memoryOf(program()) : nullptr;
   const bool trial = memory && (memory->sinceTrial < 0 ||
                                 memory->sinceTrial >= d.options.fallbackMemory);
   batch.denseLayers.assign(size_t(L), 0);

@@ -640,6 +640,46 @@ TEST(DecoderSynthetic, FallbackMemoryRunsFailingLayersDense) {
   // pass): less than its fallbacks, which read both.
   EXPECT_LT(r.bytesRead, a.bytesRead);
 
+  // Kept per program: steps of another program in between (a Batch
+  // switching programs) neither count nor reset it; a program compiled
+  // afresh starts with a trial.
+  {
+    DecoderOptions opts;
+    opts.maxTokens = 512;
+    opts.fallbackMemory = memory;
+    auto dec = makeDecoder(w, schedule, opts);
+    ASSERT_TRUE(dec);
+    auto certified = dec->program();
+    auto dense = dec->compile(denseSchedule(L));
+    ASSERT_TRUE(dense.ok()) << dense.message();
+    const auto seq = dec->newSequence();
+    std::vector<float> scratch(static_cast<size_t>(V));
+    ASSERT_TRUE(dec->prefill(seq, ids.data(), prompt, scratch.data()).ok());
+    auto layer0 = [&] { return dec->stats()[kStatFallback]; }; // head 0
+    int64_t fed = 0;
+    auto stepWith = [&](std::shared_ptr<const AttentionProgram> p) {
+      ASSERT_TRUE(dec->setProgram(std::move(p)).ok());
+      ASSERT_TRUE(
+          dec->step(seq, ids[size_t(prompt + fed++)], scratch.data()).ok());
+    };
+    for (int64_t i = 0; i < memory + 2; ++i) {
+      stepWith(certified);
+      if (i == 0 || i == memory + 1)
+        EXPECT_NE(layer0(), ::condensate::abi::kRanDense) << "step " << i;
+      else
+        EXPECT_EQ(layer0(), ::condensate::abi::kRanDense) << "step " << i;
+      stepWith(*dense);
+      EXPECT_EQ(layer0(), 0.0f);
+    }
+    auto again = dec->compile(schedule);
+    ASSERT_TRUE(again.ok()) << again.message();
+    certified.reset();
+    stepWith(*again);
+    EXPECT_NE(layer0(), ::condensate::abi::kRanDense); // a trial
+    stepWith(*again);
+    EXPECT_EQ(layer0(), ::condensate::abi::kRanDense);
+  }
+
   // With a prefill window (speed runs) the remembered layers still attend
   // densely, through a program of their own.
   {
