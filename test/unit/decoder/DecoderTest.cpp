@@ -1388,6 +1388,9 @@ TEST(DecoderCLI, Errors) {
                   "--gpu-weights: weight type must be f32 or bf16");
   expectToolError("--prompt hi --gpu-weights bf16",
                   "--gpu-weights needs --device gpu");
+  expectToolError("--prompt hi --fallback-memory -1", "--fallback-memory");
+  expectToolError("--prompt hi --fallback-memory 99999999999999999999",
+                  "--fallback-memory");
   if (modelPath().empty())
     return;
   const std::string m = "--model " + shellQuote(modelPath()) + " ";
@@ -1446,6 +1449,46 @@ TEST(DecoderCLI, JsonCompareDense) {
   EXPECT_EQ(j["compare"]["teacher_forced"]["steps"], 7);
   EXPECT_TRUE(j["compare"].contains("first_divergence"));
   EXPECT_LE(j["attention"]["positions_attended"].get<double>(), 1.0);
+}
+
+// The fallback memory end to end: a certified policy that cannot pass
+// (tau 1e-12, a 256-token prompt) runs dense on the steps between trials, keeps
+// the dense text, and reads dense's bytes there (the trials read more); without
+// it every step falls back.
+TEST(DecoderCLI, FallbackMemory) {
+  if (modelPath().empty())
+    GTEST_SKIP() << modelSkipMessage();
+  const std::string policy =
+      R"('{"anchor":1,"window":4,"topk":8,"selector":"sketch","bits":4,)"
+      R"("tau":1e-12,"max_extra":4}')";
+  nlohmann::json runs[2];
+  for (int memory : {0, 3}) {
+    std::string out, err;
+    ASSERT_EQ(runTool("--model " + shellQuote(modelPath()) +
+                          " --long-prompt 256 --max-new-tokens 9 --threads 2 "
+                          "--json --compare dense --ignore-eos --policy " +
+                          policy + " --fallback-memory " +
+                          std::to_string(memory),
+                      out, err),
+              0)
+        << err;
+    runs[memory ? 1 : 0] = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(runs[memory ? 1 : 0].is_discarded()) << out;
+  }
+  for (const nlohmann::json &j : runs) {
+    EXPECT_TRUE(j["compare"]["first_divergence"].is_null()) << j.dump();
+    EXPECT_EQ(j["attention"]["pass_rate"].get<double>(), 0.0);
+  }
+  const nlohmann::json &every = runs[0]["attention"],
+                       &kept = runs[1]["attention"];
+  EXPECT_EQ(every["ran_dense_head_steps"], 0);
+  EXPECT_EQ(every["fallback_rate"].get<double>(), 1.0);
+  // 8 steps: trials at 0 and 4, the memory's dense at 1-3 and 5-7.
+  EXPECT_EQ(kept["ran_dense_head_steps"].get<int64_t>(),
+            3 * kept["certified_head_steps"].get<int64_t>());
+  EXPECT_LT(kept["bytes_read"].get<double>(),
+            every["bytes_read"].get<double>());
+  EXPECT_GE(kept["bytes_read"].get<double>(), 1.0);
 }
 
 } // namespace
