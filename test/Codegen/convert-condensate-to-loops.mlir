@@ -266,14 +266,16 @@ func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: m
 // -----
 
 // The certificate: per-unit marks in an i8 scratch buffer, omitted mass
-// summed in f64 per head of the group, 8 units at a time (their counts and
-// bounds gathered through the stack, e^x in vector arithmetic: a polynomial
-// and 2^k from exponent bits, no libm call), and a walk over the 2 extra
-// slots against tau = 1e-4.
+// summed in f64 per head of the group, 8 units at a time (their counts,
+// marks and bounds gathered through the stack, e^x in vector arithmetic: a
+// polynomial and 2^k from exponent bits, no libm call; each unit's terms
+// kept in an f64 scratch buffer), and a walk over the 2 extra slots
+// against tau = 1e-4 that reads the kept terms, as does the final sum.
 // CHECK-LABEL: func.func @certify
 // CHECK-DAG: %[[TAU:.*]] = arith.constant 1.000000e-04 : f64
 // CHECK: %[[MARKS:.*]] = memref.alloc(%{{.*}}) : memref<?xi8>
-// CHECK: %[[LANES:.*]] = memref.alloca() : memref<3x8xf32>
+// CHECK: %[[MASSES:.*]] = memref.alloc(%{{.*}}) : memref<?xf64>
+// CHECK: %[[LANES:.*]] = memref.alloca() : memref<4x8xf32>
 // CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
 // CHECK: arith.extf %{{.*}} : f32 to f64
 // CHECK: scf.for %{{.*}} = %c0 to %c4 step %c1 {
@@ -285,15 +287,24 @@ func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: m
 // CHECK-NOT: math.exp
 // CHECK: arith.shli %{{.*}} : vector<8xi64>
 // CHECK-NOT: math.exp
+// CHECK: vector.store %{{.*}}, %[[MASSES]][%{{.*}}] : memref<?xf64>, vector<8xf64>
 // CHECK: arith.addf %{{.*}} : vector<8xf64>
 // CHECK: vector.reduction <add>, %{{.*}} : vector<8xf64> into f64
 // CHECK-NOT: math.exp
 // CHECK: arith.cmpf ogt, %{{.*}}, %[[TAU]] : f64
-// The walk: while not done and a slot is left (2 extra slots).
+// The walk: while not done and a slot is left (2 extra slots), the taken
+// units' terms read back, not evaluated again.
 // CHECK: scf.while ({{.*}}) : (i1, index, index, f64, f64) -> (i1, index, index, f64, f64) {
 // CHECK: arith.cmpi slt, %{{.*}}, %c2 : index
 // CHECK: scf.condition
+// CHECK-NOT: math.floor
+// CHECK: memref.load %[[MASSES]][%{{.*}}] : memref<?xf64>
+// CHECK-NOT: math.floor
 // CHECK: arith.cmpf ole, %{{.*}}, %[[TAU]] : f64
+// CHECK-NOT: math.floor
+// CHECK: vector.load %[[MASSES]][%{{.*}}] : memref<?xf64>, vector<8xf64>
+// CHECK-NOT: math.floor
+// CHECK: vector.reduction <add>, %{{.*}} : vector<8xf64> into f64
 // CHECK: memref.store %{{.*}}, %arg5[%{{.*}}, %[[G]]] : memref<?x2xi32>
 // CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %[[G]]] : memref<?x2xi32>
 // CHECK: arith.truncf %{{.*}} : f64 to f32

@@ -239,15 +239,23 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
       rewriter, loc,
       MemRefType::get({ShapedType::kDynamic}, rewriter.getI8Type()),
       ValueRange{nu});
+  // Every candidate unit's mass bound for each head of a group, from the
+  // first sum of U (its lanes padded to kLanes): the walk and the final sum
+  // read them instead of evaluating the exponentials again (the same
+  // values: unitMassBound and its lanes form are the same arithmetic).
+  Value massStride = e.add(nu, e.idx(kLanes));
+  Value masses = memref::AllocOp::create(
+      rewriter, loc, MemRefType::get({ShapedType::kDynamic}, f64),
+      ValueRange{e.mul(massStride, e.idx(group))});
   Value zero8 = arith::ConstantIntOp::create(rewriter, loc, 0, 8);
   Value one8 = arith::ConstantIntOp::create(rewriter, loc, 1, 8);
   e.forEach(e.idx(0), nu,
             [&](Emitter &e, Value u) { e.store(zero8, marks, {u}); });
-  // kLanes units' counts and the group's bounds, for the omitted sums
-  // (on the stack, outside the loops).
+  // kLanes units' counts, whether each is counted (unmarked) and the
+  // group's bounds, for the omitted sums (on the stack, outside the loops).
   Value lanes = memref::AllocaOp::create(
       rewriter, loc,
-      MemRefType::get({1 + group, kLanes}, rewriter.getF32Type()));
+      MemRefType::get({2 + group, kLanes}, rewriter.getF32Type()));
   Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
   auto markUnits = [&](Emitter &e, Value b, Value g, Value from, Value to,
                        Value mark) {
@@ -294,16 +302,22 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
         // Units past the context hold no candidate position (and no mass):
         // the sums stop at the context, not at the page table's width.
         Value live = e.mins(nu, e.ceilDiv(n, unit));
-        // The mass bound of unit u for head i, in f64.
+        // The mass bound of unit u for head i, in f64, as the first sum
+        // of U cached it.
         auto unitMass = [&](Emitter &e, Value u, int64_t i) {
-          Value cnt = units.count(e, u);
-          Value bound = e.load(op.getScores(), {b, heads[i], u});
-          return unitMassBound(e, target, cnt, bound, ms[i]);
+          // Units past the context hold no mass (nor a cached term).
+          Value in = e.lt(u, live);
+          Value at =
+              e.add(e.mul(e.idx(i), massStride), e.select(in, u, e.idx(0)));
+          return e.select(in, e.load(masses, {at}), e.f64(0.0));
         };
         // U over every unmarked candidate unit, kLanes units at a time:
-        // their counts (0 where marked or past the context) and the
-        // group's bounds gathered through `lanes`, the terms as vectors.
-        auto omitted = [&](Emitter &e) {
+        // their counts (0 past the context), whether each is counted (not
+        // marked) and the group's bounds gathered through `lanes`, the
+        // terms as vectors. The first sum (`cache`) evaluates every unit's
+        // term and keeps it in `masses`; later sums read them.
+        auto omitted = [&](Emitter &e, bool cache) {
+          Type f64v = VectorType::get({kLanes}, f64);
           SmallVector<Value> init(group, e.splat(e.f64(0.0), kLanes));
           SmallVector<Value> sums = e.forLoop(
               e.idx(0), live, e.idx(kLanes), init,
@@ -314,12 +328,16 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
                   Value uSafe = e.select(in, u, e.idx(0));
                   Value counted =
                       e.band(in, e.eq(e.load(marks, {uSafe}), zero8));
-                  e.store(e.select(counted, e.indexToF32(units.count(e, uSafe)),
+                  e.store(e.select(counted, e.f32(1.0), e.f32(0.0)), lanes,
+                          {e.idx(1), l});
+                  if (!cache)
+                    return;
+                  e.store(e.select(in, e.indexToF32(units.count(e, uSafe)),
                                    e.f32(0.0)),
                           lanes, {e.idx(0), l});
                   for (int64_t i = 0; i < group; ++i)
                     e.store(e.load(op.getScores(), {b, heads[i], uSafe}), lanes,
-                            {e.idx(1 + i), l});
+                            {e.idx(2 + i), l});
                 });
                 auto row = [&](int64_t r) -> Value {
                   return vector::LoadOp::create(
@@ -327,12 +345,26 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
                       VectorType::get({kLanes}, e.builder().getF32Type()),
                       lanes, ValueRange{e.idx(r), e.idx(0)});
                 };
-                Value counts = row(0);
+                Value counted = e.fcmp(arith::CmpFPredicate::OGT, row(1),
+                                       e.splat(e.f32(0.0), kLanes));
                 SmallVector<Value> out;
-                for (int64_t i = 0; i < group; ++i)
+                for (int64_t i = 0; i < group; ++i) {
+                  Value at = e.add(e.mul(e.idx(i), massStride), u0);
+                  Value terms;
+                  if (cache) {
+                    terms = unitMassBoundLanes(e, target, row(0), row(2 + i),
+                                               ms[i]);
+                    vector::StoreOp::create(e.builder(), e.location(), terms,
+                                            masses, ValueRange{at});
+                  } else {
+                    terms =
+                        vector::LoadOp::create(e.builder(), e.location(), f64v,
+                                               masses, ValueRange{at});
+                  }
                   out.push_back(
-                      e.fadd(acc[i], unitMassBoundLanes(e, target, counts,
-                                                        row(1 + i), ms[i])));
+                      e.fadd(acc[i], e.select(counted, terms,
+                                              e.splat(e.f64(0.0), kLanes))));
+                }
                 return out;
               });
           for (Value &sum : sums)
@@ -350,7 +382,7 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
                                ms[i]);
         };
         markUnits(e, b, g, e.idx(0), e.idx(base), one8);
-        SmallVector<Value> us = omitted(e);
+        SmallVector<Value> us = omitted(e, /*cache=*/true);
         Value extra = e.idx(0), fallback = e.i1(false);
         if (tau > 0.0) {
           // Walk the extras in order, removing their mass (and adding their
@@ -364,7 +396,7 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
           // walk subtracts, and subtracting a dominant (or infinite) term
           // cancels the rest.
           markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), one8);
-          us = omitted(e);
+          us = omitted(e, /*cache=*/false);
           if (widths)
             zs = e.forLoop(
                 e.idx(base), e.add(e.idx(base), extra), e.idx(1), zs,
@@ -402,6 +434,7 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
     });
   });
   memref::DeallocOp::create(rewriter, loc, marks);
+  memref::DeallocOp::create(rewriter, loc, masses);
 }
 
 } // namespace
