@@ -201,7 +201,11 @@ ExtrasWalk mlir::condensate::walkExtrasFrom(
           out.append(nextZ.begin(), nextZ.end());
         return out;
       });
-  return {walk[0], walk[2]};
+  ExtrasWalk out{walk[0], walk[2], SmallVector<Value>(zs.begin(), zs.end())};
+  if (lowerMass)
+    for (int64_t i = 0; i < group; ++i)
+      out.zs[size_t(i)] = walk[3 + group + i];
+  return out;
 }
 
 Value mlir::condensate::ranksAfter(Emitter &e, const SelectionEnd &end,

@@ -60,6 +60,9 @@ using UnitMassFn = llvm::function_ref<Value(Emitter &, Value, int64_t)>;
 struct ExtrasWalk {
   Value done;  // i1
   Value taken; // index
+  /// With lowerMass: Z of each head after the taken extras' lower bounds
+  /// (`zs` plus them, in slot order); otherwise `zs`.
+  SmallVector<Value> zs;
 };
 ExtrasWalk walkExtras(Emitter &e, const TargetInfo &target, Value indices,
                       Value b, Value g, int64_t base, int64_t extraMax,

@@ -397,16 +397,11 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
           // cancels the rest.
           markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), one8);
           us = omitted(e, /*cache=*/false);
+          // Z with the taken extras' lower bounds: the walk's own sums
+          // (the same terms in the same order as summing them afresh).
           if (widths)
-            zs = e.forLoop(
-                e.idx(base), e.add(e.idx(base), extra), e.idx(1), zs,
-                [&](Emitter &e, Value j, ValueRange acc) -> SmallVector<Value> {
-                  Value u = e.loadIndex(op.getIndices(), {b, g, j});
-                  SmallVector<Value> out;
-                  for (int64_t i = 0; i < group; ++i)
-                    out.push_back(e.fadd(acc[i], lowerMass(e, u, i)));
-                  return out;
-                });
+            for (int64_t i = 0; i < group; ++i)
+              zs[size_t(i)] = e.select(done, walk.zs[size_t(i)], zs[size_t(i)]);
           Value fits = e.fcmp(arith::CmpFPredicate::OLE,
                               worstEpsHat(e, target, us, zs), e.f64(tau));
           fallback = e.bnot(e.band(done, fits));
