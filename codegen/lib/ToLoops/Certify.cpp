@@ -97,6 +97,11 @@ void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
   Value zero32 = e.i32(0), one32 = e.i32(1);
   Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
   const TargetInfo &target = loopsTarget();
+  // kLanes units' counts (0 unless ranked after every slot) and the
+  // group's bounds, for Ulow (on the stack, outside the loops).
+  Value lanes = memref::AllocaOp::create(
+      rewriter, op.getLoc(),
+      MemRefType::get({1 + group, kLanes}, rewriter.getF32Type()));
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
     Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
@@ -147,10 +152,11 @@ void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
                       e.select(take, uSafe, acc[2])};
             });
         SelectionEnd selEnd{end[0], end[1], end[2]};
-        SmallVector<Value> eps;
+        Value bounds = op.getBounds();
+        SmallVector<Value> heads, ms, zs;
         for (int64_t i = 0; i < group; ++i) {
           Value h = e.add(e.mul(g, e.idx(group)), e.idx(i));
-          Value bounds = op.getBounds();
+          heads.push_back(h);
           // M: the largest bound of the base set (base units, and the units
           // of the anchor and window positions).
           auto maxOver = [&](Emitter &e, Value t0, Value t1, Value m) {
@@ -202,19 +208,47 @@ void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
                                            e.load(bounds, {b, h, uSafe}), m);
                 return {e.select(have, e.fadd(acc[0], mass), acc[0])};
               })[0];
-          Value low = e.forLoop(
-              e.idx(0), numUnits, e.idx(1), {e.f64(0.0)},
-              [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
-                Value after = ranksAfter(e, selEnd, key(e, u), u);
-                Value mass = unitMassBound(e, target, units.count(e, u),
-                                           e.load(bounds, {b, h, u}), m);
-                return {e.select(after, e.fadd(acc[0], mass), acc[0])};
-              })[0];
-          eps.push_back(epsHat(e, target, low, z));
+          ms.push_back(m);
+          zs.push_back(z);
         }
+        // Ulow of every head of the group, kLanes units at a time: whether
+        // a unit ranks after every slot is decided once for the group, its
+        // count (0 otherwise) and the heads' bounds gathered through
+        // `lanes`, the terms as vectors.
+        SmallVector<Value> lows = e.forLoop(
+            e.idx(0), numUnits, e.idx(kLanes),
+            SmallVector<Value>(group, e.splat(e.f64(0.0), kLanes)),
+            [&](Emitter &e, Value u0, ValueRange acc) -> SmallVector<Value> {
+              e.forEach(e.idx(0), e.idx(kLanes), [&](Emitter &e, Value l) {
+                Value u = e.add(u0, l);
+                Value in = e.lt(u, numUnits);
+                Value uSafe = e.select(in, u, e.idx(0));
+                Value after =
+                    e.band(in, ranksAfter(e, selEnd, key(e, uSafe), uSafe));
+                e.store(e.select(after, e.indexToF32(units.count(e, uSafe)),
+                                 e.f32(0.0)),
+                        lanes, {e.idx(0), l});
+                for (int64_t i = 0; i < group; ++i)
+                  e.store(e.load(bounds, {b, heads[i], uSafe}), lanes,
+                          {e.idx(1 + i), l});
+              });
+              auto row = [&](int64_t r) -> Value {
+                return vector::LoadOp::create(
+                    e.builder(), e.location(),
+                    VectorType::get({kLanes}, e.builder().getF32Type()), lanes,
+                    ValueRange{e.idx(r), e.idx(0)});
+              };
+              Value counts = row(0);
+              SmallVector<Value> out;
+              for (int64_t i = 0; i < group; ++i)
+                out.push_back(
+                    e.fadd(acc[i], unitMassBoundLanes(e, target, counts,
+                                                      row(1 + i), ms[i])));
+              return out;
+            });
         Value worst = e.f64(0.0);
-        for (Value x : eps)
-          worst = e.fmax(worst, x);
+        for (int64_t i = 0; i < group; ++i)
+          worst = e.fmax(worst, epsHat(e, target, e.reduceAdd(lows[i]), zs[i]));
         Value early = e.fcmp(arith::CmpFPredicate::OGT, worst, e.f64(tau));
         e.store(e.select(early, one32, zero32), op.getEarly(), {b, g});
       });
