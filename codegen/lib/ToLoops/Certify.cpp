@@ -19,6 +19,43 @@ using namespace mlir::condensate::loops;
 
 namespace {
 
+/// Per-unit f64 sums of `heads` heads over units [0, count), kLanes units
+/// at a time: `gather` stores unit u's inputs (u in range, else unit 0 with
+/// `in` false) into lane l of `lanes` (a [rows, kLanes] f32 scratch), then
+/// `terms` turns the lanes' rows (row(r) the vector of row r) into head
+/// i's f64 terms of the kLanes units from u0. Returns each head's total.
+using LaneGather =
+    llvm::function_ref<void(Emitter &, Value u, Value in, Value l)>;
+using LaneRow = llvm::function_ref<Value(int64_t)>;
+using LaneTerms =
+    llvm::function_ref<Value(Emitter &, Value u0, LaneRow row, int64_t i)>;
+SmallVector<Value> laneSums(Emitter &e, Value lanes, Value count, int64_t heads,
+                            LaneGather gather, LaneTerms terms) {
+  SmallVector<Value> sums = e.forLoop(
+      e.idx(0), count, e.idx(kLanes),
+      SmallVector<Value>(heads, e.splat(e.f64(0.0), kLanes)),
+      [&](Emitter &e, Value u0, ValueRange acc) -> SmallVector<Value> {
+        e.forEach(e.idx(0), e.idx(kLanes), [&](Emitter &e, Value l) {
+          Value u = e.add(u0, l);
+          Value in = e.lt(u, count);
+          gather(e, e.select(in, u, e.idx(0)), in, l);
+        });
+        auto row = [&](int64_t r) -> Value {
+          return vector::LoadOp::create(
+              e.builder(), e.location(),
+              VectorType::get({kLanes}, e.builder().getF32Type()), lanes,
+              ValueRange{e.idx(r), e.idx(0)});
+        };
+        SmallVector<Value> out;
+        for (int64_t i = 0; i < heads; ++i)
+          out.push_back(e.fadd(acc[i], terms(e, u0, row, i)));
+        return out;
+      });
+  for (Value &sum : sums)
+    sum = e.reduceAdd(sum);
+  return sums;
+}
+
 /// Writes vbox[b, g] of a certify op: the per-channel min and max over the
 /// value summaries of every page of sequence b with an omitted position.
 /// `marks` flags the units of the final set (pages or tokens). After a
@@ -215,40 +252,23 @@ void lowerPrecertify(PrecertifyOp op, Emitter &e, PatternRewriter &rewriter) {
         // a unit ranks after every slot is decided once for the group, its
         // count (0 otherwise) and the heads' bounds gathered through
         // `lanes`, the terms as vectors.
-        SmallVector<Value> lows = e.forLoop(
-            e.idx(0), numUnits, e.idx(kLanes),
-            SmallVector<Value>(group, e.splat(e.f64(0.0), kLanes)),
-            [&](Emitter &e, Value u0, ValueRange acc) -> SmallVector<Value> {
-              e.forEach(e.idx(0), e.idx(kLanes), [&](Emitter &e, Value l) {
-                Value u = e.add(u0, l);
-                Value in = e.lt(u, numUnits);
-                Value uSafe = e.select(in, u, e.idx(0));
-                Value after =
-                    e.band(in, ranksAfter(e, selEnd, key(e, uSafe), uSafe));
-                e.store(e.select(after, e.indexToF32(units.count(e, uSafe)),
-                                 e.f32(0.0)),
-                        lanes, {e.idx(0), l});
-                for (int64_t i = 0; i < group; ++i)
-                  e.store(e.load(bounds, {b, heads[i], uSafe}), lanes,
-                          {e.idx(1 + i), l});
-              });
-              auto row = [&](int64_t r) -> Value {
-                return vector::LoadOp::create(
-                    e.builder(), e.location(),
-                    VectorType::get({kLanes}, e.builder().getF32Type()), lanes,
-                    ValueRange{e.idx(r), e.idx(0)});
-              };
-              Value counts = row(0);
-              SmallVector<Value> out;
+        SmallVector<Value> lows = laneSums(
+            e, lanes, numUnits, group,
+            [&](Emitter &e, Value u, Value in, Value l) {
+              Value after = e.band(in, ranksAfter(e, selEnd, key(e, u), u));
+              e.store(
+                  e.select(after, e.indexToF32(units.count(e, u)), e.f32(0.0)),
+                  lanes, {e.idx(0), l});
               for (int64_t i = 0; i < group; ++i)
-                out.push_back(
-                    e.fadd(acc[i], unitMassBoundLanes(e, target, counts,
-                                                      row(1 + i), ms[i])));
-              return out;
+                e.store(e.load(bounds, {b, heads[i], u}), lanes,
+                        {e.idx(1 + i), l});
+            },
+            [&](Emitter &e, Value, LaneRow row, int64_t i) {
+              return unitMassBoundLanes(e, target, row(0), row(1 + i), ms[i]);
             });
         Value worst = e.f64(0.0);
         for (int64_t i = 0; i < group; ++i)
-          worst = e.fmax(worst, epsHat(e, target, e.reduceAdd(lows[i]), zs[i]));
+          worst = e.fmax(worst, epsHat(e, target, lows[i], zs[i]));
         Value early = e.fcmp(arith::CmpFPredicate::OGT, worst, e.f64(tau));
         e.store(e.select(early, one32, zero32), op.getEarly(), {b, g});
       });
@@ -352,58 +372,37 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
         // term and keeps it in `masses`; later sums read them.
         auto omitted = [&](Emitter &e, bool cache) {
           Type f64v = VectorType::get({kLanes}, f64);
-          SmallVector<Value> init(group, e.splat(e.f64(0.0), kLanes));
-          SmallVector<Value> sums = e.forLoop(
-              e.idx(0), live, e.idx(kLanes), init,
-              [&](Emitter &e, Value u0, ValueRange acc) -> SmallVector<Value> {
-                e.forEach(e.idx(0), e.idx(kLanes), [&](Emitter &e, Value l) {
-                  Value u = e.add(u0, l);
-                  Value in = e.lt(u, live);
-                  Value uSafe = e.select(in, u, e.idx(0));
-                  Value counted =
-                      e.band(in, e.eq(e.load(marks, {uSafe}), zero8));
-                  e.store(e.select(counted, e.f32(1.0), e.f32(0.0)), lanes,
-                          {e.idx(1), l});
-                  if (!cache)
-                    return;
-                  e.store(e.select(in, e.indexToF32(units.count(e, uSafe)),
-                                   e.f32(0.0)),
-                          lanes, {e.idx(0), l});
-                  for (int64_t i = 0; i < group; ++i)
-                    e.store(e.load(op.getScores(), {b, heads[i], uSafe}), lanes,
-                            {e.idx(2 + i), l});
-                });
-                auto row = [&](int64_t r) -> Value {
-                  return vector::LoadOp::create(
-                      e.builder(), e.location(),
-                      VectorType::get({kLanes}, e.builder().getF32Type()),
-                      lanes, ValueRange{e.idx(r), e.idx(0)});
-                };
+          return laneSums(
+              e, lanes, live, group,
+              [&](Emitter &e, Value u, Value in, Value l) {
+                Value counted = e.band(in, e.eq(e.load(marks, {u}), zero8));
+                e.store(e.select(counted, e.f32(1.0), e.f32(0.0)), lanes,
+                        {e.idx(1), l});
+                if (!cache)
+                  return;
+                e.store(
+                    e.select(in, e.indexToF32(units.count(e, u)), e.f32(0.0)),
+                    lanes, {e.idx(0), l});
+                for (int64_t i = 0; i < group; ++i)
+                  e.store(e.load(op.getScores(), {b, heads[i], u}), lanes,
+                          {e.idx(2 + i), l});
+              },
+              [&](Emitter &e, Value u0, LaneRow row, int64_t i) {
+                Value at = e.add(e.mul(e.idx(i), massStride), u0);
+                Value terms;
+                if (cache) {
+                  terms =
+                      unitMassBoundLanes(e, target, row(0), row(2 + i), ms[i]);
+                  vector::StoreOp::create(e.builder(), e.location(), terms,
+                                          masses, ValueRange{at});
+                } else {
+                  terms = vector::LoadOp::create(e.builder(), e.location(),
+                                                 f64v, masses, ValueRange{at});
+                }
                 Value counted = e.fcmp(arith::CmpFPredicate::OGT, row(1),
                                        e.splat(e.f32(0.0), kLanes));
-                SmallVector<Value> out;
-                for (int64_t i = 0; i < group; ++i) {
-                  Value at = e.add(e.mul(e.idx(i), massStride), u0);
-                  Value terms;
-                  if (cache) {
-                    terms = unitMassBoundLanes(e, target, row(0), row(2 + i),
-                                               ms[i]);
-                    vector::StoreOp::create(e.builder(), e.location(), terms,
-                                            masses, ValueRange{at});
-                  } else {
-                    terms =
-                        vector::LoadOp::create(e.builder(), e.location(), f64v,
-                                               masses, ValueRange{at});
-                  }
-                  out.push_back(
-                      e.fadd(acc[i], e.select(counted, terms,
-                                              e.splat(e.f64(0.0), kLanes))));
-                }
-                return out;
+                return e.select(counted, terms, e.splat(e.f64(0.0), kLanes));
               });
-          for (Value &sum : sums)
-            sum = e.reduceAdd(sum);
-          return sums;
         };
         // With widths: the mass of unit u's lower bound for head i, which
         // a taken extra adds to Z.
