@@ -109,6 +109,7 @@ void mlir::condensate::buildCondensateToPTXPipeline(
   toGPU.tensorCores = options.tensorCores;
   toGPU.attendWarps = options.attendWarps;
   toGPU.sketchOccupancy = options.sketchOccupancy;
+  toGPU.attendOccupancy = options.attendOccupancy;
   toGPU.attendStages = options.attendStages;
   pm.addPass(createConvertCondensateToGPU(toGPU));
   pm.addPass(createCanonicalizerPass());

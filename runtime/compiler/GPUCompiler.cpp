@@ -111,6 +111,7 @@ compileModule(mlir::MLIRContext *ctx, mlir::OwningOpRef<mlir::ModuleOp> module,
   options.attendWarps = tuning.attendWarps;
   options.sketchOccupancy = tuning.sketchOccupancy;
   options.attendStages = tuning.attendStages;
+  options.attendOccupancy = tuning.attendOccupancy;
   mc::buildCondensateToPTXPipeline(back, options);
   if (mlir::failed(back.run(*module)))
     return diags.error(bufferName + ": lowering to PTX for " + chip +

@@ -469,6 +469,11 @@ std::vector<Knob> searchSpace() {
       {"sketch-occupancy",
        {0, 16, 24},
        [](GPUTuning &t, int64_t v) { t.sketchOccupancy = v; }},
+      // Resident warps an SM the attention kernels are built for: 12 is
+      // 3 blocks of 4 warps (168 registers a thread), 20 is 5.
+      {"attend-occupancy",
+       {0, 12, 16, 20},
+       [](GPUTuning &t, int64_t v) { t.attendOccupancy = v; }},
   };
 }
 

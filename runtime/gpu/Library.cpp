@@ -33,6 +33,8 @@ Status GPUTuning::validate() const {
       inRange("attend_warps", attendWarps, limits::kMaxAttendWarps));
   CONDENSATE_RETURN_IF_ERROR(inRange("sketch_occupancy", sketchOccupancy,
                                      limits::kMaxSketchOccupancy));
+  CONDENSATE_RETURN_IF_ERROR(inRange("attend_occupancy", attendOccupancy,
+                                     limits::kMaxAttendOccupancy));
   return inRange("attend_stages", attendStages, limits::kMaxAttendStages);
 }
 
@@ -42,7 +44,8 @@ std::string GPUTuning::options() const {
          " splits=" + std::to_string(sparseSplits) +
          " attend-warps=" + std::to_string(attendWarps) +
          " sketch-occupancy=" + std::to_string(sketchOccupancy) +
-         " attend-stages=" + std::to_string(attendStages);
+         " attend-stages=" + std::to_string(attendStages) +
+         " attend-occupancy=" + std::to_string(attendOccupancy);
 }
 
 std::string GPUTuning::toJSON() const {
@@ -51,7 +54,8 @@ std::string GPUTuning::toJSON() const {
             {"splits", sparseSplits},
             {"attend_warps", attendWarps},
             {"sketch_occupancy", sketchOccupancy},
-            {"attend_stages", attendStages}};
+            {"attend_stages", attendStages},
+            {"attend_occupancy", attendOccupancy}};
   return j.dump();
 }
 
@@ -77,6 +81,7 @@ Result<GPUTuning> GPUTuning::fromJSON(const std::string &text,
                      : key == "attend_warps"     ? &t.attendWarps
                      : key == "sketch_occupancy" ? &t.sketchOccupancy
                      : key == "attend_stages"    ? &t.attendStages
+                     : key == "attend_occupancy" ? &t.attendOccupancy
                                                  : nullptr;
     if (!field)
       return Status::error(what + ": unknown key '" + key + "'");

@@ -17,6 +17,12 @@
 // RUN: not condensate-opt --condensate-to-ptx="attend-warps=33" %s 2>&1 | FileCheck %s --check-prefix=BADWARPS
 // RUN: not condensate-opt --condensate-to-ptx="splits=5000" %s 2>&1 | FileCheck %s --check-prefix=BADSPARSE
 // RUN: not condensate-opt --condensate-to-ptx="attend-stages=9" %s 2>&1 | FileCheck %s --check-prefix=BADSTAGES
+// attend-occupancy=12: the attention kernels' launch bounds ask for 12
+// resident warps an SM, 3 blocks of 4 warps; out of range is refused.
+// RUN: condensate-opt --condensate-to-ptx="attend-occupancy=12" %s > %t.occ.mlir
+// RUN: sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' %t.occ.mlir > %t.occ.ptx
+// RUN: FileCheck %s --check-prefix=OCC --input-file=%t.occ.ptx
+// RUN: not condensate-opt --condensate-to-ptx="attend-occupancy=65" %s 2>&1 | FileCheck %s --check-prefix=BADOCC
 // attend-stages=3: the tensor-core attention copies its rows into a ring
 // of 3 tiles a warp by cp.async, waits for a tile two iterations later and
 // reads it back from shared memory.
@@ -78,6 +84,13 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // BADWARPS: error: attend-warps must be in [0, 32], got 33
 // BADSPARSE: error: 'condensate.decode_attention' op spec splits must be in [1, 4096], got 5000
 // BADSTAGES: error: attend-stages must be in [0, 8], got 9
+// OCC-LABEL: .visible .entry tiny_layer0_sparse_attend(
+// OCC: .maxntid 128, 1, 1
+// OCC: .minnctapersm 3
+// OCC-LABEL: .visible .entry tiny_layer0_dense_attend(
+// OCC: .maxntid 128, 1, 1
+// OCC: .minnctapersm 3
+// BADOCC: error: attend-occupancy must be in [0, 64], got 65
 // RINGPTX-LABEL: .visible .entry tiny_layer0_sparse_attend(
 // RINGPTX-DAG: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16;
 // RINGPTX-DAG: cp.async.commit_group;

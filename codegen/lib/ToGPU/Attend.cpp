@@ -856,6 +856,19 @@ SmallVector<Type> attentionSharedTypes(MLIRContext *ctx,
   return types;
 }
 
+/// The attend-occupancy option as launch bounds of attention kernel `fn`:
+/// ceil(N / its warps) blocks an SM, so ptxas keeps each thread within
+/// their registers.
+void attendLaunchBounds(gpu::GPUFuncOp fn, const AttentionShape &s,
+                        const KernelBuilder &kb) {
+  int64_t warps = kb.attendOccupancy();
+  if (warps <= 0)
+    return;
+  int64_t blockWarps = (s.threads + kWarp - 1) / kWarp;
+  KernelBuilder::launchBounds(fn, s.threads,
+                              (warps + blockWarps - 1) / blockWarps);
+}
+
 /// Either attention body, as the shape says.
 void emitAttention(GPUEmitter &e, const AttentionShape &s,
                    const AttendArgs &args) {
@@ -973,6 +986,7 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
                return slotsInfo.position(e, slot, list, indices, bb, g, limit);
              }});
       });
+  attendLaunchBounds(fn, s, kb);
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   launch(b, loc, fn, liveSparseSplits(b, loc, batch, s.hkv, list.splits),
          arith::ConstantIndexOp::create(b, loc, s.hkv), batch, s.threads,
@@ -1035,6 +1049,7 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
               return {};
             });
       });
+  attendLaunchBounds(fn, s, kb);
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   Value splits = arith::ConstantIndexOp::create(b, loc, splitsStatic);
   launch(b, loc, fn, splits, arith::ConstantIndexOp::create(b, loc, s.hkv),

@@ -88,6 +88,9 @@ struct ConvertCondensateToGPUPass
         !countKnob("sketch-occupancy", sketchOccupancy,
                    ::condensate::limits::kMaxSketchOccupancy,
                    kernel::kSketchOccupancyAttr) ||
+        !countKnob("attend-occupancy", attendOccupancy,
+                   ::condensate::limits::kMaxAttendOccupancy,
+                   kernel::kAttendOccupancyAttr) ||
         !countKnob("attend-stages", attendStages,
                    ::condensate::limits::kMaxAttendStages,
                    kernel::kAttendStagesAttr))

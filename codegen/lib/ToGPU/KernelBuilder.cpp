@@ -89,6 +89,13 @@ int64_t KernelBuilder::attendStages() const {
   return 0;
 }
 
+int64_t KernelBuilder::attendOccupancy() const {
+  gpu::GPUModuleOp module = kernels;
+  if (auto a = module->getAttrOfType<IntegerAttr>(kAttendOccupancyAttr))
+    return a.getInt();
+  return 0;
+}
+
 int64_t KernelBuilder::sketchOccupancy() const {
   gpu::GPUModuleOp module = kernels;
   if (auto a = module->getAttrOfType<IntegerAttr>(kSketchOccupancyAttr))

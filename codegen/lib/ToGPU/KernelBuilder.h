@@ -74,6 +74,11 @@ constexpr const char *kAttendWarpsAttr = "condensate.attend_warps";
 constexpr const char *kSketchOccupancyAttr = "condensate.sketch_occupancy";
 
 /// The gpu.module attribute (i64) through which convert-condensate-to-gpu
+/// passes its attend-occupancy option (resident warps per SM of the
+/// attention kernels); absent: no launch bound.
+constexpr const char *kAttendOccupancyAttr = "condensate.attend_occupancy";
+
+/// The gpu.module attribute (i64) through which convert-condensate-to-gpu
 /// passes its attend-stages option (pipeline depth of the tensor-core
 /// attention loop); absent: the lowering's rule.
 constexpr const char *kAttendStagesAttr = "condensate.attend_stages";
@@ -291,6 +296,8 @@ public:
   /// The sketch-occupancy option: resident warps per SM (0: the
   /// lowering's own rule).
   int64_t sketchOccupancy() const;
+  /// The attend-occupancy option: resident warps per SM (0: none asked).
+  int64_t attendOccupancy() const;
   /// The attend-stages option (0: the lowering's rule).
   int64_t attendStages() const;
 

@@ -144,12 +144,13 @@ TEST(GPUTuning, JSONRoundTripAndLimits) {
   t.attendWarps = 2;
   t.sketchOccupancy = 24;
   t.attendStages = 3;
+  t.attendOccupancy = 12;
   auto back = GPUTuning::fromJSON(t.toJSON());
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_EQ(*back, t);
   EXPECT_EQ(t.options(),
             "tensor-cores=0 dense-splits=96 splits=3 attend-warps=2 "
-            "sketch-occupancy=24 attend-stages=3");
+            "sketch-occupancy=24 attend-stages=3 attend-occupancy=12");
   auto partial = GPUTuning::fromJSON(R"({"attend_warps": 8})");
   ASSERT_TRUE(partial.ok());
   EXPECT_TRUE(partial->tensorCores);
@@ -157,8 +158,9 @@ TEST(GPUTuning, JSONRoundTripAndLimits) {
   for (const char *bad :
        {R"({"dense_splits": 4097})", R"({"splits": -1})",
         R"({"attend_warps": 33})", R"({"sketch_occupancy": 65})",
-        R"({"attend_stages": 9})", R"({"warps": 2})", R"({"tensor_cores": 1})",
-        R"({"splits": 1.5})", "[]", "{", R"({"splits": 1, "splits": 2})"}) {
+        R"({"attend_stages": 9})", R"({"attend_occupancy": 65})",
+        R"({"warps": 2})", R"({"tensor_cores": 1})", R"({"splits": 1.5})", "[]",
+        "{", R"({"splits": 1, "splits": 2})"}) {
     auto r = GPUTuning::fromJSON(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {

@@ -87,6 +87,11 @@ struct PTXPipelineOptions : public PassPipelineOptions<PTXPipelineOptions> {
       llvm::cl::desc("Resident warps per SM of the key-sketch scoring "
                      "kernels (0: auto)"),
       llvm::cl::init(0)};
+  Option<int64_t> attendOccupancy{
+      *this, "attend-occupancy",
+      llvm::cl::desc("Resident warps per SM of the attention kernels "
+                     "(0: auto)"),
+      llvm::cl::init(0)};
   Option<int64_t> attendStages{
       *this, "attend-stages",
       llvm::cl::desc("Pipeline stages of the tensor-core attention loop "

@@ -156,6 +156,12 @@ def ConvertCondensateToGPU
            "for (launch bounds: ptxas keeps each thread within 65536 / (32 "
            "N) registers, spilling if it must); 0: the lowering's rule (32 "
            "warps where the kernel's live values fit in 64 registers)">,
+    Option<"attendOccupancy", "attend-occupancy", "int64_t",
+           /*default=*/"0",
+           "Resident warps per SM the attention kernels (dense_attend, "
+           "sparse_attend) are built for (launch bounds: ptxas keeps each "
+           "thread within the registers of ceil(N / warps a block) blocks, "
+           "spilling if it must); 0: no bound, ptxas's own allocation">,
     Option<"attendStages", "attend-stages", "int64_t", /*default=*/"0",
            "Pipeline depth of the tensor-core attention loop: 1 keeps one "
            "tile's rows prefetched in registers; N >= 2 copies each warp's "

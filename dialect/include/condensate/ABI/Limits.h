@@ -43,6 +43,9 @@ constexpr int64_t kMaxAttendWarps = 32;
 /// Resident warps per SM the key-sketch scoring kernels may ask ptxas for
 /// (sketch-occupancy; 64 warps, 2,048 threads, is an SM's most).
 constexpr int64_t kMaxSketchOccupancy = 64;
+/// Resident warps per SM the attention kernels may ask ptxas for
+/// (attend-occupancy; as sketch-occupancy).
+constexpr int64_t kMaxAttendOccupancy = 64;
 /// Stages of the tensor-core attention loop's pipeline (attend-stages:
 /// tiles in flight a warp, each in shared memory).
 constexpr int64_t kMaxAttendStages = 8;

@@ -36,15 +36,17 @@ struct GPUTuning {
   int64_t attendWarps = 0;  ///< attend-warps: warps per attention block
   int64_t sketchOccupancy = 0; ///< sketch-occupancy: sketch kernels' warps/SM
   int64_t attendStages = 0;    ///< attend-stages: attention pipeline depth
+  int64_t attendOccupancy = 0; ///< attend-occupancy: attention warps/SM
 
   /// Checks each knob against docs/LIMITS.md.
   Status validate() const;
   /// The knobs as condensate-to-ptx options:
   /// "tensor-cores=1 dense-splits=0 splits=0 attend-warps=0
-  /// sketch-occupancy=0 attend-stages=0".
+  /// sketch-occupancy=0 attend-stages=0 attend-occupancy=0".
   std::string options() const;
   /// {"tensor_cores": true, "dense_splits": 0, "splits": 0,
-  ///  "attend_warps": 0, "sketch_occupancy": 0, "attend_stages": 0}
+  ///  "attend_warps": 0, "sketch_occupancy": 0, "attend_stages": 0,
+  ///  "attend_occupancy": 0}
   std::string toJSON() const;
   /// Reads toJSON()'s form (every key optional, no others), validated.
   static Result<GPUTuning> fromJSON(const std::string &json,
@@ -53,7 +55,8 @@ struct GPUTuning {
     return tensorCores == o.tensorCores && denseSplits == o.denseSplits &&
            sparseSplits == o.sparseSplits && attendWarps == o.attendWarps &&
            sketchOccupancy == o.sketchOccupancy &&
-           attendStages == o.attendStages;
+           attendStages == o.attendStages &&
+           attendOccupancy == o.attendOccupancy;
   }
   bool operator!=(const GPUTuning &o) const { return !(*this == o); }
 };
