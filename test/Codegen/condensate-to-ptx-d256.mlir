@@ -1,6 +1,6 @@
 // head_dim 256 (Gemma 3's global layers): the tensor-core attention body
 // runs only with a cp.async ring (by default one of 2 tiles a warp; a tile
-// prefetched in registers beside 128 accumulators a lane would spill), so
+// prefetched in registers beside a lane's accumulators would spill), so
 // attend-stages=1 keeps it on lane groups of CUDA cores. No GPU is needed.
 //
 // RUN: condensate-opt --condensate-to-ptx %s > %t.mlir

@@ -133,12 +133,14 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // PTX-DAG: bar.sync 0;
 // PTX-DAG: shfl.sync.bfly.b32
 // Attention on bf16 tensor cores: 16-byte row loads, mma.sync m16n8k16
-// (query and weights split into bf16 hi + lo), quad shuffles for the row
-// maxima, a combine through shared memory.
+// (query and weights split into bf16 hi + lo); a group of 4 runs both
+// products transposed (shuffles over a column's lanes for each head's
+// maximum, movmatrix for P^T), a combine through shared memory.
 // PTX-LABEL: .visible .entry tiny_layer0_sparse_attend(
 // PTX-DAG: ld.global.v4.b32
 // PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
-// PTX-DAG: shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
+// PTX-DAG: shfl.sync.bfly.b32 {{.*}}, 16, 31, -1;
+// PTX-DAG: movmatrix.sync.aligned.m8n8.trans.b16
 // PTX-DAG: bar.sync 0;
 // PTX-LABEL: .visible .entry tiny_layer0_certify(
 // PTX-DAG: atom.shared.add.f64

@@ -291,9 +291,15 @@ func.func @select_tokens(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memr
 // CHECK: vector.load %arg2[{{.*}}] {alignment = 16 : i64} : memref<?x2x16x64xbf16>, vector<8xbf16>
 // CHECK: vector.load %[[SQ]][{{.*}}] {alignment = 16 : i64} : memref<4x2x32x4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
-// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
-// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// A group of 2 (<= 8) runs transposed: S^T = K Q^T, key validity from
+// lane r / 2's value rows, each head's max over the lanes of its column
+// (c fixed), P^T to the B fragment by movmatrix, O^T += V^T P^T.
+// CHECK: gpu.shuffle idx %{{.*}}, %{{.*}}, %c32_i32{{(_[0-9]+)?}} : i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c8_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // CHECK: math.exp %{{.*}} fastmath<afn> : f32
+// CHECK: llvm.inline_asm has_side_effects "movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;", "=r,r"
 // CHECK: nvvm.mma.sync
 // CHECK: scf.yield
 // CHECK: memref.store %{{.*}}, %[[SM]][{{.*}}] : memref<4x2xf32, #gpu.address_space<workgroup>>
@@ -329,9 +335,10 @@ func.func @select_tokens(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memr
 // RING: vector.load %[[SQ]][{{.*}}] {alignment = 16 : i64} : memref<4x2x32x4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
 // RING: vector.load %[[RING]][{{.*}}] {alignment = 16 : i64} : memref<16384xi32, #gpu.address_space<workgroup>>, vector<4xi32>
 // RING: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
-// RING: gpu.shuffle xor %{{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
-// RING: gpu.shuffle xor %{{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// RING: gpu.shuffle xor %{{.*}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// RING: gpu.shuffle xor %{{.*}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // RING: math.exp %{{.*}} fastmath<afn> : f32
+// RING: llvm.inline_asm has_side_effects "movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;"
 // RING: vector.load %[[RING]][{{.*}}] {alignment = 16 : i64} : memref<16384xi32, #gpu.address_space<workgroup>>, vector<4xi32>
 // RING: vector.bitcast %{{.*}} : vector<4xi32> to vector<8xbf16>
 // RING: nvvm.mma.sync

@@ -148,8 +148,9 @@ AttentionShape attentionShape(Value q, Value k, Value v,
       s = best;
   }
   // At kMmaRingOnlyDim the tensor-core body runs with a ring only: a tile
-  // prefetched in registers beside 128 accumulators a lane spills (ptxas:
-  // 556 bytes at 255 registers, against 68 with a ring of 2).
+  // prefetched in registers beside a lane's accumulators spills (ptxas,
+  // 255 registers: 556 bytes beside 128 untransposed, 40 beside the
+  // transposed body's 64, against none with a ring of 2).
   if (s.mma && s.d == kMmaRingOnlyDim && s.stages < 2) {
     s.mma = false;
     sizeBlock(s);
@@ -399,12 +400,30 @@ std::pair<Value, Value> splitBF16(GPUEmitter &e, Value x) {
 ///   - values: the lane loads 16 bytes of keys 2c, 2c + 1, 2c + 8, 2c + 9
 ///     at channels [64 i + 8 r, +8); n-tile (i, j) takes channel
 ///     64 i + 8 r + j from each, so output column n of that tile is channel
-///     64 i + 8 n + j.
+///     64 i + 8 n + j;
+///   - a group of at most 8 heads (every real model's shape in
+///     BENCHMARKS.md) would fill only rows 0-7, so both products are
+///     transposed instead (transposedTile): S^T = K Q^T, the lane's key
+///     words the A fragment as they are loaded and the query's row-r
+///     registers the B fragment, so a lane holds keys r, r + 8 of heads
+///     2c, 2c + 1 and keeps those heads' online softmax (its column's max
+///     by shuffles over r); P^T's C fragment becomes the B fragment of
+///     O^T += V^T P^T by one movmatrix transpose an 8 x 8 half; m-tile
+///     (i, j) of 16 output channels has row r channel 64 i + 8 r + 2 j
+///     and row r + 8 the next one (both in this lane's 16 bytes of value
+///     rows). Half the products and half the accumulators of the
+///     untransposed form (64 a lane at head_dim 256, not 128).
 /// Invalid slots read the position-0 row and get weight 0; the warps'
 /// states are combined through shared memory as in emitLanes.
 void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
   int64_t G = s.group, D = s.d, W = s.groups;
-  int64_t tilesN = D / 8; // n-tiles of the output
+  // Both products transposed (S^T = K Q^T, O^T += V^T P^T: m-tiles of 16
+  // channels) where the group fits the 8 columns of a B fragment, else
+  // S = Q K^T and O += P V (n-tiles of 8 channels).
+  const bool swapPV = G <= 8;
+  const int64_t tilesN = D / 8;  // n-tiles of O += P V
+  const int64_t tilesM = D / 16; // m-tiles of O^T += V^T P^T
+  const int64_t accs = 4 * (swapPV ? tilesM : tilesN);
   OpBuilder &bd = e.builder();
   Type i32 = bd.getI32Type();
   Value tid = e.tid();
@@ -479,11 +498,12 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
     e.barrier();
   });
 
-  // State: m and l of rows r and r + 8, the count of keys attended, and
-  // the 4 accumulators of each output n-tile.
+  // State: m and l of rows r and r + 8 (with swapPV of heads 2c and
+  // 2c + 1), the count of keys attended, and the 4 accumulators of each
+  // output tile.
   SmallVector<Value> init{e.negInf(), e.negInf(), e.f32(0.0), e.f32(0.0),
                           e.f32(0.0)};
-  for (int64_t i = 0; i < 4 * tilesN; ++i)
+  for (int64_t i = 0; i < accs; ++i)
     init.push_back(e.f32(0.0));
   Value tiles = e.ceilDiv(count, e.idx(kMmaKeys));
   Value mine = e.ceilDiv(e.maxs(e.sub(tiles, warp), e.idx(0)), e.idx(W));
@@ -674,6 +694,110 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
       });
   int64_t stateSize = init.size();
   init.append(first.begin(), first.end());
+  // One tile with swapPV, both products transposed: S^T = K Q^T (the
+  // tile's 16 keys the rows, this lane's key words as they are the A
+  // fragment, the query's row-r registers the B fragment), so a lane holds
+  // keys r and r + 8 of query heads 2c and 2c + 1 and keeps their online
+  // softmax (m and l of heads 2c, 2c + 1 in the state's row slots, l a
+  // partial over its keys); P^T's C fragment becomes the B fragment of
+  // O^T += V^T P^T by one movmatrix transpose an 8 x 8 half. Half the
+  // score products of S = Q K^T, whose rows 8-15 are empty.
+  using FragmentFn = llvm::function_ref<Value(int64_t, int64_t)>;
+  auto transposedTile = [&](GPUEmitter &e, ValueRange st, ArrayRef<Value> valid,
+                            FragmentFn keyWords, FragmentFn valueRow,
+                            ArrayRef<Value> next) -> SmallVector<Value> {
+    SmallVector<Value> sT(4, e.f32(0.0));
+    for (int64_t t = 0; t < s.steps; ++t) {
+      Value hiWords =
+          e.vecLoad(smQ, {e.idx(t), e.idx(0), lane, e.idx(0)}, 4, 16);
+      Value loWords =
+          e.vecLoad(smQ, {e.idx(t), e.idx(1), lane, e.idx(0)}, 4, 16);
+      SmallVector<Value> bHi{e.extractElt(hiWords, 0),
+                             e.extractElt(hiWords, 2)};
+      SmallVector<Value> bLo{e.extractElt(loWords, 0),
+                             e.extractElt(loWords, 2)};
+      Value w0 = keyWords(0, t / 2), w1 = keyWords(1, t / 2);
+      SmallVector<Value> aw{
+          e.extractElt(w0, 2 * (t % 2)), e.extractElt(w1, 2 * (t % 2)),
+          e.extractElt(w0, 2 * (t % 2) + 1), e.extractElt(w1, 2 * (t % 2) + 1)};
+      sT = mmaBF16(e, aw, bHi, sT);
+      sT = mmaBF16(e, aw, bLo, sT);
+    }
+    // Whether keys r and r + 8 are valid: lane r / 2 holds them among its
+    // value rows (keys 2c', 2c' + 1, 2c' + 8, 2c' + 9), bits r % 2 and
+    // 2 + r % 2 of its mask.
+    Value mask = e.i32(0);
+    for (int64_t x = 0; x < 4; ++x)
+      mask = arith::OrIOp::create(
+          e.builder(), e.location(), mask,
+          e.select(valid[x], e.i32(int64_t(1) << x), e.i32(0)));
+    Value theirs = e.shuffleIdx(mask, e.divs(r, e.idx(2)));
+    SmallVector<Value> keyOk;
+    for (int64_t h = 0; h < 2; ++h) {
+      Value bit = e.toI32(e.add(e.rems(r, e.idx(2)), e.idx(2 * h)));
+      Value one = arith::AndIOp::create(
+          e.builder(), e.location(),
+          arith::ShRUIOp::create(e.builder(), e.location(), theirs, bit),
+          e.i32(1));
+      keyOk.push_back(e.ne(one, e.i32(0)));
+    }
+    // Accumulator x: key r + 8 (x / 2), query head 2c + x % 2.
+    SmallVector<Value> out(st.begin(), st.begin() + stateSize);
+    SmallVector<Value> sv(4), corr(2), mSafe(2);
+    for (int64_t x = 0; x < 4; ++x)
+      sv[x] = e.select(keyOk[x / 2], sT[x], e.negInf());
+    for (int64_t q = 0; q < 2; ++q) {
+      Value tileMax = e.fmax(sv[q], sv[2 + q]);
+      for (int64_t o : {4, 8, 16})
+        tileMax = e.fmax(tileMax, e.shuffleXor(tileMax, o));
+      Value mNew = e.fmax(out[q], tileMax);
+      // No valid key yet: exponentials against 0 give weights 0.
+      mSafe[q] = e.select(e.fcmp(arith::CmpFPredicate::OEQ, mNew, e.negInf()),
+                          e.f32(0.0), mNew);
+      corr[q] = e.fastExp(e.fsub(out[q], mSafe[q]));
+      out[q] = mNew;
+      out[2 + q] = e.fmul(out[2 + q], corr[q]);
+    }
+    SmallVector<Value> pw(4);
+    for (int64_t x = 0; x < 4; ++x) {
+      pw[x] = e.fastExp(e.fsub(sv[x], mSafe[x % 2]));
+      out[2 + x % 2] = e.fadd(out[2 + x % 2], pw[x]);
+    }
+    for (int64_t x = 0; x < 4; ++x)
+      out[4] = e.select(valid[x], e.fadd(out[4], e.f32(1.0)), out[4]);
+    // P^T's B fragment, hi and lo: keys r (then r + 8) of heads 2c, 2c + 1
+    // as a packed pair, transposed to keys 2c, 2c + 1 (2c + 8, 2c + 9) of
+    // head r.
+    SmallVector<Value> pHi, pLo;
+    for (int64_t h = 0; h < 2; ++h) {
+      auto [h0, l0] = splitBF16(e, pw[2 * h]);
+      auto [h1, l1] = splitBF16(e, pw[2 * h + 1]);
+      pHi.push_back(transposeB16(e, packBF16(e, h0, h1)));
+      pLo.push_back(transposeB16(e, packBF16(e, l0, l1)));
+    }
+    // O^T = O^T * corr + V^T P^T. Accumulator x of m-tile (i, j): channel
+    // 64 i + 8 r + 2 j + x / 2, query head 2c + x % 2.
+    for (int64_t m = 0; m < tilesM; ++m) {
+      int64_t i = m / 4, j = m % 4;
+      SmallVector<Value> acc;
+      for (int64_t x = 0; x < 4; ++x)
+        acc.push_back(e.fmul(out[5 + 4 * m + x], corr[x % 2]));
+      // Rows r and r + 8 (channels 2j, 2j + 1 of this lane's eight) over
+      // keys 2c, 2c + 1, then keys 2c + 8, 2c + 9.
+      SmallVector<Value> aw;
+      for (int64_t k2 = 0; k2 < 2; ++k2)
+        for (int64_t h = 0; h < 2; ++h)
+          aw.push_back(
+              packBF16(e, e.extractElt(valueRow(2 * k2, i), 2 * j + h),
+                       e.extractElt(valueRow(2 * k2 + 1, i), 2 * j + h)));
+      acc = mmaBF16(e, aw, pHi, acc);
+      acc = mmaBF16(e, aw, pLo, acc);
+      for (int64_t x = 0; x < 4; ++x)
+        out[5 + 4 * m + x] = acc[x];
+    }
+    out.append(next.begin(), next.end());
+    return out;
+  };
   auto state = e.forLoop(
       e.idx(0), mine, e.idx(1), init,
       [&](Emitter &ee, Value it, ValueRange st) -> SmallVector<Value> {
@@ -721,6 +845,9 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
         auto valueRow = [&](int64_t x, int64_t i) {
           return fragment(kWords + x * (D / 64) + i);
         };
+        if (swapPV)
+          return transposedTile(e, st, valid, keyWords, valueRow, next);
+
         // Scores of the tile's two n-tiles.
         SmallVector<SmallVector<Value>> sc(2,
                                            SmallVector<Value>(4, e.f32(0.0)));
@@ -807,28 +934,52 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
     e.barrier();
     smAcc = dynamicSharedArray(e, {W, G, D}, bd.getF32Type());
   }
-  // A row's l and the count are spread over the quad's lanes.
+  // A row's l and the count are spread over the quad's lanes (with
+  // swapPV a head's l over the lanes of its column, c fixed).
   SmallVector<Value> total(state.begin(), state.begin() + 5);
-  for (int64_t h = 2; h < 5; ++h)
-    for (int64_t o : {1, 2})
+  for (int64_t h = 2; h < 5; ++h) {
+    SmallVector<int64_t, 3> offsets{1, 2};
+    if (swapPV && h < 4)
+      offsets = {4, 8, 16};
+    for (int64_t o : offsets)
       total[h] = e.fadd(total[h], e.shuffleXor(total[h], o));
-  for (int64_t h = 0; h < 2; ++h) {
-    Value rowIdx = e.add(r, e.idx(8 * h));
-    e.ifThen(e.lt(rowIdx, e.idx(G)), [&](Emitter &ee) {
-      GPUEmitter &e = static_cast<GPUEmitter &>(ee);
-      e.ifThen(e.eq(c, e.idx(0)), [&](Emitter &e) {
-        e.store(total[h], smM, {warp, rowIdx});
-        e.store(total[2 + h], smL, {warp, rowIdx});
+  }
+  if (swapPV) {
+    // A lane holds query heads 2c and 2c + 1 of its channels.
+    for (int64_t x = 0; x < 2; ++x) {
+      Value head = e.add(e.mul(c, e.idx(2)), e.idx(x));
+      e.ifThen(e.lt(head, e.idx(G)), [&](Emitter &e) {
+        e.ifThen(e.eq(r, e.idx(0)), [&](Emitter &e) {
+          e.store(total[x], smM, {warp, head});
+          e.store(total[2 + x], smL, {warp, head});
+        });
+        for (int64_t m = 0; m < tilesM; ++m)
+          for (int64_t h = 0; h < 2; ++h) {
+            Value ch = e.add(e.idx(64 * (m / 4) + 2 * (m % 4) + h),
+                             e.mul(r, e.idx(8)));
+            e.store(state[5 + 4 * m + 2 * h + x], smAcc, {warp, head, ch});
+          }
       });
-      for (int64_t n = 0; n < tilesN; ++n)
-        for (int64_t x = 2 * h; x < 2 * h + 2; ++x) {
-          // Column 2c + x % 2 of n-tile (i, j) is channel
-          // 64 i + 8 (2c + x % 2) + j.
-          Value ch = e.add(e.idx(64 * (n / 8) + 8 * (x % 2) + n % 8),
-                           e.mul(c, e.idx(16)));
-          e.store(state[5 + 4 * n + x], smAcc, {warp, rowIdx, ch});
-        }
-    });
+    }
+  } else {
+    for (int64_t h = 0; h < 2; ++h) {
+      Value rowIdx = e.add(r, e.idx(8 * h));
+      e.ifThen(e.lt(rowIdx, e.idx(G)), [&](Emitter &ee) {
+        GPUEmitter &e = static_cast<GPUEmitter &>(ee);
+        e.ifThen(e.eq(c, e.idx(0)), [&](Emitter &e) {
+          e.store(total[h], smM, {warp, rowIdx});
+          e.store(total[2 + h], smL, {warp, rowIdx});
+        });
+        for (int64_t n = 0; n < tilesN; ++n)
+          for (int64_t x = 2 * h; x < 2 * h + 2; ++x) {
+            // Column 2c + x % 2 of n-tile (i, j) is channel
+            // 64 i + 8 (2c + x % 2) + j.
+            Value ch = e.add(e.idx(64 * (n / 8) + 8 * (x % 2) + n % 8),
+                             e.mul(c, e.idx(16)));
+            e.store(state[5 + 4 * n + x], smAcc, {warp, rowIdx, ch});
+          }
+      });
+    }
   }
   e.ifThen(e.eq(lane, e.idx(0)),
            [&](Emitter &e) { e.store(total[4], smC, {warp}); });

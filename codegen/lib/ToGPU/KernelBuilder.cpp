@@ -154,6 +154,17 @@ Value mlir::condensate::kernel::packBF16(GPUEmitter &e, Value x, Value y) {
   return e.extractElt(word, 0);
 }
 
+Value mlir::condensate::kernel::transposeB16(GPUEmitter &e, Value word) {
+  // Side effects keep the warp-wide exchange where the emitter put it.
+  return LLVM::InlineAsmOp::create(
+             e.builder(), e.location(), e.builder().getI32Type(),
+             ValueRange{word}, "movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;",
+             "=r,r", /*has_side_effects=*/true,
+             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr(), ArrayAttr())
+      .getRes();
+}
+
 Value mlir::condensate::kernel::lop3(GPUEmitter &e, Value a, Value b, Value c,
                                      uint8_t lut) {
   std::string text = "lop3.b32 $0, $1, $2, $3, " + std::to_string(lut) + ";";

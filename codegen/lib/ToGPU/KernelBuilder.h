@@ -96,6 +96,11 @@ SmallVector<Value> mmaBF16(GPUEmitter &e, ArrayRef<Value> a, ArrayRef<Value> b,
                            ArrayRef<Value> c);
 /// The i32 holding bf16 scalars x (low half) and y (high half).
 Value packBF16(GPUEmitter &e, Value x, Value y);
+/// movmatrix.sync.aligned.m8n8.trans.b16 (sm_75 and later; every lane of
+/// the warp takes part): `word` is this lane's pair of an 8 x 8 matrix of
+/// 16-bit elements in the mma fragment layout (row lane / 4, columns
+/// 2 (lane % 4) and the next); the result is its pair of the transpose.
+Value transposeB16(GPUEmitter &e, Value word);
 /// PTX lop3.b32 of the i32 values a, b, c with truth table `lut` (a = 0xF0,
 /// b = 0xCC, c = 0xAA): one instruction where LLVM would emit an and and
 /// an or with two immediates (which ptxas keeps as two).

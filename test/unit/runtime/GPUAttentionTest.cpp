@@ -193,8 +193,9 @@ INSTANTIATE_TEST_SUITE_P(
         // row live) and Qwen2.5's 7.
         Config{64, 1, 16, 16, KVType::BF16},
         Config{128, 2, 7, 64, KVType::BF16},
-        // A group over 8 at 128 channels (rows 8-15 of the mma tiles
-        // partly live).
+        // A group over 8 at 128 channels: S = Q K^T and O += P V on the
+        // mma tiles' 16 rows, 8-15 partly live (groups of 8 and under run
+        // both products transposed).
         Config{128, 1, 12, 64, KVType::BF16},
         // head_dim that is not a power of two (Phi-3's 96, Phi-2's 80):
         // lane groups of 8 lanes and 12 or 10 elements.
