@@ -381,6 +381,22 @@ std::pair<Value, Value> splitBF16(GPUEmitter &e, Value x) {
   return {hi, lo};
 }
 
+/// A tile's update of 4 output accumulators, in two steps: acc[x] *
+/// scale[x] (the online softmax's correction), then + A B for the hi and
+/// then the lo half of the weights (A or B, the other side the values).
+SmallVector<Value> rescaled(GPUEmitter &e, ArrayRef<Value> acc,
+                            ArrayRef<Value> scale) {
+  SmallVector<Value> out;
+  for (int64_t x = 0; x < 4; ++x)
+    out.push_back(e.fmul(acc[x], scale[x]));
+  return out;
+}
+SmallVector<Value> productHiLo(GPUEmitter &e, ArrayRef<Value> acc,
+                               ArrayRef<Value> aHi, ArrayRef<Value> aLo,
+                               ArrayRef<Value> bHi, ArrayRef<Value> bLo) {
+  return mmaBF16(e, aLo, bLo, mmaBF16(e, aHi, bHi, acc));
+}
+
 /// The tensor-core attention body (bf16 cache, head_dim 64, 128 or 256, GQA
 /// group <= 16). Each warp takes tiles of kMmaKeys slots of [v0, v1) in
 /// turn; the G query heads are the 16 rows of mma.sync.m16n8k16 (rows past
@@ -779,9 +795,9 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
     // 64 i + 8 r + 2 j + x / 2, query head 2c + x % 2.
     for (int64_t m = 0; m < tilesM; ++m) {
       int64_t i = m / 4, j = m % 4;
-      SmallVector<Value> acc;
-      for (int64_t x = 0; x < 4; ++x)
-        acc.push_back(e.fmul(out[5 + 4 * m + x], corr[x % 2]));
+      SmallVector<Value> acc =
+          rescaled(e, ArrayRef<Value>(out).slice(5 + 4 * m, 4),
+                   {corr[0], corr[1], corr[0], corr[1]});
       // Rows r and r + 8 (channels 2j, 2j + 1 of this lane's eight) over
       // keys 2c, 2c + 1, then keys 2c + 8, 2c + 9.
       SmallVector<Value> aw;
@@ -790,10 +806,8 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
           aw.push_back(
               packBF16(e, e.extractElt(valueRow(2 * k2, i), 2 * j + h),
                        e.extractElt(valueRow(2 * k2 + 1, i), 2 * j + h)));
-      acc = mmaBF16(e, aw, pHi, acc);
-      acc = mmaBF16(e, aw, pLo, acc);
-      for (int64_t x = 0; x < 4; ++x)
-        out[5 + 4 * m + x] = acc[x];
+      acc = productHiLo(e, acc, aw, aw, pHi, pLo);
+      llvm::copy(acc, out.begin() + 5 + 4 * m);
     }
     out.append(next.begin(), next.end());
     return out;
@@ -912,17 +926,15 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
         // O = O * corr + P V.
         for (int64_t n = 0; n < tilesN; ++n) {
           int64_t i = n / 8, j = n % 8;
-          SmallVector<Value> acc;
-          for (int64_t x = 0; x < 4; ++x)
-            acc.push_back(e.fmul(out[5 + 4 * n + x], corr[x / 2]));
+          SmallVector<Value> acc =
+              rescaled(e, ArrayRef<Value>(out).slice(5 + 4 * n, 4),
+                       {corr[0], corr[0], corr[1], corr[1]});
           SmallVector<Value> bw{packBF16(e, e.extractElt(valueRow(0, i), j),
                                          e.extractElt(valueRow(1, i), j)),
                                 packBF16(e, e.extractElt(valueRow(2, i), j),
                                          e.extractElt(valueRow(3, i), j))};
-          acc = mmaBF16(e, pHi, bw, acc);
-          acc = mmaBF16(e, pLo, bw, acc);
-          for (int64_t x = 0; x < 4; ++x)
-            out[5 + 4 * n + x] = acc[x];
+          acc = productHiLo(e, acc, pHi, pLo, bw, bw);
+          llvm::copy(acc, out.begin() + 5 + 4 * n);
         }
         out.append(next.begin(), next.end());
         return out;
