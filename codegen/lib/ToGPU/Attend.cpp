@@ -436,10 +436,10 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
   // Both products transposed (S^T = K Q^T, O^T += V^T P^T: m-tiles of 16
   // channels) where the group fits the 8 columns of a B fragment, else
   // S = Q K^T and O += P V (n-tiles of 8 channels).
-  const bool swapPV = G <= 8;
+  const bool transposed = G <= 8;
   const int64_t tilesN = D / 8;  // n-tiles of O += P V
   const int64_t tilesM = D / 16; // m-tiles of O^T += V^T P^T
-  const int64_t accs = 4 * (swapPV ? tilesM : tilesN);
+  const int64_t accs = 4 * (transposed ? tilesM : tilesN);
   OpBuilder &bd = e.builder();
   Type i32 = bd.getI32Type();
   Value tid = e.tid();
@@ -514,7 +514,7 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
     e.barrier();
   });
 
-  // State: m and l of rows r and r + 8 (with swapPV of heads 2c and
+  // State: m and l of rows r and r + 8 (transposed: of heads 2c and
   // 2c + 1), the count of keys attended, and the 4 accumulators of each
   // output tile.
   SmallVector<Value> init{e.negInf(), e.negInf(), e.f32(0.0), e.f32(0.0),
@@ -710,7 +710,7 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
       });
   int64_t stateSize = init.size();
   init.append(first.begin(), first.end());
-  // One tile with swapPV, both products transposed: S^T = K Q^T (the
+  // One tile of the transposed body: S^T = K Q^T (the
   // tile's 16 keys the rows, this lane's key words as they are the A
   // fragment, the query's row-r registers the B fragment), so a lane holds
   // keys r and r + 8 of query heads 2c and 2c + 1 and keeps their online
@@ -859,7 +859,7 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
         auto valueRow = [&](int64_t x, int64_t i) {
           return fragment(kWords + x * (D / 64) + i);
         };
-        if (swapPV)
+        if (transposed)
           return transposedTile(e, st, valid, keyWords, valueRow, next);
 
         // Scores of the tile's two n-tiles.
@@ -947,16 +947,16 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
     smAcc = dynamicSharedArray(e, {W, G, D}, bd.getF32Type());
   }
   // A row's l and the count are spread over the quad's lanes (with
-  // swapPV a head's l over the lanes of its column, c fixed).
+  // the transposed body a head's l over the lanes of its column).
   SmallVector<Value> total(state.begin(), state.begin() + 5);
   for (int64_t h = 2; h < 5; ++h) {
     SmallVector<int64_t, 3> offsets{1, 2};
-    if (swapPV && h < 4)
+    if (transposed && h < 4)
       offsets = {4, 8, 16};
     for (int64_t o : offsets)
       total[h] = e.fadd(total[h], e.shuffleXor(total[h], o));
   }
-  if (swapPV) {
+  if (transposed) {
     // A lane holds query heads 2c and 2c + 1 of its channels.
     for (int64_t x = 0; x < 2; ++x) {
       Value head = e.add(e.mul(c, e.idx(2)), e.idx(x));
