@@ -149,8 +149,8 @@ AttentionShape attentionShape(Value q, Value k, Value v,
   }
   // At kMmaRingOnlyDim the tensor-core body runs with a ring only: a tile
   // prefetched in registers beside a lane's accumulators spills (ptxas,
-  // 255 registers: 556 bytes beside 128 untransposed, 40 beside the
-  // transposed body's 64, against none with a ring of 2).
+  // 255 registers: 556 bytes beside 128 untransposed, 48-100 beside the
+  // transposed body's 64 at 8/1/256, against none with a ring of 2).
   if (s.mma && s.d == kMmaRingOnlyDim && s.stages < 2) {
     s.mma = false;
     sizeBlock(s);
