@@ -26,7 +26,7 @@ int64_t mlir::condensate::chooseSparseSplits(Target target,
     return std::clamp<int64_t>((virtualLength + 1023) / 1024, 1, 16);
   // On a GPU each split is one thread block per (sequence, kv head), and a
   // launch runs as many of them as its batch needs to fill the chip (the
-  // lowering's liveSparseSplits: all of them only for a single sequence of
+  // lowering's liveSplits: all of them only for a single sequence of
   // few kv heads): enough for splits of 32 condensate slots (two tiles of
   // the tensor-core body), up to 32 (the merge and the certificate walk
   // every split of the buffers, launched or not; a cap of 64 measured no
@@ -43,9 +43,11 @@ int64_t mlir::condensate::chooseDenseSplits(Target target, int64_t kvHeads) {
     return 16;
   // On a GPU a single sequence's kv heads get up to about 512 blocks (4 a
   // multiprocessor on 132) however few they are: 64 splits for 8 kv
-  // heads, 256 for 2, 512 for 1. A context uses fewer (denseSplitRange:
-  // past 128 splits only chunks of 1024 tokens or more); the unused
-  // splits' blocks exit at once and the merge stops at the last live split.
+  // heads, 256 for 2, 512 for 1. A batch launches fewer, about 512 blocks
+  // over all its sequences (the lowering's liveSplits), and a context uses
+  // fewer still (denseSplitRange: past 128 splits only chunks of 1024
+  // tokens or more); the unused splits' blocks exit at once and the merge
+  // stops at the last live split.
   int64_t heads = std::max<int64_t>(kvHeads, 1);
   return std::clamp<int64_t>((512 + heads - 1) / heads, 64, 512);
 }

@@ -69,17 +69,21 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_certify blocks in (%c2, %[[B]], %c1) threads in (%c256, %c1, %c1)
 // HOST: %[[LIVE0:.*]] = arith.minsi %[[WANT]], %c1 : index
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_sparse_attend_0 blocks in (%[[LIVE0]], %c2, %[[B]]) threads in (%c128, %c1, %c1)
-// The dense fallback's grid x is its split count (the GPU default; see
+// The dense fallback's grid x: the splits the batch needs for about 512
+// blocks, at most its split count (the GPU default; see
 // condensate-decompose.mlir).
 // HOST: %[[PO:.*]] = memref.alloc(%[[B]]) : memref<?x8x[[DS:[0-9]+]]x64xf32>
-// HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_dense_attend blocks in (%c[[DS]], %c2, %[[B]]) threads in (%c128, %c1, %c1)
+// HOST: %[[DWANT:.*]] = arith.ceildivsi %c512, %[[ROWS1]] : index
+// HOST: %[[DLIVE:.*]] = arith.minsi %[[DWANT]], %c[[DS]] : index
+// HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_dense_attend blocks in (%[[DLIVE]], %c2, %[[B]]) threads in (%c128, %c1, %c1)
 // Its merge: 16 warps, one round of 16 splits each over the 256 splits.
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer0_merge blocks in (%{{.*}}, %c1, %c1) threads in (%c512, %c1, %c1)
 // KNOBS-LABEL: func.func @tiny_layer0(
 // KNOBS: %[[KLIVE:.*]] = arith.minsi %{{.*}}, %c3 : index
 // KNOBS: gpu.launch_func @condensate_kernels::@tiny_layer0_sparse_attend blocks in (%[[KLIVE]], %c2, %{{.*}}) threads in (%c64, %c1, %c1)
 // KNOBS: memref.alloc(%{{.*}}) : memref<?x8x24x64xf32>
-// KNOBS: gpu.launch_func @condensate_kernels::@tiny_layer0_dense_attend blocks in (%c24, %c2, %{{.*}}) threads in (%c64, %c1, %c1)
+// KNOBS: %[[KDLIVE:.*]] = arith.minsi %{{.*}}, %c24 : index
+// KNOBS: gpu.launch_func @condensate_kernels::@tiny_layer0_dense_attend blocks in (%[[KDLIVE]], %c2, %{{.*}}) threads in (%c64, %c1, %c1)
 // BADSPLITS: error: dense-splits must be in [0, 4096], got 4097
 // BADWARPS: error: attend-warps must be in [0, 32], got 33
 // BADSPARSE: error: 'condensate.decode_attention' op spec splits must be in [1, 4096], got 5000
@@ -101,7 +105,8 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // RINGPTX-DAG: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16;
 // RINGPTX-DAG: cp.async.wait_group 2;
 // HOST-LABEL: func.func @tiny_layer1(
-// HOST: gpu.launch_func @condensate_kernels::@tiny_layer1_dense_attend blocks in (%c[[DS]], %c2, %{{.*}}) threads in (%c128, %c1, %c1)
+// HOST: %[[DLIVE1:.*]] = arith.minsi %{{.*}}, %c[[DS]] : index
+// HOST: gpu.launch_func @condensate_kernels::@tiny_layer1_dense_attend blocks in (%[[DLIVE1]], %c2, %{{.*}}) threads in (%c128, %c1, %c1)
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer1_merge
 // HOST-LABEL: func.func @tiny_layer2(
 // HOST: gpu.launch_func @condensate_kernels::@tiny_layer2_score_tokens

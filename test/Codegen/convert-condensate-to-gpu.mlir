@@ -402,20 +402,30 @@ func.func @sparse_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v:
 
 // -----
 
-// Dense attention: the grid's x extent is the static split count (128);
-// each sequence uses min(128, max(min(ceil(n / 256), 128), ceil(n / 1024)))
-// equal chunks; a masked group attends nothing.
+// Dense attention: the grid's x extent is the splits the batch needs for
+// about 512 blocks, ceil(512 / (batch x 2 kv heads)), at most the static
+// split count (128); split 0's block writes the splits past it empty, and
+// each sequence uses min(live, max(min(ceil(n / 256), 128),
+// ceil(n / 1024))) equal chunks; a masked group attends nothing.
 // CHECK-LABEL: func.func @dense_attend(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
-// CHECK: gpu.launch_func @condensate_kernels::@dense_attend_dense_attend blocks in (%c128{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args({{.*}}, %arg6 : memref<?x4x128x64xf32>, %arg7 : memref<?x4x128x3xf32>, %arg5 : memref<?x2xi32>)
+// CHECK: %[[ROWS:.*]] = arith.muli %[[B]], %c2{{(_[0-9]+)?}} : index
+// CHECK: %[[ROWS1:.*]] = arith.maxsi %[[ROWS]], %c1{{(_[0-9]+)?}} : index
+// CHECK: %[[WANT0:.*]] = arith.ceildivsi %c512{{(_[0-9]+)?}}, %[[ROWS1]] : index
+// CHECK: %[[LIVE:.*]] = arith.minsi %[[WANT0]], %c128{{(_[0-9]+)?}} : index
+// CHECK: gpu.launch_func @condensate_kernels::@dense_attend_dense_attend blocks in (%[[LIVE]], %c2{{(_[0-9]+)?}}, %[[B]]) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args({{.*}}, %arg6 : memref<?x4x128x64xf32>, %arg7 : memref<?x4x128x3xf32>, %arg5 : memref<?x2xi32>)
 // CHECK: gpu.func @dense_attend_dense_attend({{.*}}) workgroup({{.*}} : memref<4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<4x2x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, {{.*}} : memref<4x2x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel {
 // CHECK: %[[N:.*]] = arith.index_cast %{{.*}} : i32 to index
+// CHECK: %[[GX:.*]] = gpu.grid_dim x
+// CHECK: %[[PW:.*]] = memref.dim %arg6, %c2{{(_[0-9]+)?}} : memref<?x4x128x3xf32>
+// CHECK: arith.subi %[[PW]], %[[GX]] : index
+// CHECK: memref.store %{{.*}}, %arg6[{{.*}}] : memref<?x4x128x3xf32>
 // CHECK: %[[C:.*]] = arith.ceildivsi %[[N]], %c256 : index
 // CHECK: %[[SHORT:.*]] = arith.minsi %[[C]], %c128{{.*}} : index
 // CHECK: %[[LONG:.*]] = arith.ceildivsi %[[N]], %c1024 : index
 // CHECK: %[[WANT:.*]] = arith.maxsi %[[SHORT]], %[[LONG]] : index
 // CHECK: %[[C1:.*]] = arith.maxsi %[[WANT]], %c1{{.*}} : index
-// CHECK: %[[USED:.*]] = arith.minsi %c128{{.*}}, %[[C1]] : index
+// CHECK: %[[USED:.*]] = arith.minsi %[[GX]], %[[C1]] : index
 // CHECK: arith.ceildivsi %[[N]], %[[USED]] : index
 // CHECK: %[[M:.*]] = memref.load %arg7[{{.*}}] : memref<?x2xi32>
 // CHECK: arith.cmpi ne, %[[M]], %c0_i32 : i32
@@ -437,7 +447,7 @@ func.func @sparse_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v:
 // iteration, each waited for three iterations later; the loop carries no
 // rows.
 // RING-LABEL: func.func @dense_attend(
-// RING: gpu.launch_func @condensate_kernels::@dense_attend_dense_attend blocks in (%c128{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c65536_i32 args(
+// RING: gpu.launch_func @condensate_kernels::@dense_attend_dense_attend blocks in (%{{[0-9]+}}, %c2{{(_[0-9]+)?}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c65536_i32 args(
 // RING-COUNT-3: nvvm.cp.async.commit.group
 // RING: scf.for {{.*}} -> ({{[^v]*}}) {
 // RING: nvvm.cp.async.shared.global

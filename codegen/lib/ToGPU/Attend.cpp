@@ -1050,17 +1050,45 @@ void emitAttention(GPUEmitter &e, const AttentionShape &s,
 /// docs/TUNING.md).
 constexpr int64_t kSparseBlockTarget = 256;
 
-/// The splits a sparse_attend launch runs (its grid's x), on the host:
-/// ceil(kSparseBlockTarget / (batch * kv heads)), at most the list's
-/// `splits` (the partial buffers' width; Specialize sizes them for the
-/// smallest grid).
-Value liveSparseSplits(OpBuilder &b, Location loc, Value batch, int64_t hkv,
-                       int64_t splits) {
+/// The blocks a dense_attend launch aims for over all sequences and kv
+/// heads: Specialize's chooseDenseSplits sizes one sequence's splits for
+/// about this many, and a batch shares them: at batch 8 of 8 kv heads 8
+/// splits of a 16K context (2K tokens each) instead of 64 of 256 tokens,
+/// whose 4096 blocks each paid a block's set-up and whose merge walked
+/// 64 partials a row.
+constexpr int64_t kDenseBlockTarget = 512;
+
+/// The splits a launch runs (its grid's x), on the host:
+/// ceil(target / (batch * kv heads)), at most `splits` (the partial
+/// buffers' width; Specialize sizes them for the smallest grid).
+Value liveSplits(OpBuilder &b, Location loc, Value batch, int64_t hkv,
+                 int64_t splits, int64_t target) {
   auto c = [&](int64_t x) { return arith::ConstantIndexOp::create(b, loc, x); };
   Value rows = arith::MaxSIOp::create(
       b, loc, arith::MulIOp::create(b, loc, batch, c(hkv)), c(1));
-  Value want = arith::CeilDivSIOp::create(b, loc, c(kSparseBlockTarget), rows);
+  Value want = arith::CeilDivSIOp::create(b, loc, c(target), rows);
   return arith::MinSIOp::create(b, loc, want, c(splits));
+}
+
+/// The splits a launch left out (from `live`, the grid's x, to the partial
+/// buffers' width) read as empty to the merge and the certificate: split
+/// 0's block writes their (m, l, count) for its (sequence, kv head).
+void writeUnlaunchedSplits(GPUEmitter &e, const AttentionShape &s, Value pml,
+                           Value bb, Value g, Value split, Value live) {
+  Value tid = e.tid();
+  e.ifThen(e.eq(split, e.idx(0)), [&](Emitter &e) {
+    Value dead = e.mul(e.sub(e.dim(pml, 2), live), e.idx(s.group));
+    e.forLoop(tid, dead, e.idx(s.threads), {},
+              [&](Emitter &e, Value x, ValueRange) -> SmallVector<Value> {
+                Value sp = e.add(live, e.divs(x, e.idx(s.group)));
+                Value h =
+                    e.add(e.mul(g, e.idx(s.group)), e.rems(x, e.idx(s.group)));
+                e.store(e.negInf(), pml, {bb, h, sp, e.idx(0)});
+                e.store(e.f32(0.0), pml, {bb, h, sp, e.idx(1)});
+                e.store(e.f32(0.0), pml, {bb, h, sp, e.idx(2)});
+                return {};
+              });
+  });
 }
 
 void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
@@ -1106,7 +1134,7 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
         CondensateSlots slotsInfo = CondensateSlots::of(e, op, list, w, n);
         Value limit = list.limit(e, limits, bb, g);
         // The launch runs the first `live` of the list's splits
-        // (liveSparseSplits); they share the slots attended in whole tiles
+        // (liveSplits); they share the slots attended in whole tiles
         // of 16. With a limit the slots past the units attended hold
         // nothing: the splits share the slots before it, not the list's
         // length (open extras leave most of a list's slots past the limit;
@@ -1122,22 +1150,7 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
             e.mul(e.ceilDiv(e.ceilDiv(end, live), e.idx(16)), e.idx(16));
         Value v0 = e.mins(e.mul(split, per), end);
         Value v1 = e.mins(e.add(v0, per), end);
-        // The splits not launched read as empty to the merge and the
-        // certificate: split 0's block writes their (m, l, count).
-        Value tid = e.tid();
-        e.ifThen(e.eq(split, e.idx(0)), [&](Emitter &e) {
-          Value dead = e.mul(e.sub(e.dim(pml, 2), live), e.idx(s.group));
-          e.forLoop(tid, dead, e.idx(s.threads), {},
-                    [&](Emitter &e, Value x, ValueRange) -> SmallVector<Value> {
-                      Value sp = e.add(live, e.divs(x, e.idx(s.group)));
-                      Value h = e.add(e.mul(g, e.idx(s.group)),
-                                      e.rems(x, e.idx(s.group)));
-                      e.store(e.negInf(), pml, {bb, h, sp, e.idx(0)});
-                      e.store(e.f32(0.0), pml, {bb, h, sp, e.idx(1)});
-                      e.store(e.f32(0.0), pml, {bb, h, sp, e.idx(2)});
-                      return {};
-                    });
-        });
+        writeUnlaunchedSplits(e, s, pml, bb, g, split, live);
         // A skipped group attends nothing: its blocks write empty partials.
         if (skipIdx >= 0)
           v1 = e.select(e.ne(e.load(a[skipIdx], {bb, g}), e.i32(0)), v0, v1);
@@ -1151,7 +1164,8 @@ void lowerSparseAttend(SparseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
       });
   attendLaunchBounds(fn, s, kb);
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
-  launch(b, loc, fn, liveSparseSplits(b, loc, batch, s.hkv, list.splits),
+  launch(b, loc, fn,
+         liveSplits(b, loc, batch, s.hkv, list.splits, kSparseBlockTarget),
          arith::ConstantIndexOp::create(b, loc, s.hkv), batch, s.threads,
          operands, s.ringBytes);
 }
@@ -1175,10 +1189,11 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
         Value g = e.bid(gpu::Dimension::y);
         Value bb = e.bid(gpu::Dimension::z);
         Value n = e.loadIndex(a[4], {bb});
-        // The empty splits of a short context cost a block that exits at
-        // once.
-        auto [t0, t1] = denseSplitRange(
-            e, n, e.builder().getIndexAttr(splitsStatic), split);
+        // The launch runs the first `live` splits (liveSplits); the empty
+        // ones of a short context cost a block that exits at once.
+        Value live = e.gridDim(gpu::Dimension::x);
+        writeUnlaunchedSplits(e, s, a[6], bb, g, split, live);
+        auto [t0, t1] = denseSplitRange(e, n, live, split);
         if (masked) {
           Value active = e.ne(e.load(a[7], {bb, g}), e.i32(0));
           t1 = e.select(active, t1, t0);
@@ -1214,9 +1229,10 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
       });
   attendLaunchBounds(fn, s, kb);
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
-  Value splits = arith::ConstantIndexOp::create(b, loc, splitsStatic);
-  launch(b, loc, fn, splits, arith::ConstantIndexOp::create(b, loc, s.hkv),
-         batch, s.threads, operands, s.ringBytes);
+  launch(b, loc, fn,
+         liveSplits(b, loc, batch, s.hkv, splitsStatic, kDenseBlockTarget),
+         arith::ConstantIndexOp::create(b, loc, s.hkv), batch, s.threads,
+         operands, s.ringBytes);
 }
 
 } // namespace
