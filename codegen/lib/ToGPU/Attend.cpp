@@ -397,6 +397,30 @@ SmallVector<Value> productHiLo(GPUEmitter &e, ArrayRef<Value> acc,
   return mmaBF16(e, aLo, bLo, mmaBF16(e, aHi, bHi, acc));
 }
 
+/// A tile's step of the online softmax for head slot h of a tensor-core
+/// body's state (its maximum in st[h], its sum in st[2 + h]) given the
+/// tile's maximum: the maximum advances and the sum is rescaled. Returns
+/// the weights' exponent base (0 while no key is valid, so that the weights
+/// are 0) and the correction of the head's accumulators.
+std::pair<Value, Value> advanceMax(GPUEmitter &e, MutableArrayRef<Value> st,
+                                   int64_t h, Value tileMax) {
+  Value mNew = e.fmax(st[h], tileMax);
+  Value mSafe = e.select(e.fcmp(arith::CmpFPredicate::OEQ, mNew, e.negInf()),
+                         e.f32(0.0), mNew);
+  Value corr = e.fastExp(e.fsub(st[h], mSafe));
+  st[h] = mNew;
+  st[2 + h] = e.fmul(st[2 + h], corr);
+  return {mSafe, corr};
+}
+
+/// Adds a tile's valid keys (this lane's four value-row flags) to the
+/// state's count, st[4].
+void countValid(GPUEmitter &e, MutableArrayRef<Value> st,
+                ArrayRef<Value> valid) {
+  for (int64_t x = 0; x < 4; ++x)
+    st[4] = e.select(valid[x], e.fadd(st[4], e.f32(1.0)), st[4]);
+}
+
 /// The tensor-core attention body (bf16 cache, head_dim 64, 128 or 256, GQA
 /// group <= 16). Each warp takes tiles of kMmaKeys slots of [v0, v1) in
 /// turn; the G query heads are the 16 rows of mma.sync.m16n8k16 (rows past
@@ -766,21 +790,14 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
       Value tileMax = e.fmax(sv[q], sv[2 + q]);
       for (int64_t o : {4, 8, 16})
         tileMax = e.fmax(tileMax, e.shuffleXor(tileMax, o));
-      Value mNew = e.fmax(out[q], tileMax);
-      // No valid key yet: exponentials against 0 give weights 0.
-      mSafe[q] = e.select(e.fcmp(arith::CmpFPredicate::OEQ, mNew, e.negInf()),
-                          e.f32(0.0), mNew);
-      corr[q] = e.fastExp(e.fsub(out[q], mSafe[q]));
-      out[q] = mNew;
-      out[2 + q] = e.fmul(out[2 + q], corr[q]);
+      std::tie(mSafe[q], corr[q]) = advanceMax(e, out, q, tileMax);
     }
     SmallVector<Value> pw(4);
     for (int64_t x = 0; x < 4; ++x) {
       pw[x] = e.fastExp(e.fsub(sv[x], mSafe[x % 2]));
       out[2 + x % 2] = e.fadd(out[2 + x % 2], pw[x]);
     }
-    for (int64_t x = 0; x < 4; ++x)
-      out[4] = e.select(valid[x], e.fadd(out[4], e.f32(1.0)), out[4]);
+    countValid(e, out, valid);
     // P^T's B fragment, hi and lo: keys r (then r + 8) of heads 2c, 2c + 1
     // as a packed pair, transposed to keys 2c, 2c + 1 (2c + 8, 2c + 9) of
     // head r.
@@ -896,14 +913,7 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
         for (int64_t h = 0; h < 2; ++h) {
           for (int64_t o : {1, 2})
             tileMax[h] = e.fmax(tileMax[h], e.shuffleXor(tileMax[h], o));
-          Value mNew = e.fmax(out[h], tileMax[h]);
-          // No valid key yet: exponentials against 0 give weights 0.
-          mSafe[h] =
-              e.select(e.fcmp(arith::CmpFPredicate::OEQ, mNew, e.negInf()),
-                       e.f32(0.0), mNew);
-          corr[h] = e.fastExp(e.fsub(out[h], mSafe[h]));
-          out[h] = mNew;
-          out[2 + h] = e.fmul(out[2 + h], corr[h]);
+          std::tie(mSafe[h], corr[h]) = advanceMax(e, out, h, tileMax[h]);
         }
         SmallVector<SmallVector<Value>> pw(2, SmallVector<Value>(4));
         for (int64_t j = 0; j < 2; ++j)
@@ -911,8 +921,7 @@ void AttendArgs::emitMma(GPUEmitter &e, const AttentionShape &s) const {
             pw[j][x] = e.fastExp(e.fsub(sc[j][x], mSafe[x / 2]));
             out[2 + x / 2] = e.fadd(out[2 + x / 2], pw[j][x]);
           }
-        for (int64_t x = 0; x < 4; ++x)
-          out[4] = e.select(valid[x], e.fadd(out[4], e.f32(1.0)), out[4]);
+        countValid(e, out, valid);
         // P as the A fragment (registers: row r keys 2c.., row r + 8 keys
         // 2c.., row r keys 2c + 8.., row r + 8 keys 2c + 8..), hi and lo.
         SmallVector<Value> pHi, pLo;
