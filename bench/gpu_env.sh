@@ -13,7 +13,9 @@
 export CALL_START=${CALL_START:-$(date +%s)}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" .carry/run
-tar xJf .carry/gpu.tar.xz -C .carry/run
+# A call that needs only the libraries may carry them alone (a smaller
+# archive of lib/, as reports/gpu/session45/ab.sh does).
+[ -f .carry/gpu.tar.xz ] && tar xJf .carry/gpu.tar.xz -C .carry/run
 export LD_LIBRARY_PATH=$PWD/.carry/run/lib:${LD_LIBRARY_PATH:-}
 export CONDENSATE_CACHE_DIR=${CONDENSATE_CACHE_DIR:-/tmp/condensate-cache}
 BIN=.carry/run/bin
