@@ -35,6 +35,8 @@ Usage:
       [--max-tokens N] [--iters N]
       [--flex-cases 1:131072,8:131072 | --flex-cases all | --no-flex]
   bench_cold.py --report out.json [--png speedup.png]   (table and plot)
+  bench_cold.py --compare a.json b.json ... [--method dense]
+      (one method's times in several runs side by side)
 """
 import argparse
 import ctypes
@@ -553,6 +555,32 @@ def report(args):
         plot(out, args.png, args.batch)
 
 
+def compare(paths, method="dense"):
+    """One method's time in several results JSONs (each its own build and
+    process, beside its own SDPA) side by side: per case, the time and its
+    ratio to that run's faster SDPA; a dash where a run lacks the case."""
+    runs = []
+    for path in paths:
+        with open(path) as fh:
+            runs.append({(r["shape"], r["batch"], r["context"]): r
+                         for r in json.load(fh)["rows"]})
+    names = [os.path.basename(p).rsplit(".", 1)[0] for p in paths]
+    print("| shape | batch | context | " + " | ".join(
+        f"{n} {method} us (/ SDPA)" for n in names) + " |")
+    print("|---|---|---|" + "---|" * len(names))
+    keys = sorted({k for run in runs for k in run},
+                  key=lambda k: (k[0], k[1], k[2]))
+    for key in keys:
+        cells = []
+        for run in runs:
+            r = run.get(key)
+            us = r.get(method + "_us") if r else None
+            cells.append("-" if us is None else
+                         f"{us:.1f} ({us / r['faster_sdpa_us']:.2f}x)")
+        print(f"| {key[0]} | {key[1]} | {key[2] // 1024}K | "
+              + " | ".join(cells) + " |")
+
+
 def plot(out, png, batch):
     """The speedup plot of a results JSON: one panel a method, one line a
     shape, speedup over the faster SDPA against context at `batch`."""
@@ -610,16 +638,24 @@ def main():
                     help="run every method once on layer 0 after the "
                          "checks and time nothing (for Nsight Compute)")
     ap.add_argument("--report", help="print the table of a results JSON")
+    ap.add_argument("--compare", nargs="+", metavar="JSON",
+                    help="one method's times in several results JSONs side "
+                         "by side (--method, default dense)")
+    ap.add_argument("--method", default="dense",
+                    help="with --compare: dense, condensate, certified or "
+                         "sketch")
     ap.add_argument("--png", help="with --report: the speedup plot")
     ap.add_argument("--batch", type=int, default=1,
                     help="with --png: the batch plotted (default 1)")
     args = ap.parse_args()
-    if args.report:
+    if args.compare:
+        compare(args.compare, args.method)
+    elif args.report:
         report(args)
     elif args.lib:
         run_bench(args)
     else:
-        ap.error("--lib (run) or --report (table) is required")
+        ap.error("--lib (run), --report or --compare (tables) is required")
 
 
 if __name__ == "__main__":
