@@ -41,15 +41,16 @@ int64_t mlir::condensate::chooseDenseSplits(Target target, int64_t kvHeads) {
   // at 8K tokens (one 8K-long chunk drifts to 2e-5).
   if (target == Target::cpu)
     return 16;
-  // On a GPU a single sequence's kv heads get up to about 512 blocks (4 a
-  // multiprocessor on 132) however few they are: 64 splits for 8 kv
-  // heads, 256 for 2, 512 for 1. A batch launches fewer, about 512 blocks
-  // over all its sequences (the lowering's liveSplits), and a context uses
+  // On a GPU a single sequence's kv heads get up to kGPUDenseBlockTarget
+  // blocks however few they are: 64 splits for 8 kv heads, 256 for 2, 512
+  // for 1. A batch launches fewer, that many blocks over all its
+  // sequences (the lowering's liveSplits), and a context uses
   // fewer still (denseSplitRange: past 128 splits only chunks of 1024
   // tokens or more); the unused splits' blocks exit at once and the merge
   // stops at the last live split.
   int64_t heads = std::max<int64_t>(kvHeads, 1);
-  return std::clamp<int64_t>((512 + heads - 1) / heads, 64, 512);
+  return std::clamp<int64_t>((kGPUDenseBlockTarget + heads - 1) / heads, 64,
+                             kGPUDenseBlockTarget);
 }
 
 namespace {

@@ -11,6 +11,7 @@
 
 #include "../Common/Numerics.h"
 #include "KernelBuilder.h"
+#include "condensate/Passes/Passes.h"
 
 using namespace mlir;
 using namespace mlir::condensate;
@@ -1059,14 +1060,6 @@ void emitAttention(GPUEmitter &e, const AttentionShape &s,
 /// docs/TUNING.md).
 constexpr int64_t kSparseBlockTarget = 256;
 
-/// The blocks a dense_attend launch aims for over all sequences and kv
-/// heads: Specialize's chooseDenseSplits sizes one sequence's splits for
-/// about this many, and a batch shares them: at batch 8 of 8 kv heads 8
-/// splits of a 16K context (2K tokens each) instead of 64 of 256 tokens,
-/// whose 4096 blocks each paid a block's set-up and whose merge walked
-/// 64 partials a row.
-constexpr int64_t kDenseBlockTarget = 512;
-
 /// The splits a launch runs (its grid's x), on the host:
 /// ceil(target / (batch * kv heads)), at most `splits` (the partial
 /// buffers' width; Specialize sizes them for the smallest grid).
@@ -1239,7 +1232,11 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
   attendLaunchBounds(fn, s, kb);
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   launch(b, loc, fn,
-         liveSplits(b, loc, batch, s.hkv, splitsStatic, kDenseBlockTarget),
+         // A batch shares kGPUDenseBlockTarget blocks: at batch 8 of 8 kv
+         // heads 8 splits of a 16K context (2K tokens each), not 64 of 256
+         // tokens whose 4096 blocks each paid a block's set-up and whose
+         // merge walked 64 partials a row.
+         liveSplits(b, loc, batch, s.hkv, splitsStatic, kGPUDenseBlockTarget),
          arith::ConstantIndexOp::create(b, loc, s.hkv), batch, s.threads,
          operands, s.ringBytes);
 }

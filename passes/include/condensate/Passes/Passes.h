@@ -22,6 +22,12 @@ namespace mlir::condensate {
 /// launch runs; each launch runs as many as its batch needs).
 int64_t chooseSparseSplits(Target target, int64_t virtualLength);
 
+/// The blocks a GPU's dense attention launch aims for over all its
+/// sequences and kv heads (4 a multiprocessor on 132): chooseDenseSplits
+/// sizes one sequence's splits for them and the lowering launches a
+/// batch's share (ToGPU/Attend.cpp, liveSplits).
+constexpr int64_t kGPUDenseBlockTarget = 512;
+
 /// The number of splits of dense attention picked for `target` when one
 /// launch covers `kvHeads` kv heads (each sequence's context is cut into
 /// at most that many equal chunks).
