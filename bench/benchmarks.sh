@@ -28,7 +28,7 @@ mkdir -p "$R/logs" "$R/ncu"
 for s in ${STEPS:-checks cold ncu md}; do
   case $s in
     checks)
-      OUT=$R/logs STEPS="${CHECKS:-driver compiler attention certificate memcheck racecheck sketch-sanitize}" \
+      OUT=$R/logs STEPS="${CHECKS:-tests}" \
         bash bench/gpu_session.sh ;;
     cold)
       OUT=$R/logs step cold ${COLD_SECONDS:-900} python3 bench/bench_cold.py \

@@ -16,6 +16,17 @@ join_model() {
   sha=$(grep -A1 "fetch $2" scripts/fetch-models.sh | tail -n 1 | tr -d ' \\')
   echo "$sha  $f" | sha256sum -c -
 }
+# python_tests NAME: the Python package's tests (GPU ones included) over
+# the carried libraries and prebuilt kernels, as step NAME; the ops'
+# overhead lands in $OUT.
+python_tests() {
+  rm -rf python/src/condensate/prebuilt
+  cp -r .carry/run/prebuilt python/src/condensate/prebuilt
+  CONDENSATE_LIBRARY_DIR=$PWD/.carry/run/lib PYTHONPATH=$PWD/python/src \
+    CONDENSATE_AOT_PREFIX=$PWD/.carry/run/aot/c-example \
+    CONDENSATE_BENCH_OUT=$OUT step "$1" 400 \
+    python3 -m pytest -q -rs -p no:cacheprovider python/tests
+}
 # The certified 4-bit sketch policy the speed steps share (pages of 64,
 # 512 extras), and the same without the output-error bound (no value
 # boxes).
@@ -23,6 +34,54 @@ CERT512='{"anchor":1,"window":64,"topk":192,"selector":"sketch","bits":4,"tau":0
 CERT512M="${CERT512%\}},\"output_bound\":false}"
 for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
   case $s in
+    tests) # every GPU test at once, each group its own process and log
+        # (tests-NAME; the GPU is mostly idle under one): each attention
+        # shape, the token top-k, append, certificate, tuner and
+        # large-batch groups, the driver, compiler, AOT, decoder and Python
+        # tests, beside compute-sanitizer memcheck (the tensor-core body at
+        # batch > 1: head_dim 128, 8 kv heads, groups of 4; the append
+        # kernel) and racecheck (head_dim 256), and both over the sketch
+        # scoring and selection kernels (sketch-sanitize's, less the token
+        # top-k's 150-second budget sweep). TEST_SECONDS a process
+        # (default 420, cut to what CALL_SECONDS leaves).
+        T=${TEST_SECONDS:-420}
+        for f in $($BIN/GPUAttentionTest --gtest_list_tests |
+                   awk '/^[^ ]/ {s = $1; next} s ~ /^Shapes/ {print s $1}'); do
+          step "tests-${f##*/}" $T $BIN/GPUAttentionTest --gtest_brief=1 \
+            --gtest_filter="$f" > /dev/null &
+        done
+        for g in GPUAttentionTokenTopK GPUAppend GPUCertificate GPUTuner \
+                 GPUAttentionLarge; do
+          step "tests-$g" $T $BIN/GPUAttentionTest --gtest_brief=1 \
+            --gtest_filter="$g.*" > /dev/null &
+        done
+        step tests-driver $T $BIN/CondensateCudaDriverTest --gtest_brief=1 > /dev/null &
+        step tests-compiler $T $BIN/GPUCompilerTest --gtest_brief=1 > /dev/null &
+        CONDENSATE_AOT_PREFIX=.carry/run/aot/aot \
+          CONDENSATE_AOT_FAT=.carry/run/aot/aot-fat.json step tests-aot $T \
+          $BIN/AOTLibraryTest --gtest_brief=1 > /dev/null &
+        CONDENSATE_MODEL=/root/models/model.gguf step tests-decoder $T \
+          $BIN/GPUDecoderTest --gtest_brief=1 > /dev/null &
+        step tests-memcheck $T compute-sanitizer --tool memcheck \
+          --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
+          --gtest_filter='*d128_kv8_g4_p64_bf16*:GPUAppend.*' > /dev/null &
+        step tests-racecheck $T compute-sanitizer --tool racecheck \
+          --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
+          --gtest_filter='*d256_kv1_g8_p64_bf16*' > /dev/null &
+        for tool in memcheck racecheck; do
+          step "tests-sketch-$tool" $T compute-sanitizer --tool $tool \
+            --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
+            --gtest_filter="${SKETCH_SANITIZE_FILTER:-GPUAttentionTokenTopK.ShortCaches:GPUAttentionTokenTopK.PrefilterCaches:*d64_kv2_g1_p64_bf16*}" > /dev/null &
+        done
+        python_tests tests-python > /dev/null &
+        wait
+        echo "=== tests done ($(date +%T))"
+        for l in "$OUT"/tests-*.log; do
+          printf '%-44s %s\n' "$(basename "$l" .log)" "$(grep -hE \
+            'PASSED  \]|FAILED  \]|SKIPPED \]|ERROR SUMMARY|RACECHECK SUMMARY| in [0-9.]+s' "$l" |
+            tr '\n' ' ')"
+        done
+        grep -h -m3 -A3 "Failure" "$OUT"/tests-*.log | head -30 ;;
     driver) step driver 60 $BIN/CondensateCudaDriverTest --gtest_brief=1 ;;
     compiler) step compiler 60 $BIN/GPUCompilerTest --gtest_brief=1 ;;
     aot) # the AOT library, loaded with the runtime alone
@@ -31,14 +90,7 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
           $BIN/AOTLibraryTest --gtest_brief=1 ;;
     cexample) # examples/c: plain C, the runtime alone, an AOT library
         step cexample 60 $BIN/condensate-c-example .carry/run/aot/c-example.json ;;
-    python) # the Python package's tests (GPU ones included) over the
-        # carried libraries and prebuilt kernels; the ops' overhead lands in $OUT
-        rm -rf python/src/condensate/prebuilt
-        cp -r .carry/run/prebuilt python/src/condensate/prebuilt
-        CONDENSATE_LIBRARY_DIR=$PWD/.carry/run/lib PYTHONPATH=$PWD/python/src \
-          CONDENSATE_AOT_PREFIX=$PWD/.carry/run/aot/c-example \
-          CONDENSATE_BENCH_OUT=$OUT step python 400 \
-          python3 -m pytest -q -rs -p no:cacheprovider python/tests ;;
+    python) python_tests python ;;
     attention) step attention 450 $BIN/GPUAttentionTest --gtest_brief=1 \
         --gtest_filter='-GPUAttentionLarge.*' ;;
     certificate) step certificate 120 $BIN/GPUAttentionTest --gtest_brief=1 \
