@@ -1,7 +1,8 @@
 # Sourced by GPU-machine scripts (bench/gpu_session.sh, the per-session
 # scripts under reports/gpu/): unpacks the carried build
-# (.carry/gpu.tar.xz, made by bench/pack_gpu.sh), points the runtime at it,
-# and defines `step NAME SECONDS COMMAND...`, which runs COMMAND under a
+# (.carry/gpu.tar.xz, made by bench/pack_gpu.sh) and the builds carried as
+# deltas against it (bench/pack_delta.sh), points the runtime at it, and
+# defines `step NAME SECONDS COMMAND...`, which runs COMMAND under a
 # time limit into $OUT/NAME.log and echoes its tail (the lines matching
 # $STEP_FILTER, an extended regex, when that is set).
 # A device call ends at its limit and returns nothing of a command it
@@ -16,6 +17,17 @@ mkdir -p "$OUT" .carry/run
 # A call that needs only the libraries may carry them alone (a smaller
 # archive of lib/, as reports/gpu/session45/ab.sh does).
 [ -f .carry/gpu.tar.xz ] && tar xJf .carry/gpu.tar.xz -C .carry/run
+# Other builds carried as deltas against it (bench/pack_delta.sh NAME):
+# .carry/builds/NAME/lib, its compiler library beside the base's runtime.
+for d in .carry/*.xd3; do
+  [ -f "$d" ] && [ -x .carry/xdelta3 ] || continue
+  n=$(basename "$d" .xd3)
+  mkdir -p ".carry/builds/$n/lib"
+  cp .carry/run/lib/libCondensateRuntime.so ".carry/builds/$n/lib/"
+  .carry/xdelta3 -d -f -s .carry/run/lib/libCondensateCompiler.so "$d" \
+    ".carry/builds/$n/lib/libCondensateCompiler.so" ||
+    echo "gpu_env.sh: could not rebuild the build $n from $d" >&2
+done
 export LD_LIBRARY_PATH=$PWD/.carry/run/lib:${LD_LIBRARY_PATH:-}
 export CONDENSATE_CACHE_DIR=${CONDENSATE_CACHE_DIR:-/tmp/condensate-cache}
 BIN=.carry/run/bin

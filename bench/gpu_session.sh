@@ -82,6 +82,34 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
             tr '\n' ' ')"
         done
         grep -h -m3 -A3 "Failure" "$OUT"/tests-*.log | head -30 ;;
+    cold-ab) # the cold sweep (bench/bench_cold.py, COLD_AB_ARGS) of the
+        # carried build (run) and of each build carried as a delta
+        # (bench/pack_delta.sh; .carry/builds/NAME), each in its own
+        # process beside its own SDPA, ROUNDS times (default 1), the order
+        # reversed each round so that drift between processes shows; then
+        # COLD_AB_METHOD's times (default dense) side by side
+        # (bench_cold.py --compare). COLD_AB_SECONDS a sweep (default 150).
+        order=run
+        for d in .carry/builds/*/lib; do
+          [ -f "$d/libCondensateCompiler.so" ] && order="$order $(basename "$(dirname "$d")")"
+        done
+        files=""
+        for r in $(seq "${ROUNDS:-1}"); do
+          for n in $order; do
+            dir=$PWD/.carry/builds/$n/lib
+            [ "$n" = run ] && dir=$PWD/.carry/run/lib
+            step "cold-ab-$n-$r" "${COLD_AB_SECONDS:-150}" \
+              env LD_LIBRARY_PATH="$dir:$LD_LIBRARY_PATH" \
+              CONDENSATE_CACHE_DIR="/tmp/condensate-cache-$n" \
+              python3 bench/bench_cold.py --lib "$dir/libCondensateCompiler.so" \
+              ${COLD_AB_ARGS:---shapes 32/8/128,28/4/128,16/2/128,32/8/64,14/2/64,8/1/256 --batches 1,8,32 --contexts 16384,131072 --no-flex} \
+              --json "$OUT/cold-ab-$n-$r.json" > /dev/null
+            [ -f "$OUT/cold-ab-$n-$r.json" ] && files="$files $OUT/cold-ab-$n-$r.json"
+          done
+          order=$(echo $order | tr ' ' '\n' | tac | tr '\n' ' ')
+        done
+        [ -n "$files" ] && python3 bench/bench_cold.py --compare $files \
+          --method "${COLD_AB_METHOD:-dense}" ;;
     driver) step driver 60 $BIN/CondensateCudaDriverTest --gtest_brief=1 ;;
     compiler) step compiler 60 $BIN/GPUCompilerTest --gtest_brief=1 ;;
     aot) # the AOT library, loaded with the runtime alone
