@@ -525,10 +525,12 @@ def Condensate_DenseAttendOp : Condensate_Op<"dense_attend",
   let summary = "Online-softmax partials over the whole context, split S ways";
   let description = [{
     Flash-decoding: positions [0, n) of sequence b are cut into S' equal
-    chunks of ceil(n / S') tokens, S' = min(S, ceil(n / 256)) with S the
-    (static) split dimension of the partials, so long sequences spread over
-    S blocks and short ones use chunks of at least 256 tokens; chunks s >= S'
-    are empty;
+    chunks of ceil(n / S') tokens, S' at most S, the splits launched (the
+    partials' static split dimension, or fewer where a GPU launch's batch
+    and kv heads fill the chip), and fewer for a short context, whose
+    chunks keep a smallest size the lowering chooses per target
+    (denseSplitRange, codegen/lib/Common/Numerics.h); chunks s >= S' are
+    empty;
     chunk s of (b, h) writes (m, l, c) to partial_ml[b, h, s] and the
     unnormalised output to partial_o[b, h, s]. Chunks past the context write
     m = -inf, l = 0, c = 0. With `mask`, only key/value heads g with
