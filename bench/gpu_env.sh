@@ -19,14 +19,19 @@ mkdir -p "$OUT" .carry/run
 [ -f .carry/gpu.tar.xz ] && tar xJf .carry/gpu.tar.xz -C .carry/run
 # Other builds carried as deltas against it (bench/pack_delta.sh NAME):
 # .carry/builds/NAME/lib, its compiler library beside the base's runtime.
+# A delta that does not fit the base (one an earlier call left on a warm
+# machine) leaves no build.
+rm -rf .carry/builds
 for d in .carry/*.xd3; do
   [ -f "$d" ] && [ -x .carry/xdelta3 ] || continue
   n=$(basename "$d" .xd3)
   mkdir -p ".carry/builds/$n/lib"
   cp .carry/run/lib/libCondensateRuntime.so ".carry/builds/$n/lib/"
   .carry/xdelta3 -d -f -s .carry/run/lib/libCondensateCompiler.so "$d" \
-    ".carry/builds/$n/lib/libCondensateCompiler.so" ||
-    echo "gpu_env.sh: could not rebuild the build $n from $d" >&2
+    ".carry/builds/$n/lib/libCondensateCompiler.so" || {
+    echo "gpu_env.sh: $d does not rebuild against this base; no build $n" >&2
+    rm -rf ".carry/builds/$n"
+  }
 done
 export LD_LIBRARY_PATH=$PWD/.carry/run/lib:${LD_LIBRARY_PATH:-}
 export CONDENSATE_CACHE_DIR=${CONDENSATE_CACHE_DIR:-/tmp/condensate-cache}

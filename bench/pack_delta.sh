@@ -13,13 +13,18 @@
 # $BUILD_DIR/runtime/, BUILD_DIR=build); needs xdelta3 (apt-get install
 # xdelta3).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 if [ $# -lt 1 ] || [ $# -gt 2 ] || ! [[ $1 =~ ^[A-Za-z0-9_-]+$ ]]; then
   echo "usage: bench/pack_delta.sh NAME [LIBRARY] (NAME: letters, digits, - and _)" >&2
   exit 2
 fi
 NAME=$1
-LIB=${2:-${BUILD_DIR:-build}/runtime/libCondensateCompiler.so}
+# LIBRARY as given (relative to where this runs), then the repository.
+if [ $# -eq 2 ]; then
+  [ -f "$2" ] || { echo "pack_delta.sh: no library $2" >&2; exit 1; }
+  LIB=$(realpath "$2")
+fi
+cd "$(dirname "$0")/.."
+LIB=${LIB:-${BUILD_DIR:-build}/runtime/libCondensateCompiler.so}
 [ -f "$LIB" ] || { echo "pack_delta.sh: no library $LIB" >&2; exit 1; }
 [ -f .carry/gpu.tar.xz ] || { echo "pack_delta.sh: no .carry/gpu.tar.xz (run bench/pack_gpu.sh first)" >&2; exit 1; }
 command -v xdelta3 > /dev/null || { echo "pack_delta.sh: xdelta3 not found (apt-get install xdelta3)" >&2; exit 1; }
