@@ -27,6 +27,29 @@ python_tests() {
     CONDENSATE_BENCH_OUT=$OUT step "$1" 400 \
     python3 -m pytest -q -rs -p no:cacheprovider python/tests
 }
+# sanitize NAME TOOL SECONDS FILTER: GPUAttentionTest's FILTER under
+# compute-sanitizer TOOL, as step NAME.
+sanitize() {
+  step "$1" "$3" compute-sanitizer --tool "$2" --error-exitcode 9 \
+    $BIN/GPUAttentionTest --gtest_brief=1 --gtest_filter="$4"
+}
+# The sketch scoring and selection tests the sanitizers run: token top-k by
+# 2- and 4-bit sketches, with and without the prefilter, and a shape whose
+# schedule has sketch and certified layers (not the token top-k's budget
+# sweep, 150 s of the same kernels unsanitized).
+SKETCH_SANITIZE_FILTER=${SKETCH_SANITIZE_FILTER:-GPUAttentionTokenTopK.ShortCaches:GPUAttentionTokenTopK.PrefilterCaches:*d64_kv2_g1_p64_bf16*}
+# aot_test NAME SECONDS: the AOT library, loaded with the runtime alone.
+aot_test() {
+  CONDENSATE_AOT_PREFIX=.carry/run/aot/aot \
+    CONDENSATE_AOT_FAT=.carry/run/aot/aot-fat.json step "$1" "$2" \
+    $BIN/AOTLibraryTest --gtest_brief=1
+}
+# decoder_test NAME SECONDS: the GPU decoder's tests (those that need the
+# real model skip without /root/models/model.gguf).
+decoder_test() {
+  CONDENSATE_MODEL=/root/models/model.gguf step "$1" "$2" \
+    $BIN/GPUDecoderTest --gtest_brief=1
+}
 # The certified 4-bit sketch policy the speed steps share (pages of 64,
 # 512 extras), and the same without the output-error bound (no value
 # boxes).
@@ -41,8 +64,8 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         # tests, beside compute-sanitizer memcheck (the tensor-core body at
         # batch > 1: head_dim 128, 8 kv heads, groups of 4; the append
         # kernel) and racecheck (head_dim 256), and both over the sketch
-        # scoring and selection kernels (sketch-sanitize's, less the token
-        # top-k's 150-second budget sweep). TEST_SECONDS a process
+        # scoring and selection kernels (SKETCH_SANITIZE_FILTER, as
+        # sketch-sanitize). TEST_SECONDS a process
         # (default 420, cut to what CALL_SECONDS leaves).
         T=${TEST_SECONDS:-420}
         for f in $($BIN/GPUAttentionTest --gtest_list_tests |
@@ -57,21 +80,13 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
         done
         step tests-driver $T $BIN/CondensateCudaDriverTest --gtest_brief=1 > /dev/null &
         step tests-compiler $T $BIN/GPUCompilerTest --gtest_brief=1 > /dev/null &
-        CONDENSATE_AOT_PREFIX=.carry/run/aot/aot \
-          CONDENSATE_AOT_FAT=.carry/run/aot/aot-fat.json step tests-aot $T \
-          $BIN/AOTLibraryTest --gtest_brief=1 > /dev/null &
-        CONDENSATE_MODEL=/root/models/model.gguf step tests-decoder $T \
-          $BIN/GPUDecoderTest --gtest_brief=1 > /dev/null &
-        step tests-memcheck $T compute-sanitizer --tool memcheck \
-          --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
-          --gtest_filter='*d128_kv8_g4_p64_bf16*:GPUAppend.*' > /dev/null &
-        step tests-racecheck $T compute-sanitizer --tool racecheck \
-          --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
-          --gtest_filter='*d256_kv1_g8_p64_bf16*' > /dev/null &
+        aot_test tests-aot $T > /dev/null &
+        decoder_test tests-decoder $T > /dev/null &
+        sanitize tests-memcheck memcheck $T \
+          '*d128_kv8_g4_p64_bf16*:GPUAppend.*' > /dev/null &
+        sanitize tests-racecheck racecheck $T '*d256_kv1_g8_p64_bf16*' > /dev/null &
         for tool in memcheck racecheck; do
-          step "tests-sketch-$tool" $T compute-sanitizer --tool $tool \
-            --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
-            --gtest_filter="${SKETCH_SANITIZE_FILTER:-GPUAttentionTokenTopK.ShortCaches:GPUAttentionTokenTopK.PrefilterCaches:*d64_kv2_g1_p64_bf16*}" > /dev/null &
+          sanitize "tests-sketch-$tool" $tool $T "$SKETCH_SANITIZE_FILTER" > /dev/null &
         done
         python_tests tests-python > /dev/null &
         wait
@@ -112,10 +127,7 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
           --method "${COLD_AB_METHOD:-dense}" ;;
     driver) step driver 60 $BIN/CondensateCudaDriverTest --gtest_brief=1 ;;
     compiler) step compiler 60 $BIN/GPUCompilerTest --gtest_brief=1 ;;
-    aot) # the AOT library, loaded with the runtime alone
-        CONDENSATE_AOT_PREFIX=.carry/run/aot/aot \
-          CONDENSATE_AOT_FAT=.carry/run/aot/aot-fat.json step aot 60 \
-          $BIN/AOTLibraryTest --gtest_brief=1 ;;
+    aot) aot_test aot 60 ;;
     cexample) # examples/c: plain C, the runtime alone, an AOT library
         step cexample 60 $BIN/condensate-c-example .carry/run/aot/c-example.json ;;
     python) python_tests python ;;
@@ -167,19 +179,12 @@ for s in ${STEPS:-driver compiler attention large bench memcheck racecheck}; do
           --section Occupancy --section LaunchStats --section WarpStateStats \
           python3 bench/bench_attention.py --configs 32x32768 --iters 2 \
           --lib .carry/run/lib/libCondensateCompiler.so ;;
-    memcheck) step memcheck 150 compute-sanitizer --tool memcheck \
-        --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
-        --gtest_filter='*d64_kv3_g3_p16_f32*:GPUAppend.*' ;;
-    racecheck) step racecheck 150 compute-sanitizer --tool racecheck \
-        --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
-        --gtest_filter='*d128_kv8_g4_p64_bf16*' ;;
+    memcheck) sanitize memcheck memcheck 150 '*d64_kv3_g3_p16_f32*:GPUAppend.*' ;;
+    racecheck) sanitize racecheck racecheck 150 '*d128_kv8_g4_p64_bf16*' ;;
     sketch-sanitize) # memcheck and racecheck of the sketch scoring and
-        # selection kernels (token top-k by 2- and 4-bit sketches, and a
-        # shape whose schedule has sketch and certified layers)
+        # selection kernels (SKETCH_SANITIZE_FILTER)
         for tool in memcheck racecheck; do
-          step "sketch-$tool" 240 compute-sanitizer --tool $tool \
-            --error-exitcode 9 $BIN/GPUAttentionTest --gtest_brief=1 \
-            --gtest_filter="${SKETCH_SANITIZE_FILTER:-GPUAttentionTokenTopK.*:*d64_kv2_g1_p64_bf16*}"
+          sanitize "sketch-$tool" $tool 240 "$SKETCH_SANITIZE_FILTER"
         done ;;
     prefill) # the generated prefill kernel against float64, and CPU = GPU
         step prefill 240 $BIN/PrefillTest --gtest_brief=1 ;;
@@ -260,8 +265,7 @@ for line in open(sys.argv[1]):
               --policy "$p" --compare dense
           done
         done ;;
-    decoder) CONDENSATE_MODEL=/root/models/model.gguf step decoder 300 \
-        $BIN/GPUDecoderTest --gtest_brief=1 ;;
+    decoder) decoder_test decoder 300 ;;
     e2e) # end-to-end decode speed on dummy weights of real architectures
         # (condensate-bench): dense against sketch and page top-1024
         sk='{"anchor":1,"window":64,"topk":1024,"selector":"sketch","bits":4}'
