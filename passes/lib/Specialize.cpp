@@ -43,11 +43,11 @@ int64_t mlir::condensate::chooseDenseSplits(Target target, int64_t kvHeads) {
     return 16;
   // On a GPU a single sequence's kv heads get up to kGPUDenseBlockTarget
   // blocks however few they are: 64 splits for 8 kv heads, 256 for 2, 512
-  // for 1. A batch launches fewer, that many blocks over all its
-  // sequences (the lowering's liveSplits), and a context uses
-  // fewer still (denseSplitRange: past 128 splits only chunks of 1024
-  // tokens or more); the unused splits' blocks exit at once and the merge
-  // stops at the last live split.
+  // for 1. A launch runs fewer, one wave of the chip over all its
+  // sequences and kv heads (the lowering's liveSplits and
+  // denseBlockTarget: 256 or 512 blocks), and a context uses fewer still
+  // (denseSplitRange: chunks of at least 128 tokens); the unused splits'
+  // blocks exit at once and the merge stops at the last live split.
   int64_t heads = std::max<int64_t>(kvHeads, 1);
   return std::clamp<int64_t>((kGPUDenseBlockTarget + heads - 1) / heads, 64,
                              kGPUDenseBlockTarget);

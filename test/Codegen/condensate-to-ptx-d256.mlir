@@ -22,8 +22,12 @@ condensate.model @wide layers = 2, q_heads = 8, kv_heads = 1, head_dim = 256,
 // The ring's dynamic shared memory: 3 warps (the most an SM of sm_90
 // holds at 2 blocks of 96 KB of ring and 16 KB of query fragments) x 2
 // stages x 32 fragments x 32 lanes x 16 bytes.
+// Its dense splits fill one wave of the chip at 2 such blocks an SM:
+// ceil(256 / (batch x 1 kv head)), at most the 512 the buffers hold.
 // HOST-LABEL: func.func @wide_layer0(
-// HOST: gpu.launch_func @condensate_kernels::@wide_layer0_dense_attend blocks in ({{.*}}) threads in (%c96, %c1, %c1) dynamic_shared_memory_size %c98304_i32
+// HOST: %[[WANT:.*]] = arith.ceildivsi %c256, %{{.*}} : index
+// HOST: %[[LIVE:.*]] = arith.minsi %[[WANT]], %c512 : index
+// HOST: gpu.launch_func @condensate_kernels::@wide_layer0_dense_attend blocks in (%[[LIVE]], %c1, %{{.*}}) threads in (%c96, %c1, %c1) dynamic_shared_memory_size %c98304_i32
 // HOST-LABEL: func.func @wide_layer1(
 // HOST: gpu.launch_func @condensate_kernels::@wide_layer1_sparse_attend blocks in ({{.*}}) threads in (%c96, %c1, %c1) dynamic_shared_memory_size %c98304_i32
 

@@ -402,11 +402,11 @@ func.func @sparse_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v:
 
 // -----
 
-// Dense attention: the grid's x extent is the splits the batch needs for
-// about 512 blocks, ceil(512 / (batch x 2 kv heads)), at most the static
-// split count (128); split 0's block writes the splits past it empty, and
-// each sequence uses min(live, max(min(ceil(n / 256), 128),
-// ceil(n / 1024))) equal chunks; a masked group attends nothing.
+// Dense attention: the grid's x extent is the splits that fill one wave of
+// the chip (512 blocks at head_dim 64), ceil(512 / (batch x 2 kv heads)),
+// at most the static split count (128); split 0's block writes the splits
+// past it empty, and each sequence uses min(live, max(ceil(n / 128), 1))
+// equal chunks; a masked group attends nothing.
 // CHECK-LABEL: func.func @dense_attend(
 // CHECK: %[[B:.*]] = memref.dim %arg0, %c0 : memref<?x4x64xf32>
 // CHECK: %[[ROWS:.*]] = arith.muli %[[B]], %c2{{(_[0-9]+)?}} : index
@@ -420,11 +420,8 @@ func.func @sparse_attend(%q: memref<?x4x64xf32>, %k: memref<?x2x16x64xbf16>, %v:
 // CHECK: %[[PW:.*]] = memref.dim %arg6, %c2{{(_[0-9]+)?}} : memref<?x4x128x3xf32>
 // CHECK: arith.subi %[[PW]], %[[GX]] : index
 // CHECK: memref.store %{{.*}}, %arg6[{{.*}}] : memref<?x4x128x3xf32>
-// CHECK: %[[C:.*]] = arith.ceildivsi %[[N]], %c256 : index
-// CHECK: %[[SHORT:.*]] = arith.minsi %[[C]], %c128{{.*}} : index
-// CHECK: %[[LONG:.*]] = arith.ceildivsi %[[N]], %c1024 : index
-// CHECK: %[[WANT:.*]] = arith.maxsi %[[SHORT]], %[[LONG]] : index
-// CHECK: %[[C1:.*]] = arith.maxsi %[[WANT]], %c1{{.*}} : index
+// CHECK: %[[C:.*]] = arith.ceildivsi %[[N]], %c128{{(_[0-9]+)?}} : index
+// CHECK: %[[C1:.*]] = arith.maxsi %[[C]], %c1{{.*}} : index
 // CHECK: %[[USED:.*]] = arith.minsi %[[GX]], %[[C1]] : index
 // CHECK: arith.ceildivsi %[[N]], %[[USED]] : index
 // CHECK: %[[M:.*]] = memref.load %arg7[{{.*}}] : memref<?x2xi32>

@@ -238,10 +238,7 @@ func.func @sparse_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xbf16>, %v:
 // CHECK: %[[ACTIVE:.*]] = arith.cmpi ne, %[[M]], %c0_i32 : i32
 // CHECK: scf.for %[[S:.*]] = %c0 to %[[NS]] step %c1 {
 // CHECK-NEXT: %[[C256:.*]] = arith.ceildivsi %[[N]], %c256 : index
-// CHECK-NEXT: %[[SHORT:.*]] = arith.minsi %[[C256]], %c128 : index
-// CHECK-NEXT: %[[C1024:.*]] = arith.ceildivsi %[[N]], %c1024 : index
-// CHECK-NEXT: %[[WANT:.*]] = arith.maxsi %[[SHORT]], %[[C1024]] : index
-// CHECK-NEXT: %[[C1:.*]] = arith.maxsi %[[WANT]], %c1 : index
+// CHECK-NEXT: %[[C1:.*]] = arith.maxsi %[[C256]], %c1 : index
 // CHECK-NEXT: %[[USED:.*]] = arith.minsi %[[NS]], %[[C1]] : index
 // CHECK-NEXT: %[[CHUNK:.*]] = arith.ceildivsi %[[N]], %[[USED]] : index
 // CHECK-NEXT: %[[S0:.*]] = arith.muli %[[S]], %[[CHUNK]] : index

@@ -214,13 +214,11 @@ std::pair<Value, Value> CondensateSlots::position(Emitter &e, Value v,
   return {tv[0], tv[1]};
 }
 
-std::pair<Value, Value> mlir::condensate::denseSplitRange(Emitter &e, Value n,
-                                                          OpFoldResult splits,
-                                                          Value s) {
-  Value shortUsed =
-      e.mins(e.ceilDiv(n, e.idx(kMinDenseChunk)), e.idx(kShortDenseSplits));
-  Value wanted = e.maxs(shortUsed, e.ceilDiv(n, e.idx(kLongDenseChunk)));
-  Value used = e.mins(e.index(splits), e.maxs(wanted, e.idx(1)));
+std::pair<Value, Value>
+mlir::condensate::denseSplitRange(Emitter &e, Value n, OpFoldResult splits,
+                                  Value s, int64_t minChunk) {
+  Value used = e.mins(e.index(splits),
+                      e.maxs(e.ceilDiv(n, e.idx(minChunk)), e.idx(1)));
   Value chunk = e.ceilDiv(n, used);
   Value t0 = e.mins(e.mul(s, chunk), n);
   Value t1 = e.mins(e.add(t0, chunk), n);

@@ -23,15 +23,13 @@ constexpr double kBoundMargin = 1.0 / 16384.0;
 /// Factor applied to the output-error bound: float32 sums of head_dim
 /// squares are off by at most head_dim * 2^-24 relative (2^-15 at 512).
 constexpr double kOutputBoundRoundUp = 1.0 + 1.0 / 4096.0;
-/// Dense attention gives each split at least this many tokens: short
-/// contexts use fewer splits and leave the others empty.
+/// Dense attention gives each split at least this many tokens on the CPU
+/// (16 splits: float32 online softmax within 1e-5 of exact at 8K) and on a
+/// GPU, where a launch's splits are sized to fill the chip once
+/// (ToGPU/Attend.cpp, denseBlockTarget): short contexts use fewer splits
+/// and leave the others empty.
 constexpr int64_t kMinDenseChunk = 256;
-/// ... and uses more than kShortDenseSplits splits only with chunks of at
-/// least kLongDenseChunk tokens: the merge's warps walk the live splits of
-/// a row in turn (one L2 round trip per group of them), which pays off only
-/// when every split reads that much.
-constexpr int64_t kShortDenseSplits = 128;
-constexpr int64_t kLongDenseChunk = 1024;
+constexpr int64_t kMinDenseChunkGPU = 128;
 
 //===----------------------------------------------------------------------===//
 // Windows and units
@@ -158,10 +156,11 @@ struct CondensateSlots {
 };
 
 /// Tokens [t0, t1) of dense split s for a context of n tokens over at most
-/// `splits` equal chunks: max(min(ceil(n / kMinDenseChunk),
-/// kShortDenseSplits), ceil(n / kLongDenseChunk)) of them, at least 1.
+/// `splits` equal chunks of at least `minChunk` tokens: min(splits,
+/// ceil(n / minChunk)) of them, at least 1.
 std::pair<Value, Value> denseSplitRange(Emitter &e, Value n,
-                                        OpFoldResult splits, Value s);
+                                        OpFoldResult splits, Value s,
+                                        int64_t minChunk);
 
 //===----------------------------------------------------------------------===//
 // Rows spread over lanes

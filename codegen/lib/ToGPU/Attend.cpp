@@ -1060,6 +1060,35 @@ void emitAttention(GPUEmitter &e, const AttentionShape &s,
 /// docs/TUNING.md).
 constexpr int64_t kSparseBlockTarget = 256;
 
+/// The blocks a dense_attend launch aims for over all sequences and kv
+/// heads: one wave of the chip, the blocks a multiprocessor holds at once
+/// times 128 (of sm_90's 132; kGPUDenseBlockTarget, what chooseDenseSplits
+/// sizes the buffers for, is 4 of them, the most this picks by default). Its time is its bytes only while every
+/// resident block streams; a second, partial wave or blocks of a few tiles
+/// (each paying the query's load, the warps' combine and a partial row the
+/// merge reads) cost more. Measured cold (H100, session 45,
+/// reports/gpu/session45/): 256 blocks beat 512 at head_dim 128 (16/2/128,
+/// B1/128K 59.9 against 67.3 us; 28/4/128, B1/16K 23.0 against 28.8) and
+/// 128 at 256 (8/1/256, B1/128K 87.5 against 117.8); 512 beat 256 at
+/// head_dim 64 (14/2/64, B1/128K 35.6 against 40.8); and a batch's blocks
+/// shared (8 splits of 2K tokens at batch 8 of 8 kv heads and 16K, not 64
+/// of 256) took 28/4/128 B32/16K from 478 to 365 us.
+int64_t denseBlockTarget(const AttentionShape &s, const KernelBuilder &kb) {
+  constexpr int64_t kMultiprocessors = kGPUDenseBlockTarget / 4;
+  int64_t blockWarps = (s.threads + kWarp - 1) / kWarp;
+  int64_t resident;
+  if (kb.attendOccupancy() > 0)
+    resident = (kb.attendOccupancy() + blockWarps - 1) / blockWarps;
+  else if (s.mma && s.d >= 128)
+    // 174 registers a thread at head_dim 128 (4 warps: 2 blocks), the
+    // ring's shared memory at 256 (2 blocks of 3 warps).
+    resident = 2;
+  else
+    // 104 registers at head_dim 64; the lane groups as before (unmeasured).
+    resident = 4;
+  return resident * kMultiprocessors;
+}
+
 /// The splits a launch runs (its grid's x), on the host:
 /// ceil(target / (batch * kv heads)), at most `splits` (the partial
 /// buffers' width; Specialize sizes them for the smallest grid).
@@ -1195,7 +1224,7 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
         // ones of a short context cost a block that exits at once.
         Value live = e.gridDim(gpu::Dimension::x);
         writeUnlaunchedSplits(e, s, a[6], bb, g, split, live);
-        auto [t0, t1] = denseSplitRange(e, n, live, split);
+        auto [t0, t1] = denseSplitRange(e, n, live, split, kMinDenseChunkGPU);
         if (masked) {
           Value active = e.ne(e.load(a[7], {bb, g}), e.i32(0));
           t1 = e.select(active, t1, t0);
@@ -1232,11 +1261,8 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
   attendLaunchBounds(fn, s, kb);
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
   launch(b, loc, fn,
-         // A batch shares kGPUDenseBlockTarget blocks: at batch 8 of 8 kv
-         // heads 8 splits of a 16K context (2K tokens each), not 64 of 256
-         // tokens whose 4096 blocks each paid a block's set-up and whose
-         // merge walked 64 partials a row.
-         liveSplits(b, loc, batch, s.hkv, splitsStatic, kGPUDenseBlockTarget),
+         liveSplits(b, loc, batch, s.hkv, splitsStatic,
+                    denseBlockTarget(s, kb)),
          arith::ConstantIndexOp::create(b, loc, s.hkv), batch, s.threads,
          operands, s.ringBytes);
 }

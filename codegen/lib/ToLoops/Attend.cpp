@@ -347,7 +347,7 @@ void lowerDenseAttend(DenseAttendOp op, Emitter &e, PatternRewriter &rewriter) {
         Value h0 = e.add(e.mul(g, e.idx(group)), e.idx(j0));
         e.forEach(e.idx(0), splits, [&](Emitter &e, Value s) {
           RowOps row{e, d};
-          auto [t0, t1] = denseSplitRange(e, n, splits, s);
+          auto [t0, t1] = denseSplitRange(e, n, splits, s, kMinDenseChunk);
           t1 = e.select(active, t1, t0);
           SmallVector<SmallVector<Value>> qs =
               loadQueries(row, op.getQ(), b, h0, sm.heads);

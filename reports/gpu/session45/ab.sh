@@ -14,7 +14,9 @@
 #     and 2 kv heads where 1024 gave 128; the two touch disjoint contexts).
 # Calls: LIB=base, LIB=new (batch 8 and 32, 16K and 32K, where the split
 # count differs: batch 1 launches the same splits); then VAR=1 LIB=var and
-# VAR=1 LIB=new (1 to 4 kv heads at batch 1 and 2, 16K and 128K).
+# VAR=1 LIB=new (1 to 4 kv heads at batch 1 and 2, 16K and 128K); then
+# FULL=1 LIB=v2 and FULL=1 LIB=new (six shapes, batch 1 to 32, 16K to
+# 128K).
 # Carry [".carry/$LIB.tar.xz"] (none where /root/$LIB is there).
 set -u
 O=$OUT
@@ -26,7 +28,10 @@ L=${LIB:?LIB=new, base or var}
 if [ -f .carry/$L.tar.xz ]; then
   mkdir -p /root/$L && tar xJf .carry/$L.tar.xz -C /root/$L
 fi
-if [ -n "${VAR:-}" ]; then
+if [ -n "${FULL:-}" ]; then
+  A="--shapes 32/8/128,28/4/128,16/2/128,32/8/64,14/2/64,8/1/256 --batches 1,2,8,32 --contexts 16384,32768,131072"
+  N=full-$L
+elif [ -n "${VAR:-}" ]; then
   A="--shapes 8/1/256,14/2/64,16/2/128,28/4/128 --batches 1,2 --contexts 16384,131072"
   N=var-$L
 else

@@ -14,14 +14,14 @@ nvidia-smi -L
 i=0
 for f in $($BIN/GPUAttentionTest --gtest_list_tests | awk '/^Shapes/ {s=$1} /Matches/ {print s $1}') \
          'GPUAttentionTokenTopK.*' 'GPUAppend.*:GPUCertificate.*' 'GPUAttentionLarge.*'; do
-  timeout 420 $BIN/GPUAttentionTest --gtest_filter="$f" > $OUT/test$i.log 2>&1 &
+  timeout ${TEST_SECONDS:-420} $BIN/GPUAttentionTest --gtest_filter="$f" > $OUT/test$i.log 2>&1 &
   i=$((i + 1))
 done
-timeout 420 $BIN/GPUDecoderTest > $OUT/decoder.log 2>&1 &
-timeout 420 compute-sanitizer --tool memcheck --error-exitcode 9 \
+timeout ${TEST_SECONDS:-420} $BIN/GPUDecoderTest > $OUT/decoder.log 2>&1 &
+timeout ${TEST_SECONDS:-420} compute-sanitizer --tool memcheck --error-exitcode 9 \
   $BIN/GPUAttentionTest --gtest_brief=1 \
   --gtest_filter='*d128_kv8_g4_p64_bf16*' > $OUT/memcheck.log 2>&1 &
-timeout 420 compute-sanitizer --tool racecheck --error-exitcode 9 \
+timeout ${TEST_SECONDS:-420} compute-sanitizer --tool racecheck --error-exitcode 9 \
   $BIN/GPUAttentionTest --gtest_brief=1 \
   --gtest_filter='*d256_kv1_g8_p64_bf16*' > $OUT/racecheck.log 2>&1 &
 wait
