@@ -22,6 +22,7 @@
 // RUN: condensate-opt --condensate-to-ptx="attend-occupancy=12" %s > %t.occ.mlir
 // RUN: sed -e 's/\\0A/\n/g' -e 's/\\09/ /g' %t.occ.mlir > %t.occ.ptx
 // RUN: FileCheck %s --check-prefix=OCC --input-file=%t.occ.ptx
+// RUN: FileCheck %s --check-prefix=OCCHOST --input-file=%t.occ.mlir
 // RUN: not condensate-opt --condensate-to-ptx="attend-occupancy=65" %s 2>&1 | FileCheck %s --check-prefix=BADOCC
 // attend-stages=3: the tensor-core attention copies its rows into a ring
 // of 3 tiles a warp by cp.async, waits for a tile two iterations later and
@@ -94,6 +95,11 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // OCC-LABEL: .visible .entry tiny_layer0_dense_attend(
 // OCC: .maxntid 128, 1, 1
 // OCC: .minnctapersm 3
+// With 3 blocks an SM resident, a dense launch aims for one wave of
+// 3 x 128 blocks (denseBlockTarget).
+// OCCHOST-LABEL: func.func @tiny_layer1(
+// OCCHOST: arith.ceildivsi %c384, %{{.*}} : index
+// OCCHOST: gpu.launch_func @condensate_kernels::@tiny_layer1_dense_attend
 // BADOCC: error: attend-occupancy must be in [0, 64], got 65
 // RINGPTX-LABEL: .visible .entry tiny_layer0_sparse_attend(
 // RINGPTX-DAG: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16;
