@@ -1063,13 +1063,14 @@ constexpr int64_t kSparseBlockTarget = 256;
 /// The blocks a dense_attend launch aims for over all sequences and kv
 /// heads: one wave of the chip, the blocks a multiprocessor holds at once
 /// times 128 (of sm_90's 132; kGPUDenseBlockTarget, what chooseDenseSplits
-/// sizes the buffers for, is 4 of them, the most this picks by default). Its time is its bytes only while every
-/// resident block streams; a second, partial wave or blocks of a few tiles
-/// (each paying the query's load, the warps' combine and a partial row the
-/// merge reads) cost more. Measured cold (H100, session 45,
-/// reports/gpu/session45/): 256 blocks beat 512 at head_dim 128 (16/2/128,
-/// B1/128K 59.9 against 67.3 us; 28/4/128, B1/16K 23.0 against 28.8) and
-/// 128 at 256 (8/1/256, B1/128K 87.5 against 117.8); 512 beat 256 at
+/// sizes the buffers for, is 4 of them, the most this picks by default).
+/// Its time is its bytes only while every resident block streams; a
+/// second, partial wave or blocks of a few tiles (each paying the query's
+/// load, the warps' combine and a partial row the merge reads) cost more.
+/// Measured cold (H100, session 45, reports/gpu/session45/): 256 blocks
+/// beat 512 at head_dim 128 (16/2/128, B1/128K 59.9 against 67.3 us;
+/// 28/4/128, B1/16K 23.0 against 28.8) and beat 128 at head_dim 256
+/// (8/1/256, B1/128K 87.5 against 117.8); 512 beat 256 at
 /// head_dim 64 (14/2/64, B1/128K 35.6 against 40.8); and a batch's blocks
 /// shared (8 splits of 2K tokens at batch 8 of 8 kv heads and 16K, not 64
 /// of 256) took 28/4/128 B32/16K from 478 to 365 us.
