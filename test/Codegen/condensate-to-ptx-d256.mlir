@@ -23,10 +23,22 @@ condensate.model @wide layers = 2, q_heads = 8, kv_heads = 1, head_dim = 256,
 // holds at 2 blocks of 96 KB of ring and 16 KB of query fragments) x 2
 // stages x 32 fragments x 32 lanes x 16 bytes.
 // Its dense splits fill one wave of the chip at 2 such blocks an SM:
-// ceil(256 / (batch x 1 kv head)), at most the 512 the buffers hold.
+// ceil(256 / (batch x 1 kv head)), at most the 512 the buffers hold;
+// from 128 sequences, two waves, ceil(512 / batch): the one wave plus
+// [batch >= 128] times the difference (the arithmetic a launch plan
+// expresses).
 // HOST-LABEL: func.func @wide_layer0(
-// HOST: %[[WANT:.*]] = arith.ceildivsi %c256, %{{.*}} : index
-// HOST: %[[LIVE:.*]] = arith.minsi %[[WANT]], %c512 : index
+// HOST: %[[ROWS:.*]] = arith.maxsi %[[B:.*]], %c1 : index
+// HOST: %[[WANT:.*]] = arith.ceildivsi %c256, %[[ROWS]] : index
+// HOST: %[[ONE:.*]] = arith.minsi %[[WANT]], %c512 : index
+// HOST: %[[WANT2:.*]] = arith.ceildivsi %c512, %[[ROWS]] : index
+// HOST: %[[TWO:.*]] = arith.minsi %[[WANT2]], %c512 : index
+// HOST: %[[OVER:.*]] = arith.addi %[[B]], %c-127 : index
+// HOST: %[[POS:.*]] = arith.maxsi %[[OVER]], %c0 : index
+// HOST: %[[MANY:.*]] = arith.minsi %[[POS]], %c1 : index
+// HOST: %[[DIFF:.*]] = arith.subi %[[TWO]], %[[ONE]] : index
+// HOST: %[[EXTRA:.*]] = arith.muli %[[MANY]], %[[DIFF]] : index
+// HOST: %[[LIVE:.*]] = arith.addi %[[ONE]], %[[EXTRA]] : index
 // HOST: gpu.launch_func @condensate_kernels::@wide_layer0_dense_attend blocks in (%[[LIVE]], %c1, %{{.*}}) threads in (%c96, %c1, %c1) dynamic_shared_memory_size %c98304_i32
 // HOST-LABEL: func.func @wide_layer1(
 // HOST: gpu.launch_func @condensate_kernels::@wide_layer1_sparse_attend blocks in ({{.*}}) threads in (%c96, %c1, %c1) dynamic_shared_memory_size %c98304_i32

@@ -96,9 +96,12 @@ condensate.model @tiny layers = 3, q_heads = 8, kv_heads = 2, head_dim = 64,
 // OCC: .maxntid 128, 1, 1
 // OCC: .minnctapersm 3
 // With 3 blocks an SM resident, a dense launch aims for one wave of
-// 3 x 128 blocks (denseBlockTarget).
+// 3 x 128 blocks (denseBlockTarget); from 128 (sequence, kv head) pairs,
+// for 512 blocks (denseLiveSplits).
 // OCCHOST-LABEL: func.func @tiny_layer1(
 // OCCHOST: arith.ceildivsi %c384, %{{.*}} : index
+// OCCHOST: arith.ceildivsi %c512, %{{.*}} : index
+// OCCHOST: arith.addi %{{.*}}, %c-127 : index
 // OCCHOST: gpu.launch_func @condensate_kernels::@tiny_layer1_dense_attend
 // BADOCC: error: attend-occupancy must be in [0, 64], got 65
 // RINGPTX-LABEL: .visible .entry tiny_layer0_sparse_attend(

@@ -109,15 +109,10 @@ private:
         return Status::error("memref.dim with a dynamic index");
       return dimOf(dim.getSource(), *idx);
     }
-    auto binary = [&](Expr::Kind k, Value a, Value b) -> Result<Expr> {
-      auto x = expr(a);
-      if (!x.ok())
-        return x;
-      auto y = expr(b);
-      if (!y.ok())
-        return y;
-      if (x->isConstant() && y->isConstant()) {
-        int64_t p = x->value, q = y->value;
+    // k(x, y), folded where both are constants.
+    auto combine = [](Expr::Kind k, Expr x, Expr y) -> Expr {
+      if (x.isConstant() && y.isConstant()) {
+        int64_t p = x.value, q = y.value;
         switch (k) {
         case Expr::Kind::Add:
           return Expr::constant(p + q);
@@ -133,13 +128,34 @@ private:
           break;
         }
       }
-      return Expr::binary(k, *x, *y);
+      return Expr::binary(k, std::move(x), std::move(y));
+    };
+    auto binary = [&](Expr::Kind k, Value a, Value b) -> Result<Expr> {
+      auto x = expr(a);
+      if (!x.ok())
+        return x;
+      auto y = expr(b);
+      if (!y.ok())
+        return y;
+      return combine(k, *x, *y);
     };
     mlir::Operation *op = v.getDefiningOp();
     if (auto o = mlir::dyn_cast_or_null<mlir::arith::AddIOp>(op))
       return binary(Expr::Kind::Add, o.getLhs(), o.getRhs());
     if (auto o = mlir::dyn_cast_or_null<mlir::arith::MulIOp>(op))
       return binary(Expr::Kind::Mul, o.getLhs(), o.getRhs());
+    if (auto o = mlir::dyn_cast_or_null<mlir::arith::SubIOp>(op)) {
+      // a - b as a + b * -1 (canonicalisation makes a subtraction of the
+      // latter).
+      auto x = expr(o.getLhs());
+      if (!x.ok())
+        return x;
+      auto y = expr(o.getRhs());
+      if (!y.ok())
+        return y;
+      return combine(Expr::Kind::Add, *x,
+                     combine(Expr::Kind::Mul, *y, Expr::constant(-1)));
+    }
     if (auto o = mlir::dyn_cast_or_null<mlir::arith::CeilDivSIOp>(op))
       return binary(Expr::Kind::CeilDiv, o.getLhs(), o.getRhs());
     if (auto o = mlir::dyn_cast_or_null<mlir::arith::CeilDivUIOp>(op))

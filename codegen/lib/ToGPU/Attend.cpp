@@ -1102,6 +1102,45 @@ Value liveSplits(OpBuilder &b, Location loc, Value batch, int64_t hkv,
   return arith::MinSIOp::create(b, loc, want, c(splits));
 }
 
+/// A dense launch's splits (its grid's x), on the host: one wave
+/// (denseBlockTarget) while the sequences' kv heads are fewer than the
+/// chip's multiprocessors (128 of them, kGPUDenseBlockTarget / 4). From
+/// there a wave's blocks would each walk most of a context, and one that
+/// starts late (a multiprocessor still busy with the kernel before it,
+/// which a programmatic launch overlaps) holds the step up by all of its
+/// walk: kGPUDenseBlockTarget blocks, a second wave of shorter blocks, as
+/// before the one-wave rule. Measured cold (H100, session 47,
+/// reports/gpu/session47/): one wave at 128 and 256 (sequence, kv head)
+/// pairs slowed the certified step's dense fallback at B32/16K (28/4/128
+/// 500.5 -> 604.7 us, 32/8/128 896.0 -> 977.9) while plain dense was
+/// unchanged (361.7 against 364.8, 728.2 against 727.0); below 128 pairs
+/// it won (16/2/128 B8/16K 64.5 -> 58.4, 8/1/256 B1/128K 119.9 -> 87.2).
+Value denseLiveSplits(OpBuilder &b, Location loc, Value batch,
+                      const AttentionShape &s, const KernelBuilder &kb,
+                      int64_t splits) {
+  constexpr int64_t kMultiprocessors = kGPUDenseBlockTarget / 4;
+  auto c = [&](int64_t x) { return arith::ConstantIndexOp::create(b, loc, x); };
+  int64_t target = denseBlockTarget(s, kb);
+  Value oneWave = liveSplits(b, loc, batch, s.hkv, splits, target);
+  if (target == kGPUDenseBlockTarget)
+    return oneWave;
+  Value twoWaves =
+      liveSplits(b, loc, batch, s.hkv, splits, kGPUDenseBlockTarget);
+  // many = [batch * hkv >= kMultiprocessors] and the choice in the
+  // arithmetic a launch plan expresses (no compare or select there).
+  Value rows = arith::MulIOp::create(b, loc, batch, c(s.hkv));
+  Value many = arith::MinSIOp::create(
+      b, loc,
+      arith::MaxSIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, rows, c(1 - kMultiprocessors)),
+          c(0)),
+      c(1));
+  Value diff = arith::AddIOp::create(
+      b, loc, twoWaves, arith::MulIOp::create(b, loc, oneWave, c(-1)));
+  return arith::AddIOp::create(b, loc, oneWave,
+                               arith::MulIOp::create(b, loc, many, diff));
+}
+
 /// The splits a launch left out (from `live`, the grid's x, to the partial
 /// buffers' width) read as empty to the merge and the certificate: split
 /// 0's block writes their (m, l, count) for its (sequence, kv head).
@@ -1261,9 +1300,7 @@ void lowerDenseAttend(DenseAttendOp op, OpBuilder &b, const KernelBuilder &kb,
       });
   attendLaunchBounds(fn, s, kb);
   Value batch = memref::DimOp::create(b, loc, op.getQ(), 0);
-  launch(b, loc, fn,
-         liveSplits(b, loc, batch, s.hkv, splitsStatic,
-                    denseBlockTarget(s, kb)),
+  launch(b, loc, fn, denseLiveSplits(b, loc, batch, s, kb, splitsStatic),
          arith::ConstantIndexOp::create(b, loc, s.hkv), batch, s.threads,
          operands, s.ringBytes);
 }

@@ -108,6 +108,41 @@ TEST(GPUCompiler, EmitsPTXAndALaunchPlan) {
   EXPECT_EQ(back->schedule.policyFor(0, 0), benchSchedule().policyFor(0, 0));
 }
 
+// The dense launch's grid x as the launch plan evaluates it: one wave of
+// the chip (256 blocks of the tensor-core body at head_dim 128) below 128
+// (sequence, kv head) pairs, 512 blocks from there (the plan's arithmetic
+// for the choice: min, max, add, multiply, a subtraction folded in).
+TEST(GPUCompiler, DenseLaunchFillsOneWaveThenTwo) {
+  SKIP_WITHOUT_LIBDEVICE();
+  GPUCompileOptions options;
+  options.cacheDir = "";
+  auto lib = getGPULibrary(benchShape(), benchSchedule(), options);
+  ASSERT_TRUE(lib.ok()) << lib.message();
+  const FunctionPlan &dense = (*lib)->plan.functions.at((*lib)->plan.layers[1]);
+  const KernelLaunch *attend = nullptr;
+  for (const KernelLaunch &l : dense.launches)
+    if (l.kernel.find("dense_attend") != std::string::npos)
+      attend = &l;
+  ASSERT_NE(attend, nullptr);
+  auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  for (int64_t batch : {1, 2, 8, 15, 16, 17, 32, 64, 200}) {
+    std::vector<std::vector<int64_t>> shapes = {{batch, 32, 128},
+                                                {4096, 8, 64, 128},
+                                                {4096, 8, 64, 128},
+                                                {batch, 2048},
+                                                {batch},
+                                                {batch},
+                                                {4096, 8, 5, 128},
+                                                {batch, 32, 128},
+                                                {batch, 32, 4}};
+    auto gx = attend->grid[0].eval(shapes);
+    ASSERT_TRUE(gx.ok()) << gx.message();
+    int64_t rows = batch * 8;
+    int64_t want = ceilDiv(rows < 128 ? 256 : 512, rows);
+    EXPECT_EQ(*gx, want) << "batch " << batch;
+  }
+}
+
 TEST(GPUCompiler, CachesInMemoryAndOnDisk) {
   SKIP_WITHOUT_LIBDEVICE();
   char dir[] = "/tmp/condensate-cache-XXXXXX";
