@@ -462,19 +462,26 @@ func.func @merge_no_box(%po: memref<?x4x2x16xf32>, %pml: memref<?x4x2x3xf32>, %f
 
 // -----
 
-// Sketch scores: per page the box terms (|lo|, |hi|, step), then per token
-// the codes shifted out of their word, made floats exactly (2^23 + code,
-// less 2^23: the same on both targets) and dequantised by an fma; a page
-// still filling takes the box bound.
+// Sketch scores: per page the box terms (|lo|, |hi|, step), each head's
+// a_c = q_c * step_c into a stack row (alloca, outside the loops) and its
+// constant sum_c q_c lo_c; then 8 tokens a lane each: per channel the
+// word broadcast, shifted by each lane's bit offset, masked and made a
+// float (exact), one fma a head; a vector of 8 scores stored at once. A
+// page still filling takes the box bound.
 // CHECK-LABEL: func.func @score_sketch
+// CHECK: %[[COEF:.*]] = memref.alloca() : memref<2x16xf32>
 // CHECK: math.absf
+// CHECK: vector.store %{{.*}}, %[[COEF]][%{{.*}}, %{{.*}}] : memref<2x16xf32>, vector<8xf32>
+// CHECK: vector.reduction <add>
 // CHECK: scf.for
-// CHECK: arith.bitcast %{{.*}} : vector<8xf32> to vector<8xi32>
-// CHECK: arith.shrui
-// CHECK: arith.ori %{{.*}}, %{{.*}} : vector<8xi32>
-// CHECK: arith.bitcast %{{.*}} : vector<8xi32> to vector<8xf32>
-// CHECK: arith.subf
-// CHECK: math.fma
+// CHECK: arith.bitcast %{{.*}} : f32 to i32
+// CHECK: %[[W:.*]] = vector.broadcast %{{.*}} : i32 to vector<8xi32>
+// CHECK: %[[SH:.*]] = arith.shrui %[[W]], %{{.*}} : vector<8xi32>
+// CHECK: %[[CODE:.*]] = arith.andi %[[SH]], %{{.*}} : vector<8xi32>
+// CHECK: %[[CF:.*]] = arith.sitofp %[[CODE]] : vector<8xi32> to vector<8xf32>
+// CHECK: memref.load %[[COEF]]
+// CHECK: math.fma %[[CF]], %{{.*}}, %{{.*}} : vector<8xf32>
+// CHECK: vector.store %{{.*}}, %arg4[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x4x?xf32>, vector<8xf32>
 // CHECK: arith.maximumf
 // CHECK-NOT: condensate.
 func.func @score_sketch(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
@@ -484,12 +491,37 @@ func.func @score_sketch(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>, %pt: m
 
 // -----
 
+// 8-bit codes (4 tokens a word) are scored a token at a time: its codes
+// shifted out of their word, made floats exactly (2^23 + code, less 2^23:
+// the same on both targets) and dequantised by an fma, then a dot product
+// a head.
+// CHECK-LABEL: func.func @score_sketch_bytes
+// CHECK-NOT: memref.alloca
+// CHECK: math.absf
+// CHECK: scf.for
+// CHECK: arith.bitcast %{{.*}} : vector<8xf32> to vector<8xi32>
+// CHECK: arith.shrui
+// CHECK: arith.ori %{{.*}}, %{{.*}} : vector<8xi32>
+// CHECK: arith.bitcast %{{.*}} : vector<8xi32> to vector<8xf32>
+// CHECK: arith.subf
+// CHECK: math.fma
+// CHECK: memref.store %{{.*}}, %arg4[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x4x?xf32>
+// CHECK: arith.maximumf
+// CHECK-NOT: condensate.
+func.func @score_sketch_bytes(%q: memref<?x4x16xf32>, %s: memref<?x2x9x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x4x?xf32>) {
+  condensate.score_sketch q(%q : memref<?x4x16xf32>) summaries(%s : memref<?x2x9x16xf32>) pages(%pt : memref<?x?xi32>) lens(%len : memref<?xi32>) scores(%sc : memref<?x4x?xf32>) {page_size = 16 : i64, bits = 8 : i64, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
 // Scores of one row per kv head (for top-k alone): each token's max over
-// the group's heads, sketched (full page) or boxed (page filling), stored
-// once in the kv head's row (loops over sequence, kv head, page, token).
+// the group's heads, sketched (full page: 8 tokens' maxima a vector) or
+// boxed (page filling, a token at a time), stored once in the kv head's
+// row (loops over sequence, kv head, page, token).
 // CHECK-LABEL: func.func @score_sketch_group
-// CHECK: %[[M:.*]] = arith.maximumf %{{.*}}, %{{.*}} : f32
-// CHECK-NEXT: memref.store %[[M]], %arg4[%arg5, %arg6, %{{.*}}] : memref<?x2x?xf32>
+// CHECK: %[[M:.*]] = arith.maximumf %{{.*}}, %{{.*}} : vector<8xf32>
+// CHECK-NEXT: vector.store %[[M]], %arg4[%arg5, %arg6, %{{.*}}] : memref<?x2x?xf32>, vector<8xf32>
 // CHECK: %[[MB:.*]] = arith.maximumf %{{.*}}, %{{.*}} : f32
 // CHECK-NEXT: memref.store %[[MB]], %arg4[%arg5, %arg6, %{{.*}}] : memref<?x2x?xf32>
 func.func @score_sketch_group(%q: memref<?x4x16xf32>, %s: memref<?x2x7x16xf32>, %pt: memref<?x?xi32>, %len: memref<?xi32>, %sc: memref<?x2x?xf32>) {

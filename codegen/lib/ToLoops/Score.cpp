@@ -108,9 +108,114 @@ void lowerScoreTokens(ScoreTokensOp op, Emitter &e, PatternRewriter &rewriter) {
   });
 }
 
-/// Per kv head and page: the box terms once, then each token's dequantised
-/// sketch (a full page) or the page box bound (a page still filling). A
-/// token's codes are decoded once for the group's query heads.
+/// Whether a full page's tokens are scored kLanes at a time, a lane a
+/// token (the codes of kLanes consecutive tokens share a word: bits of 4
+/// or fewer, pages of whole vectors).
+bool tokensInLanes(int64_t pageSize, int64_t bits) {
+  return abi::codesPerWord(bits) % kLanes == 0 && pageSize % kLanes == 0;
+}
+
+/// Token vectors (kLanes tokens each) a channel sweep of scoreFullPage
+/// takes at once: about 8 accumulators in all, a divisor of the page's.
+int64_t tokenVectorsPerSweep(int64_t pageSize, int64_t group) {
+  int64_t vectors = pageSize / kLanes, t = 4;
+  while (t > 1 && (t * group > 8 || vectors % t != 0))
+    t /= 2;
+  return t;
+}
+
+/// A full page's scores in the lanes-over-tokens form (Sketch.h): per head
+/// a_c = q_c * step_c (into `coef`, a [group, d] f32 scratch) and the
+/// constant sum_c q_c lo_c + slack once, then a sweep over the channels
+/// per vector of tokens, each a word broadcast, shifted to its lanes'
+/// codes and converted (exact), and one fma a head. No horizontal sum a
+/// token; `store` takes each head's vector of kLanes tokens' scores.
+void scoreFullPage(
+    Emitter &e, RowOps &row, const SketchRow &sk,
+    ArrayRef<SmallVector<Value>> qs, ArrayRef<Value> slack, Value sum,
+    Value coef, Value page, Value g, int64_t p, int64_t bits, Value scale,
+    const std::function<void(Emitter &, ArrayRef<Value>, Value)> &store) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  int64_t group = qs.size(), d = row.d;
+  int64_t perWord = abi::codesPerWord(bits);
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  VectorType fvec = VectorType::get({kLanes}, f32),
+             ivec = VectorType::get({kLanes}, i32);
+  SmallVector<Value> offsets;
+  for (int64_t i = 0; i < group; ++i) {
+    Value acc;
+    for (int64_t c = 0; c < row.chunks(); ++c) {
+      vector::StoreOp::create(b, loc, e.fmul(qs[i][c], sk.step[c]), coef,
+                              ValueRange{e.idx(i), e.idx(c * kLanes)});
+      Value t = e.fmul(qs[i][c], sk.lo[c]);
+      acc = c == 0 ? t : e.fadd(acc, t);
+    }
+    offsets.push_back(e.splat(e.fadd(e.reduceAdd(acc), slack[i]), kLanes));
+  }
+  // Lane l's bit offset within its word, before the vector's own.
+  SmallVector<Attribute> laneShift;
+  for (int64_t l = 0; l < kLanes; ++l)
+    laneShift.push_back(b.getI32IntegerAttr(l * bits));
+  Value laneShifts = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(ivec, laneShift));
+  Value mask = e.splat(e.i32((int64_t(1) << bits) - 1), kLanes);
+  Value scaleV = e.splat(scale, kLanes);
+  int64_t T = tokenVectorsPerSweep(p, group);
+  e.forEach(e.idx(0), e.idx(p / (kLanes * T)), [&](Emitter &e, Value sweep) {
+    OpBuilder &b = e.builder();
+    Location loc = e.location();
+    // The T vectors' word rows and lane shifts.
+    SmallVector<Value> rows, shifts, first;
+    for (int64_t t = 0; t < T; ++t) {
+      Value o = e.mul(e.add(e.mul(sweep, e.idx(T)), e.idx(t)), e.idx(kLanes));
+      first.push_back(o);
+      rows.push_back(e.add(e.idx(abi::kSketchRow0), e.divs(o, e.idx(perWord))));
+      Value s = e.toI32(e.mul(e.rems(o, e.idx(perWord)), e.idx(bits)));
+      shifts.push_back(
+          arith::AddIOp::create(b, loc, e.splat(s, kLanes), laneShifts));
+    }
+    SmallVector<Value> init(group * T, e.splat(e.f32(0.0), kLanes));
+    SmallVector<Value> acc = e.forLoop(
+        e.idx(0), e.idx(d), e.idx(kLanes), init,
+        [&](Emitter &e, Value c0, ValueRange in) -> SmallVector<Value> {
+          OpBuilder &b = e.builder();
+          Location loc = e.location();
+          SmallVector<Value> acc(in.begin(), in.end());
+          for (int64_t cc = 0; cc < kLanes; ++cc) {
+            Value c = e.add(c0, e.idx(cc));
+            SmallVector<Value> codes;
+            for (int64_t t = 0; t < T; ++t) {
+              Value w = arith::BitcastOp::create(
+                  b, loc, i32, e.load(sum, {page, g, rows[t], c}));
+              Value v = e.band(
+                  arith::ShRUIOp::create(b, loc, e.splat(w, kLanes), shifts[t]),
+                  mask);
+              // Codes below 2^bits: the conversion is exact.
+              codes.push_back(arith::SIToFPOp::create(b, loc, fvec, v));
+            }
+            for (int64_t i = 0; i < group; ++i) {
+              Value a = e.splat(e.load(coef, {e.idx(i), c}), kLanes);
+              for (int64_t t = 0; t < T; ++t)
+                acc[i * T + t] = e.fma(codes[t], a, acc[i * T + t]);
+            }
+          }
+          return acc;
+        });
+    for (int64_t t = 0; t < T; ++t) {
+      SmallVector<Value> vals;
+      for (int64_t i = 0; i < group; ++i)
+        vals.push_back(e.fmul(e.fadd(acc[i * T + t], offsets[i]), scaleV));
+      store(e, vals, first[t]);
+    }
+  });
+}
+
+/// Per kv head and page: the box terms once, then each token's sketch
+/// bound (a full page: kLanes tokens at a time where tokensInLanes holds,
+/// else a token at a time from its dequantised keys, its codes decoded
+/// once for the group's query heads) or the page box bound (a page still
+/// filling).
 void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
   KVShare share = KVShare::of(e, op);
   int64_t hq = staticDim(op.getQ(), 1), d = staticDim(op.getQ(), 2);
@@ -120,6 +225,13 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
   Value batch = e.dim(op.getQ(), 0), mp = e.dim(op.getPageTable(), 1);
   Value sum = op.getSummaries(), scores = op.getScores();
   bool perGroup = op.scoresPerGroup();
+  bool lanes = tokensInLanes(p, bits);
+  // The group's a_c rows (scoreFullPage), on the stack, outside the loops.
+  Value coef;
+  if (lanes)
+    coef = memref::AllocaOp::create(
+        rewriter, op.getLoc(),
+        MemRefType::get({group, d}, rewriter.getF32Type()));
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
     Value pages = e.ceilDiv(n, e.idx(p));
@@ -140,6 +252,18 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
         }
         for (int64_t i = 0; i < group; ++i)
           e.store(vals[i], scores, {b, heads[i], t});
+      };
+      // The same for kLanes tokens from t.
+      auto storeVec = [&](Emitter &e, ArrayRef<Value> vals, Value t) {
+        OpBuilder &bb = e.builder();
+        if (perGroup) {
+          vector::StoreOp::create(bb, e.location(), groupMax(e, vals), scores,
+                                  ValueRange{b, g, t});
+          return;
+        }
+        for (int64_t i = 0; i < group; ++i)
+          vector::StoreOp::create(bb, e.location(), vals[i], scores,
+                                  ValueRange{b, heads[i], t});
       };
       // Page slots past the context are left unwritten (the op's contract).
       e.forEach(e.idx(0), e.mins(mp, pages), [&](Emitter &e, Value j) {
@@ -170,6 +294,14 @@ void lowerScoreSketch(ScoreSketchOp op, Emitter &e, PatternRewriter &rewriter) {
                 for (int64_t i = 0; i < group; ++i)
                   e.store(e.fmul(e.fadd(slack[i], slack[i]), scale), widths,
                           {b, heads[i], j});
+              if (lanes) {
+                scoreFullPage(e, row, sk, qs, slack, sum, coef, page, g, p,
+                              bits, scale,
+                              [&](Emitter &e, ArrayRef<Value> vals, Value o) {
+                                storeVec(e, vals, e.add(t0, o));
+                              });
+                return {};
+              }
               e.forEach(e.idx(0), e.idx(p), [&](Emitter &e, Value o) {
                 RowOps row{e, d};
                 auto [wordRow, shift] = sketchSlot(e, o, bits);
