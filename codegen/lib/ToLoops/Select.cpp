@@ -2,7 +2,8 @@
 //
 // Lowers select_topk to scf loops: ranking keys per unit, the candidates
 // ordered by a stable radix sort, the base set in unit order, then the
-// ranked extras.
+// ranked extras; without extras, the base set from a radix select of its
+// threshold key instead of the sort.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -58,6 +59,68 @@ void sortCandidates(Emitter &e, Value keys, Value from, Value to, Value count,
   }
 }
 
+/// The ranking key that the first `m` of the order (key desc, unit asc)
+/// end on, and how many candidates with that key they hold (the first in
+/// unit order), for m in [1, numValid]: an MSD radix select, a byte a pass
+/// from the top. `count` holds the candidates' top-byte counts on entry;
+/// each pass keeps the candidates whose bytes so far are the threshold's
+/// (`from` in unit order, then compacted into `to`) and counts their next
+/// byte. About two walks of the candidates and a few of what shares the
+/// threshold's top byte, against the sort's eight.
+std::pair<Value, Value> selectThreshold(Emitter &e, Value keys, Value from,
+                                        Value to, Value count, Value numValid,
+                                        Value m) {
+  Value mask = e.i32(255);
+  auto byteOf = [&](Emitter &e, Value key, int64_t pass) {
+    return e.band(
+        arith::ShRUIOp::create(e.builder(), e.location(), key, e.i32(8 * pass)),
+        mask);
+  };
+  // The digit holding the need-th largest key of those counted, digits
+  // from 255 down, and what is still needed within it.
+  auto findDigit = [&](Emitter &e, Value need) -> std::pair<Value, Value> {
+    auto r =
+        e.forLoop(e.idx(0), e.idx(256), e.idx(1), {e.i1(false), e.i32(0), need},
+                  [&](Emitter &e, Value i, ValueRange s) -> SmallVector<Value> {
+                    Value d = e.sub(e.idx(255), i);
+                    Value c = e.load(count, {d});
+                    Value open = e.bnot(s[0]);
+                    Value hit =
+                        e.band(open, e.cmp(arith::CmpIPredicate::sge, c, s[2]));
+                    Value pass = e.band(open, e.bnot(hit));
+                    return {e.bor(s[0], hit), e.select(hit, e.toI32(d), s[1]),
+                            e.select(pass, e.sub(s[2], c), s[2])};
+                  });
+    return {r[1], r[2]};
+  };
+  auto [top, need] = findDigit(e, m);
+  Value threshold =
+      arith::ShLIOp::create(e.builder(), e.location(), top, e.i32(24));
+  Value src = from, n = e.toIndex(numValid), digit = top;
+  for (int64_t pass = 2; pass >= 0; --pass) {
+    e.forEach(e.idx(0), e.idx(256),
+              [&](Emitter &e, Value d) { e.store(e.i32(0), count, {d}); });
+    n = e.forLoop(e.idx(0), n, e.idx(1), {e.idx(0)},
+                  [&](Emitter &e, Value i, ValueRange k) -> SmallVector<Value> {
+                    Value u = e.load(src, {i});
+                    Value key = e.load(keys, {e.toIndex(u)});
+                    Value in = e.eq(byteOf(e, key, pass + 1), digit);
+                    e.ifThen(in, [&](Emitter &e) {
+                      Value d = e.toIndex(byteOf(e, key, pass));
+                      e.store(e.add(e.load(count, {d}), e.i32(1)), count, {d});
+                      e.store(u, to, {k[0]});
+                    });
+                    return {e.select(in, e.add(k[0], e.idx(1)), k[0])};
+                  })[0];
+    src = to;
+    std::tie(digit, need) = findDigit(e, need);
+    threshold =
+        e.bor(threshold, arith::ShLIOp::create(e.builder(), e.location(), digit,
+                                               e.i32(8 * pass)));
+  }
+  return {threshold, need};
+}
+
 void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
   KVShare share = KVShare::of(e, op);
   Location loc = op.getLoc();
@@ -80,6 +143,8 @@ void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
   Value keys = alloc(nu), order = alloc(nu), spare = alloc(nu);
   Value count = alloc(e.idx(256));
   Value anchor = e.idx(op.getAnchor()), unit = e.idx(unitTokens);
+  // No extras: only the base set's membership matters, not its order.
+  bool onlyBase = slots == base && base > 0;
   e.forEach(e.idx(0), batch, [&](Emitter &e, Value b) {
     Value n = e.loadIndex(op.getLens(), {b});
     Value w = effectiveWindow(e, op.getWindows(), b, op.getWindow(),
@@ -94,6 +159,9 @@ void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
       SmallVector<Value> offsets;
       if (rankRelative(op.getGranularity(), group))
         offsets = rankOffsets(e, units, op.getScores(), b, g, group);
+      if (onlyBase)
+        e.forEach(e.idx(0), e.idx(256),
+                  [&](Emitter &e, Value d) { e.store(zero32, count, {d}); });
       Value numValid = e.forLoop(
           e.idx(0), live, e.idx(1), {zero32},
           [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
@@ -103,9 +171,48 @@ void lowerSelectTopK(SelectTopKOp op, Emitter &e, PatternRewriter &rewriter) {
             e.store(key, keys, {u});
             e.ifThen(valid, [&](Emitter &e) {
               e.store(e.toI32(u), order, {e.toIndex(acc[0])});
+              if (onlyBase) {
+                Value d = e.toIndex(arith::ShRUIOp::create(
+                    e.builder(), e.location(), key, e.i32(24)));
+                e.store(e.add(e.load(count, {d}), one32), count, {d});
+              }
             });
             return {e.add(acc[0], e.select(valid, one32, zero32))};
           })[0];
+      if (onlyBase) {
+        // The first `base` of the order, in unit order: every candidate
+        // when there are no more, else those above the threshold key and
+        // the first `ties` at it.
+        Value m = e.mins(numValid, e.i32(base));
+        Value all = e.le(numValid, e.i32(base));
+        auto sel = e.ifElse(
+            all, SmallVector<Type>{i32, i32},
+            [&](Emitter &e) -> SmallVector<Value> {
+              return {one32, numValid};
+            },
+            [&](Emitter &e) -> SmallVector<Value> {
+              auto [t, ties] =
+                  selectThreshold(e, keys, order, spare, count, numValid, m);
+              return {t, ties};
+            });
+        Value written = e.forLoop(
+            e.idx(0), live, e.idx(1), {e.idx(0), sel[1]},
+            [&](Emitter &e, Value u, ValueRange acc) -> SmallVector<Value> {
+              Value key = e.load(keys, {u});
+              Value above = e.cmp(arith::CmpIPredicate::ugt, key, sel[0]);
+              Value tie = e.band(e.eq(key, sel[0]), e.gt(acc[1], zero32));
+              Value take = e.bor(above, tie);
+              e.ifThen(take, [&](Emitter &e) {
+                e.store(e.toI32(u), op.getIndices(), {b, g, acc[0]});
+              });
+              return {e.select(take, e.add(acc[0], e.idx(1)), acc[0]),
+                      e.select(tie, e.sub(acc[1], one32), acc[1])};
+            })[0];
+        e.forEach(written, e.idx(base), [&](Emitter &e, Value j) {
+          e.store(e.i32(-1), op.getIndices(), {b, g, j});
+        });
+        return;
+      }
       sortCandidates(e, keys, order, spare, count, numValid);
       // The base set: the first `base` of the order, written in unit order.
       // The keys are done with: they become marks of the base set.
