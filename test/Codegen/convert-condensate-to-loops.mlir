@@ -150,6 +150,41 @@ func.func @select_topk(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %w: memref<?
 
 // -----
 
+// No extras (6 slots, base 6): no sort. The keys' walk counts their top
+// bytes; a radix select finds the sixth key from the top byte down, each
+// pass counting the next byte of the candidates that share the bytes so
+// far (compacted into the spare buffer); the base set is then every unit
+// above that key and the first at it, in unit order, then -1.
+// CHECK-LABEL: func.func @select_topk_base_only
+// CHECK: %[[KEYS:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// CHECK: %[[ORDER:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// CHECK: %[[SPARE:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// CHECK: %[[COUNT:.*]] = memref.alloc(%c256) : memref<?xi32>
+// CHECK: scf.for %[[G:.*]] = %c0 to %c2 step %c1 {
+// CHECK: memref.store %c0_i32, %[[COUNT]]
+// CHECK: memref.store %{{.*}}, %[[ORDER]][%{{.*}}] : memref<?xi32>
+// CHECK: arith.shrui %{{.*}}, %c24_i32 : i32
+// CHECK: memref.store %{{.*}}, %[[COUNT]]
+// CHECK: arith.cmpi sle, %{{.*}}, %c6_i32 : i32
+// CHECK: scf.if %{{.*}} -> (i32, i32) {
+// CHECK: arith.shrui %{{.*}}, %c16_i32 : i32
+// CHECK: memref.store %{{.*}}, %[[SPARE]][%{{.*}}] : memref<?xi32>
+// CHECK: arith.shrui %{{.*}}, %c8_i32 : i32
+// CHECK: arith.shrui %{{.*}}, %c0_i32 : i32
+// CHECK-NOT: %[[ORDER]]
+// CHECK: arith.cmpi ugt, %{{.*}}, %{{.*}} : i32
+// CHECK: memref.store %{{.*}}, %arg2[%{{.*}}, %[[G]], %{{.*}}] : memref<?x2x6xi32>
+// CHECK: memref.store %c-1_i32, %arg2[%{{.*}}, %[[G]], %{{.*}}] : memref<?x2x6xi32>
+// CHECK-NOT: %[[ORDER]]
+// CHECK: memref.dealloc
+// CHECK-NOT: condensate.
+func.func @select_topk_base_only(%sc: memref<?x4x?xf32>, %len: memref<?xi32>, %idx: memref<?x2x6xi32>) {
+  condensate.select_topk token scores(%sc : memref<?x4x?xf32>) lens(%len : memref<?xi32>) indices(%idx : memref<?x2x6xi32>) {anchor = 1 : i64, window = 4 : i64, window_max = 4 : i64, page_size = 16 : i64, base = 6 : i64}
+  return
+}
+
+// -----
+
 // base = 0 (a certified policy without top-k): there is no base set, so
 // nothing is collected and the 2 slots take the ranked extras from the top
 // of the order. This used to store every candidate into slots 0.. past the
@@ -302,6 +337,13 @@ func.func @dense_attend(%q: memref<?x4x16xf32>, %k: memref<?x2x16x16xf32>, %v: m
 // CHECK: vector.load %[[MASSES]][%{{.*}}] : memref<?xf64>, vector<8xf64>
 // CHECK-NOT: math.floor
 // CHECK: vector.reduction <add>, %{{.*}} : vector<8xf64> into f64
+// The taken extras back in their slots in unit order (from slot 4), their
+// marks cleared on the way.
+// CHECK: scf.for %[[U:.*]] = %c0 to %{{.*}} step %c1 iter_args(%[[AT:.*]] = %c4) -> (index) {
+// CHECK: %[[M:.*]] = memref.load %[[MARKS]][%[[U]]] : memref<?xi8>
+// CHECK: arith.cmpi ne, %[[M]], %c0_i8 : i8
+// CHECK: memref.store %{{.*}}, %arg2[%{{.*}}, %[[G]], %[[AT]]] : memref<?x2x6xi32>
+// CHECK-NEXT: memref.store %c0_i8, %[[MARKS]][%[[U]]] : memref<?xi8>
 // CHECK: memref.store %{{.*}}, %arg5[%{{.*}}, %[[G]]] : memref<?x2xi32>
 // CHECK: memref.store %{{.*}}, %arg6[%{{.*}}, %[[G]]] : memref<?x2xi32>
 // CHECK: arith.truncf %{{.*}} : f64 to f32

@@ -442,9 +442,23 @@ void lowerCertify(CertifyOp op, Emitter &e, PatternRewriter &rewriter) {
         // The marks now hold the final set: box the values it leaves out.
         if (op.getVbox())
           emitValueBox(e, op, marks, b, g, n, w, fallback);
-        if (tau > 0.0)
-          markUnits(e, b, g, e.idx(base), e.add(e.idx(base), extra), zero8);
         markUnits(e, b, g, e.idx(0), e.idx(base), zero8);
+        if (tau > 0.0) {
+          // The taken extras back in their slots in unit order, their
+          // marks cleared on the way: the attention then gathers them
+          // the way the cache lies, not in bound order (a walk of a
+          // thousand extras is a thousand scattered rows otherwise).
+          e.forLoop(
+              e.idx(0), live, e.idx(1), {e.idx(base)},
+              [&](Emitter &e, Value u, ValueRange at) -> SmallVector<Value> {
+                Value taken = e.ne(e.load(marks, {u}), zero8);
+                e.ifThen(taken, [&](Emitter &e) {
+                  e.store(e.toI32(u), op.getIndices(), {b, g, at[0]});
+                  e.store(zero8, marks, {u});
+                });
+                return {e.select(taken, e.add(at[0], e.idx(1)), at[0])};
+              });
+        }
         Value extraKept = e.select(fallback, e.idx(0), extra);
         e.store(e.toI32(extraKept), op.getExtra(), {b, g});
         e.store(e.select(fallback, e.i32(1), e.i32(0)), op.getFallback(),
