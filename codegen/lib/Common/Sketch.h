@@ -18,9 +18,13 @@
 // (2^-10 + 2^-10.8) step_c, below) with 17% to spare, and the third by the
 // magnitude term.
 //
-// The kernels evaluate q . (lo + code * step) in one of two forms:
+// The kernels evaluate q . (lo + code * step) in one of three forms:
 //  - dequantised: sum_c q_c * fma(code_c, step_c, lo_c), a chain of D
-//    products (the CPU, the GPU's certificate);
+//    products (the CPU's 8-bit sketches, the GPU's certificate);
+//  - split: sum_c q_c lo_c + sum_c fl(q_c step_c) code_c (the CPU's score
+//    for bits <= 4, a lane a token, ToLoops/Score.cpp), 2D terms of size
+//    at most |q_c| m_c, the code converted exactly, plus u sum_c |q_c| L
+//    step_c from rounding q_c step_c, as in the biased form;
 //  - biased (the GPU's score_sketch): with a_c = fl(q_c step_c) 2^bits (or
 //    fl(q_c (step_c 2^bits)), the same number barring underflow) and
 //    v_c = 1 + code_c 2^-bits (the code in the top mantissa bits of 1.0,
