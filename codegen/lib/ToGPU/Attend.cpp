@@ -1060,6 +1060,9 @@ void emitAttention(GPUEmitter &e, const AttentionShape &s,
 /// docs/TUNING.md).
 constexpr int64_t kSparseBlockTarget = 256;
 
+/// The multiprocessors a dense launch counts on (of sm_90's 132).
+constexpr int64_t kMultiprocessors = kGPUDenseBlockTarget / 4;
+
 /// The blocks a dense_attend launch aims for over all sequences and kv
 /// heads: one wave of the chip, the blocks a multiprocessor holds at once
 /// times 128 (of sm_90's 132; kGPUDenseBlockTarget, what chooseDenseSplits
@@ -1075,7 +1078,6 @@ constexpr int64_t kSparseBlockTarget = 256;
 /// shared (8 splits of 2K tokens at batch 8 of 8 kv heads and 16K, not 64
 /// of 256) took 28/4/128 B32/16K from 478 to 365 us.
 int64_t denseBlockTarget(const AttentionShape &s, const KernelBuilder &kb) {
-  constexpr int64_t kMultiprocessors = kGPUDenseBlockTarget / 4;
   int64_t blockWarps = (s.threads + kWarp - 1) / kWarp;
   int64_t resident;
   if (kb.attendOccupancy() > 0)
@@ -1118,7 +1120,6 @@ Value liveSplits(OpBuilder &b, Location loc, Value batch, int64_t hkv,
 Value denseLiveSplits(OpBuilder &b, Location loc, Value batch,
                       const AttentionShape &s, const KernelBuilder &kb,
                       int64_t splits) {
-  constexpr int64_t kMultiprocessors = kGPUDenseBlockTarget / 4;
   auto c = [&](int64_t x) { return arith::ConstantIndexOp::create(b, loc, x); };
   int64_t target = denseBlockTarget(s, kb);
   Value oneWave = liveSplits(b, loc, batch, s.hkv, splits, target);
