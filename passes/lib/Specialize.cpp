@@ -44,8 +44,8 @@ int64_t mlir::condensate::chooseDenseSplits(Target target, int64_t kvHeads) {
   // On a GPU a single sequence's kv heads get up to kGPUDenseBlockTarget
   // blocks however few they are: 64 splits for 8 kv heads, 256 for 2, 512
   // for 1. A launch runs fewer, one wave of the chip over all its
-  // sequences and kv heads (the lowering's liveSplits and
-  // denseBlockTarget: 256 or 512 blocks), and a context uses fewer still
+  // sequences and kv heads below 128 of them, 512 blocks from there (the
+  // lowering's denseLiveSplits), and a context uses fewer still
   // (denseSplitRange: chunks of at least 128 tokens); the unused splits'
   // blocks exit at once and the merge stops at the last live split.
   int64_t heads = std::max<int64_t>(kvHeads, 1);

@@ -24,11 +24,12 @@ constexpr double kBoundMargin = 1.0 / 16384.0;
 /// squares are off by at most head_dim * 2^-24 relative (2^-15 at 512).
 constexpr double kOutputBoundRoundUp = 1.0 + 1.0 / 4096.0;
 /// Dense attention gives each split at least this many tokens on the CPU
-/// (16 splits: float32 online softmax within 1e-5 of exact at 8K) and on a
-/// GPU, where a launch's splits are sized to fill the chip once
-/// (ToGPU/Attend.cpp, denseBlockTarget): short contexts use fewer splits
-/// and leave the others empty.
+/// (16 splits: float32 online softmax within 1e-5 of exact at 8K): short
+/// contexts use fewer splits and leave the others empty.
 constexpr int64_t kMinDenseChunk = 256;
+/// ... and on a GPU, whose launch runs only the splits that fill the chip
+/// (ToGPU/Attend.cpp, denseLiveSplits), so shorter chunks keep a short
+/// context's blocks busy.
 constexpr int64_t kMinDenseChunkGPU = 128;
 
 //===----------------------------------------------------------------------===//
