@@ -93,3 +93,18 @@ smollm2 = os.path.join(config.condensate_src_root,
 if os.path.isfile(smollm2):
     config.available_features.add("smollm2")
     config.substitutions.append(("%smollm2", smollm2))
+
+# The independent model reference (test/python/gguf_reference.py) needs
+# numpy, gguf and tokenizers, which scripts/setup.sh installs for the
+# python3 on PATH: `REQUIRES: gguf-reference` and `%gguf_reference` for the
+# tests that run it.
+import shutil
+import subprocess
+python3 = shutil.which("python3")
+if python3 and subprocess.run([python3, "-c", "import numpy, gguf, tokenizers"],
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0:
+    config.available_features.add("gguf-reference")
+    config.substitutions.append(
+        ("%gguf_reference", python3 + " " + os.path.join(
+            config.condensate_src_root, "test", "python", "gguf_reference.py")))

@@ -678,3 +678,45 @@ def test_prefill_bad_arguments_raise_clear_errors():
         run(page_table=bad)
     with pytest.raises(CondensateError, match="prefill_attention"):
         run(row_starts=torch.tensor([1, 20, 50], **i32))
+
+
+def test_bytes_read_from_a_calls_stats():
+    """Plan.bytes_read against the definition (runtime/core/Attention.cpp's
+    bytesRead): dense reads K and V once; block top-k its page boxes and the
+    K and V rows it attended, per kv head's share of the group."""
+    rng = random.Random(SEED ^ 0xB17E5)
+    gen = torch.Generator().manual_seed(rng.randrange(1 << 31))
+    shape = SHAPES[0]
+    hq, hkv, d, p, kv = shape
+    lens = [rng.randrange(200, 700), rng.randrange(1, 40), 16]
+    elem = torch.empty(0, dtype=KV_DTYPES[kv]).element_size()
+    for name in ("dense", "block_minmax"):
+        plan = make_plan(shape, POLICIES[name])
+        cache = Cache(plan, lens, gen)
+        q = torch.randn(len(lens), hq, d, generator=gen)
+        _, stats = plan.run(q, cache.k, cache.v, cache.page_table, cache.lens_t,
+                            cache.summaries)
+        got, dense = plan.bytes_read(cache.lens_t, stats)
+        want_dense = sum(2 * n * d * elem * hkv for n in lens)
+        assert dense == want_dense
+        if name == "dense":
+            assert got == want_dense
+            continue
+        want = 0.0
+        for b, n in enumerate(lens):
+            pages = math.ceil(n / p)
+            for h in range(hq):
+                attended = float(stats[b, h, 1])
+                want += (pages * 2 * d * 4 + 2 * attended * d * elem) / (hq // hkv)
+        assert got == pytest.approx(want, rel=1e-12)
+        assert got < dense
+    with pytest.raises(CondensateError, match="stats must be"):
+        plan.bytes_read(cache.lens_t, stats[:, :2])
+    with pytest.raises(CondensateError, match="lens must be"):
+        plan.bytes_read(cache.lens_t.long(), stats)
+    bad = stats.clone()
+    bad[0, 0, 1] = float("nan")
+    with pytest.raises(CondensateError, match="not finite"):
+        plan.bytes_read(cache.lens_t, bad)
+    with pytest.raises(CondensateError, match="layer 3 outside"):
+        plan.bytes_read(cache.lens_t, stats, layer=3)

@@ -10,7 +10,12 @@
 #include "condensate/Compiler/CPUProgram.h"
 #include "condensate/Compiler/Compiler.h"
 
+#include "condensate/Runtime/Attention.h"
+
 #include "../gpu/CAPIHandle.h"
+
+#include <cmath>
+#include <limits>
 
 using namespace condensate;
 using condensate::capi::fail;
@@ -142,6 +147,57 @@ int condensate_cpu_append(condensate_cpu_program *p, int64_t batch,
       capi::appendArgs(batch, max_pages, num_pages, k_new, v_new, k_cache,
                        v_cache, page_table, positions, summaries));
   return st.ok() ? 0 : fail(st, error, error_size);
+}
+
+int condensate_bytes_read(const char *model_mlir, int64_t layer, int64_t batch,
+                          const int32_t *lens, const float *stats,
+                          double *bytes, double *dense_bytes, char *error,
+                          size_t error_size) {
+  const char *what = "condensate_bytes_read";
+  if (!model_mlir || !lens || !stats || !bytes || !dense_bytes)
+    return fail(Status::error(std::string(what) + ": null argument"), error,
+                error_size);
+  auto model = parseModel(model_mlir, "<model>");
+  if (!model.ok())
+    return fail(model.status(), error, error_size);
+  const auto &[shape, schedule] = *model;
+  if (layer < 0 || layer >= shape.numLayers)
+    return fail(Status::error(std::string(what) + ": layer " +
+                              std::to_string(layer) + " outside [0, " +
+                              std::to_string(shape.numLayers) + ")"),
+                error, error_size);
+  if (batch < 1 || batch > std::numeric_limits<int32_t>::max())
+    return fail(Status::error(std::string(what) + ": batch " +
+                              std::to_string(batch) + " outside [1, 2^31)"),
+                error, error_size);
+  const int64_t group = shape.group();
+  double sum = 0.0, dense = 0.0;
+  for (int64_t b = 0; b < batch; ++b) {
+    if (lens[b] < 0)
+      return fail(
+          Status::error(std::string(what) + ": lens[" + std::to_string(b) +
+                        "] = " + std::to_string(lens[b]) + " is negative"),
+          error, error_size);
+    for (int64_t h = 0; h < shape.qHeads; ++h) {
+      const float *row0 = stats + (b * shape.qHeads + h) * abi::kStatsWidth;
+      const double read =
+          bytesRead(schedule.policyFor(layer, h / group), shape, lens[b], row0);
+      if (!std::isfinite(read))
+        return fail(Status::error(std::string(what) +
+                                  ": the stats of "
+                                  "sequence " +
+                                  std::to_string(b) + ", head " +
+                                  std::to_string(h) + " are not finite"),
+                    error, error_size);
+      sum += read;
+    }
+    dense += double(abi::denseBytes(lens[b], shape.headDim,
+                                    kvTypeBytes(shape.kvType))) *
+             double(shape.kvHeads);
+  }
+  *bytes = sum;
+  *dense_bytes = dense;
+  return 0;
 }
 
 } // extern "C"

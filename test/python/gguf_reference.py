@@ -35,6 +35,13 @@ dequant MODEL --out OUT [--tensor NAME[:FIRST:COUNT] ...] [--rows FIRST:COUNT]
     ne[0] first), "first_row", "num_rows", "offset" (in floats into OUT),
     "count"}]}.
 
+kv MODEL CAPTURE [--tolerance T]
+    Checks a `condensate-decode --capture-kv CAPTURE` folder: the queries of
+    the last prompt position and every position's keys and values after
+    RoPE, from this forward in float64 over capture.json's prompt_ids,
+    against q.npy, k.npy and v.npy (max |difference| / max |value| per
+    layer and tensor; exit status 1 above T, default 1e-3).
+
 logits MODEL (--prompt TEXT | --ids I,J,...) [--chat] [--last N]
              [--rope adjacent|halves] [--generate K] [--dtype float64|float32]
              [--out OUT.npy]
@@ -360,7 +367,10 @@ class Llama:
             out[..., half:self.n_rot] = a * sin + b * cos
         return out
 
-    def forward(self, ids, rope_mode="adjacent"):
+    def forward(self, ids, rope_mode="adjacent", record=None):
+        """Logits of every position; with `record` (a list), appends each
+        layer's (queries of the last position [n_head, head_dim], keys and
+        values [T, n_head_kv, head_dim]) after RoPE, as attention sees them."""
         T = len(ids)
         hd, nh, nkv = self.head_dim, self.n_head, self.n_head_kv
         x = self.tok_embd[np.asarray(ids)]                 # [T, n_embd]
@@ -382,6 +392,8 @@ class Llama:
                 q = self.rmsnorm(q, L["attn_q_norm"])
                 k = self.rmsnorm(k, L["attn_k_norm"])
             q, k = self.rope(q, rope_mode, theta), self.rope(k, rope_mode, theta)
+            if record is not None:
+                record.append((q[-1].copy(), k.copy(), v.copy()))
             group = nh // nkv
             attn = np.empty((T, nh, hd), dtype=x.dtype)
             for head in range(nh):
@@ -452,6 +464,43 @@ def cmd_logits(args):
             json.dump(meta, f, indent=1)
 
 
+def _bf16_to_f32(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def cmd_kv(args):
+    """Checks a `condensate-decode --capture-kv DIR` folder: this forward
+    over its prompt ids, in float64, against its q.npy, k.npy and v.npy."""
+    with open(os.path.join(args.capture, "capture.json")) as f:
+        meta = json.load(f)
+    ids = meta["prompt_ids"]
+    model = Llama(_reader(args.model))
+    record = []
+    model.forward(ids, args.rope or model.default_rope, record)
+    raw = {x: np.load(os.path.join(args.capture, x + ".npy"))
+           for x in ("q", "k", "v")}
+    if meta["kv_type"] == "bf16":
+        raw["k"], raw["v"] = _bf16_to_f32(raw["k"]), _bf16_to_f32(raw["v"])
+    worst = 0.0
+    for i, layer in enumerate(meta["layers"]):
+        q, k, v = record[layer]
+        ref = {"q": q, "k": k.transpose(1, 0, 2), "v": v.transpose(1, 0, 2)}
+        errs = []
+        for x in ("q", "k", "v"):
+            got = raw[x][i].astype(np.float64)
+            if got.shape != ref[x].shape:
+                raise SystemExit(f"layer {layer} {x}: shape {got.shape}, "
+                                 f"expected {ref[x].shape}")
+            err = np.abs(got - ref[x]).max() / max(np.abs(ref[x]).max(), 1e-30)
+            errs.append(err)
+            worst = max(worst, err)
+        print(f"layer {layer}: max error / max |value|: q {errs[0]:.2e} "
+              f"k {errs[1]:.2e} v {errs[2]:.2e}")
+    print(f"worst {worst:.2e} (tolerance {args.tolerance:.0e})")
+    if not worst <= args.tolerance:
+        raise SystemExit(f"captured KV differs from the reference: {worst:.2e}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -484,6 +533,13 @@ def main(argv=None):
                    help="arithmetic precision (float32 loads faster)")
     g.add_argument("--out")
     g.set_defaults(func=cmd_logits)
+
+    c = sub.add_parser("kv")
+    c.add_argument("model")
+    c.add_argument("capture", help="a condensate-decode --capture-kv folder")
+    c.add_argument("--rope", choices=["adjacent", "halves"], default=None)
+    c.add_argument("--tolerance", type=float, default=1e-3)
+    c.set_defaults(func=cmd_kv)
 
     args = ap.parse_args(argv)
     if args.cmd == "logits" and not (args.prompt or args.ids):

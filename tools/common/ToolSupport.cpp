@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <new>
+#include <sstream>
 #include <unistd.h>
 
 namespace condensate::tools {
@@ -23,6 +24,24 @@ int64_t parseInt(const std::string &flag, const std::string &text,
     fail(flag + " expects an integer in [" + std::to_string(min) + ", " +
          std::to_string(max) + "], got '" + text + "'");
   return v;
+}
+
+std::vector<std::string> splitList(const std::string &s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty())
+      out.push_back(item);
+  return out;
+}
+
+std::vector<std::string> nonEmptyList(const std::string &flag,
+                                      const std::string &s) {
+  std::vector<std::string> out = splitList(s);
+  if (out.empty())
+    fail(flag + ": the list is empty");
+  return out;
 }
 
 bool isRegularFile(const std::string &path) {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace condensate::tools {
 
@@ -78,6 +79,13 @@ constexpr int64_t kFallbackMemory = CONDENSATE_FALLBACK_MEMORY;
 /// `text` as a decimal integer in [min, max], or fail naming `flag`.
 int64_t parseInt(const std::string &flag, const std::string &text,
                  int64_t min, int64_t max);
+
+/// The non-empty items of a comma-separated list.
+std::vector<std::string> splitList(const std::string &s);
+/// splitList, failing naming `flag` when the list names nothing (an empty
+/// list would otherwise mean "all").
+std::vector<std::string> nonEmptyList(const std::string &flag,
+                                      const std::string &s);
 
 /// A one-line progress bar on a terminal's stderr: "LABEL [###...] 42%",
 /// followed by a short note of what is running.

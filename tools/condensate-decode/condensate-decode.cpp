@@ -7,6 +7,7 @@
 // and policy, and prints.
 //
 //===----------------------------------------------------------------------===//
+#include "Capture.h"
 #include "ToolSupport.h"
 
 #include "condensate/ABI/Limits.h"
@@ -83,13 +84,21 @@ const char *kUsage =
     "  --json                 print one JSON object instead of text\n"
     "  --quiet                print only the generated text\n"
     "  --profile              time the parts of the policy's decode "
-    "steps\n" CONDENSATE_FALLBACK_MEMORY_HELP(
+    "steps\n"
+    "  --capture-kv DIR       instead of generating: prefill the prompt but\n"
+    "                         its last token, decode that token (dense, on\n"
+    "                         the CPU) and write the step's queries and the\n"
+    "                         cache's keys and values to DIR (.npy files and\n"
+    "                         capture.json) for bench/bench_cold.py --kv DIR\n"
+    "  --capture-layers LIST  layers --capture-kv writes (comma-separated;\n"
+    "                         default: all)\n" CONDENSATE_FALLBACK_MEMORY_HELP(
         "  --fallback-memory N    ",
         "                         ") "  --help                 this message\n";
 
 struct Options {
   std::string model;
   std::optional<std::string> prompt, promptFile, policy, system;
+  std::optional<std::string> captureDir, captureLayers;
   bool chat = false, json = false, quiet = false, ignoreEos = false;
   bool compareDense = false, profile = false;
   int64_t maxNew = 64, pageSize = 0, threads = 0, longPrompt = 0;
@@ -143,6 +152,10 @@ Options parseArgs(int argc, char **argv) {
       o.pageSize = parseInt(arg, next(), 1, 1024);
     else if (arg == "--threads")
       o.threads = parseInt(arg, next(), 1, kMaxThreads);
+    else if (arg == "--capture-kv")
+      o.captureDir = next();
+    else if (arg == "--capture-layers")
+      o.captureLayers = next();
     else if (arg == "--fallback-memory")
       o.fallbackMemory = parseInt(arg, next(), 0, kMaxGeneratedTokens);
     else if (arg == "--kv-type") {
@@ -205,6 +218,14 @@ Options parseArgs(int argc, char **argv) {
     fail("--system needs --chat");
   if (o.gpuWeights && o.device != "gpu")
     fail("--gpu-weights needs --device gpu");
+  if (o.captureLayers && !o.captureDir)
+    fail("--capture-layers needs --capture-kv");
+  if (o.captureDir && o.device != "cpu")
+    fail("--capture-kv runs on the CPU (--device cpu)");
+  if (o.captureDir && o.compareDense)
+    fail("--capture-kv generates nothing to compare (drop --compare)");
+  if (o.captureDir && o.captureDir->empty())
+    fail("--capture-kv needs a folder");
   return o;
 }
 
@@ -302,6 +323,19 @@ int runTool(const Options &o) {
     prompt.insert(prompt.begin(), tokenizer.bosId());
   if (prompt.empty())
     fail("the prompt encodes to no tokens");
+
+  if (o.captureDir) {
+    CaptureRequest req;
+    req.dir = *o.captureDir;
+    req.layers = o.captureLayers.value_or("");
+    req.modelPath = modelPath;
+    req.kvType = o.kvType.value_or(KVType::F32);
+    req.threads = int(o.threads);
+    std::string done = captureKV(weights, prompt, req);
+    if (!o.quiet)
+      std::printf("%s\n", done.c_str());
+    return 0;
+  }
 
   // Policy ------------------------------------------------------------------
   PolicyChoice policy = choosePolicy(o);

@@ -24,7 +24,6 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -87,26 +86,6 @@ std::string valueAfter(int argc, char **argv, int &i) {
 
 int64_t parseInt(const std::string &flag, const std::string &text) {
   return tools::parseInt(flag, text, 0, std::numeric_limits<int64_t>::max());
-}
-
-std::vector<std::string> splitList(const std::string &s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty())
-      out.push_back(item);
-  return out;
-}
-
-/// splitList, failing naming `flag` when the list names nothing (an empty
-/// list would otherwise mean every context or policy).
-std::vector<std::string> nonEmptyList(const std::string &flag,
-                                      const std::string &s) {
-  std::vector<std::string> out = splitList(s);
-  if (out.empty())
-    fail(flag + ": the list is empty");
-  return out;
 }
 
 std::string commandLine(int argc, char **argv) {

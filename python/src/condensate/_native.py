@@ -118,6 +118,10 @@ def compiler() -> ctypes.CDLL:
             _declare(lib, "condensate_cpu_attend", [_P] + _ATTEND + [_S, _SZ])
             _declare(lib, "condensate_cpu_append", [_P] + _APPEND + [_S, _SZ])
             _declare(lib, "condensate_cpu_prefill", [_P] + _PREFILL + [_S, _SZ])
+            _declare(lib, "condensate_bytes_read",
+                     [_S, ctypes.c_int64, ctypes.c_int64, _P, _P,
+                      ctypes.POINTER(ctypes.c_double),
+                      ctypes.POINTER(ctypes.c_double), _S, _SZ])
             _compiler = lib
         return _compiler
 

@@ -122,6 +122,9 @@ class Plan:
         self.summary_rows = int(description["summary_rows"])
         self.adaptive = [bool(a) for a in description["adaptive"]]
         self.stats_fields = list(description["stats"])
+        # The condensate.model op text (bytes_read): plan() sets it, load()
+        # takes the manifest's.
+        self.model_mlir = ""
         self._err = _native.ErrorBuffer()
         self._call_lock = threading.Lock()
         self._reserved = (0, 0, 0)
@@ -171,6 +174,38 @@ class Plan:
             self.id, layer, q, k_cache, v_cache, page_table, lens, summaries,
             windows, out, stats)
         return out, stats
+
+    def bytes_read(self, lens: torch.Tensor, stats: torch.Tensor, *,
+                   layer: int = 0):
+        """Bytes of the KV cache a `run` of `layer` read, from the `lens`
+        ([B] int32) and `stats` ([B, Hq, 5]) of that call: returns (bytes,
+        dense_bytes), summed over the batch: what the generated stages read
+        (summaries and sketches scored, K and V attended, value boxes, the
+        sparse and the dense pass of a fallback) and what dense attention
+        reads over the same contexts. The savings of a policy are
+        1 - bytes / dense_bytes, not the positions it attended. Needs the
+        compiler library."""
+        if not self.model_mlir:
+            raise CondensateError("bytes_read: this plan has no model text")
+        B = lens.shape[0] if lens.dim() == 1 else -1
+        if lens.dtype != torch.int32 or B < 1:
+            raise CondensateError(
+                f"bytes_read: lens must be [B] int32, got {list(lens.shape)} "
+                f"{lens.dtype}")
+        want = (B, self.q_heads, len(self.stats_fields))
+        if stats.dtype != torch.float32 or tuple(stats.shape) != want:
+            raise CondensateError(
+                f"bytes_read: stats must be {list(want)} float32, got "
+                f"{list(stats.shape)} {stats.dtype}")
+        lens_h = lens.detach().to("cpu").contiguous()
+        stats_h = stats.detach().to("cpu").contiguous()
+        got, dense = ctypes.c_double(), ctypes.c_double()
+        lib = _native.compiler()
+        self._err.check(lib.condensate_bytes_read(
+            self.model_mlir.encode(), layer, B, lens_h.data_ptr(),
+            stats_h.data_ptr(), ctypes.byref(got), ctypes.byref(dense),
+            self._err.buf, _native._ERR), "bytes_read")
+        return got.value, dense.value
 
     def prefill(self, q: torch.Tensor, k_cache: torch.Tensor,
                 v_cache: torch.Tensor, page_table: torch.Tensor,
@@ -350,7 +385,9 @@ def plan(shape: ShapeLike, schedule: ScheduleLike = "dense", *, device="cpu",
                                              ctypes.byref(seconds), err.buf,
                                              _native._ERR), "plan (cpu)")
         desc = _describe(lib.condensate_cpu_describe, handle)
-        return Plan("cpu", handle.value, dev, desc, seconds.value, "compiled")
+        p = Plan("cpu", handle.value, dev, desc, seconds.value, "compiled")
+        p.model_mlir = text
+        return p
     if dev.type != "cuda":
         raise CondensateError(f"plan: device must be cpu or cuda, got {dev}")
     if dev.index not in (None, 0):
@@ -366,6 +403,7 @@ def plan(shape: ShapeLike, schedule: ScheduleLike = "dense", *, device="cpu",
     if use_prebuilt and text in prebuilt_libraries():
         p = load(prebuilt_libraries()[text], reserve=reserve)
         p.source = "prebuilt"
+        p.model_mlir = text
         return p
     source = ctypes.c_int()
     cache = None if cache_dir is None else cache_dir.encode()
@@ -376,6 +414,7 @@ def plan(shape: ShapeLike, schedule: ScheduleLike = "dense", *, device="cpu",
     desc = _describe(_native.runtime().condensate_gpu_describe, handle)
     p = Plan("gpu", handle.value, torch.device("cuda", 0), desc, seconds.value,
              ["compiled", "memory cache", "disk cache"][source.value])
+    p.model_mlir = text
     if reserve is not None:
         p.reserve(*reserve)
     return p
@@ -401,6 +440,8 @@ def load(library: Union[str, os.PathLike], *, reserve: Optional[Sequence[int]] =
               f"load {manifest}")
     desc = _describe(lib.condensate_gpu_describe, handle)
     p = Plan("gpu", handle.value, torch.device("cuda", 0), desc, 0.0, "aot")
+    with open(manifest) as f:
+        p.model_mlir = json.load(f).get("model_mlir", "")
     if reserve is not None:
         p.reserve(*reserve)
     return p

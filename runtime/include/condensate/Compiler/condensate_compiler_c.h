@@ -80,6 +80,20 @@ int condensate_cpu_append(condensate_cpu_program *program, int64_t batch,
                           const void *positions, void *summaries, char *error,
                           size_t error_size);
 
+/* Bytes of the KV cache one decode-attention call of `layer` read, from
+ * the call's own statistics: `lens` [batch] i32 and `stats` [batch, q_heads,
+ * 5] f32 as the call wrote them, both host memory, for the condensate.model
+ * op in `model_mlir`. `*bytes` receives what the generated stages read
+ * (summaries and sketches scored, K rows scored exactly, K and V attended,
+ * value boxes, the sparse and the dense pass of a fallback: the decoder's
+ * "bytes read", condensate::bytesRead), `*dense_bytes` what dense
+ * attention reads over the same contexts (K and V once); both summed over
+ * the batch. */
+int condensate_bytes_read(const char *model_mlir, int64_t layer, int64_t batch,
+                          const int32_t *lens, const float *stats,
+                          double *bytes, double *dense_bytes, char *error,
+                          size_t error_size);
+
 #ifdef __cplusplus
 }
 #endif
