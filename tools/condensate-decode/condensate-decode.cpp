@@ -224,6 +224,8 @@ Options parseArgs(int argc, char **argv) {
     fail("--capture-kv runs on the CPU (--device cpu)");
   if (o.captureDir && o.compareDense)
     fail("--capture-kv generates nothing to compare (drop --compare)");
+  if (o.captureDir && o.policy)
+    fail("--capture-kv decodes its one step densely (drop --policy)");
   if (o.captureDir && o.captureDir->empty())
     fail("--capture-kv needs a folder");
   return o;
