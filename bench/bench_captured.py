@@ -23,7 +23,7 @@ where it falls back.
 
 Usage:
   bench_captured.py --lib LIB --kv DIR [--taus 1e-2,1e-1] [--page-size 16]
-      [--json out.json] [--iters N]
+      [--batch B] [--json out.json] [--iters N]
 With BENCH_CAPTURED_DEVICE=cpu the same layouts, outputs, decisions and
 bytes come from the CPU program (condensate_cpu_*), and nothing is timed:
 a check of the setup on a machine without a GPU.
@@ -83,43 +83,46 @@ def load_capture(torch, path):
     return meta, q, k, v
 
 
-def make_copy(torch, q, k, v, p, gen):
+def make_copy(torch, q, k, v, p, gen, batch=1):
     """One layer's paged cache (condensate's layout, bf16, pages in a random
-    order) from a captured layer's q [Hq, D], k and v [Hkv, n, D]: page
-    summaries over each page's positions (min, max, sum of K; min, max of
-    V), and SDPA's views."""
+    order) from a captured layer's q [Hq, D], k and v [Hkv, n, D], for
+    `batch` sequences that each hold the captured one in their own pages:
+    page summaries over each page's positions (min, max, sum of K; min, max
+    of V), and SDPA's views."""
     hkv, n, d = k.shape
+    hq = q.shape[0]
     pages = math.ceil(n / p)
     pad = pages * p - n
     kp = torch.nn.functional.pad(k, (0, 0, 0, pad)).view(hkv, pages, p, d)
     vp = torch.nn.functional.pad(v, (0, 0, 0, pad)).view(hkv, pages, p, d)
-    perm = torch.randperm(pages, device=DEV, generator=gen)
-    kc = torch.empty(pages, hkv, p, d, device=DEV, dtype=torch.bfloat16)
-    vc = torch.empty_like(kc)
-    kc[perm] = kp.permute(1, 0, 2, 3)
-    vc[perm] = vp.permute(1, 0, 2, 3)
     valid = (torch.arange(pages * p, device=DEV) < n).view(1, pages, p, 1)
     kf, vf = kp.float(), vp.float()
     inf = torch.tensor(float("inf"), device=DEV)
-    summ = torch.empty(pages, hkv, 5, d, device=DEV, dtype=torch.float32)
-    rows = [torch.where(valid, kf, inf).amin(2),
-            torch.where(valid, kf, -inf).amax(2),
-            torch.where(valid, kf, 0.0).sum(2),
-            torch.where(valid, vf, inf).amin(2),
-            torch.where(valid, vf, -inf).amax(2)]
-    for i, r in enumerate(rows):
-        summ[perm, :, i] = r.permute(1, 0, 2)
-    c = dict(k=kc, v=vc, summ=summ,
-             q=q.view(1, *q.shape).contiguous(),
-             q4=q.to(torch.bfloat16).view(1, q.shape[0], 1, d),
-             ks=k.view(1, hkv, n, d), vs=v.view(1, hkv, n, d),
-             pt=perm.to(torch.int32).view(1, pages).contiguous(),
-             lens=torch.full((1,), n, device=DEV, dtype=torch.int32),
-             windows=torch.zeros(1, device=DEV, dtype=torch.int32),
-             out=torch.full((1, q.shape[0], d), float("nan"), device=DEV),
-             stats=torch.full((1, q.shape[0], 5), float("nan"),
-                              device=DEV),
-             num_pages=pages, max_pages=pages)
+    rows = torch.stack([torch.where(valid, kf, inf).amin(2),
+                        torch.where(valid, kf, -inf).amax(2),
+                        torch.where(valid, kf, 0.0).sum(2),
+                        torch.where(valid, vf, inf).amin(2),
+                        torch.where(valid, vf, -inf).amax(2)], 2)
+    num = batch * pages
+    perm = torch.randperm(num, device=DEV, generator=gen).view(batch, pages)
+    kc = torch.empty(num, hkv, p, d, device=DEV, dtype=torch.bfloat16)
+    vc = torch.empty_like(kc)
+    summ = torch.empty(num, hkv, 5, d, device=DEV, dtype=torch.float32)
+    for b in range(batch):
+        kc[perm[b]] = kp.permute(1, 0, 2, 3)
+        vc[perm[b]] = vp.permute(1, 0, 2, 3)
+        summ[perm[b]] = rows.permute(1, 0, 2, 3)
+    qb = q.expand(batch, hq, d).contiguous()
+    c = dict(k=kc, v=vc, summ=summ, q=qb,
+             q4=qb.to(torch.bfloat16).view(batch, hq, 1, d),
+             ks=k.expand(batch, hkv, n, d).contiguous(),
+             vs=v.expand(batch, hkv, n, d).contiguous(),
+             pt=perm.to(torch.int32).contiguous(),
+             lens=torch.full((batch,), n, device=DEV, dtype=torch.int32),
+             windows=torch.zeros(batch, device=DEV, dtype=torch.int32),
+             out=torch.full((batch, hq, d), float("nan"), device=DEV),
+             stats=torch.full((batch, hq, 5), float("nan"), device=DEV),
+             num_pages=num, max_pages=pages)
     return c
 
 
@@ -129,6 +132,9 @@ def main():
     ap.add_argument("--kv", required=True, help="a --capture-kv folder")
     ap.add_argument("--taus", default="1e-2,1e-1")
     ap.add_argument("--page-size", type=int, default=16)
+    ap.add_argument("--batch", type=int, default=1,
+                    help="sequences a call, each the captured one in its "
+                         "own pages")
     ap.add_argument("--iters", type=int, default=15)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -182,19 +188,22 @@ def main():
         check(lib.condensate_cpu_compile(text.encode(), ctypes.byref(prog),
                                          ctypes.byref(secs), err, 4096), err)
     print(f"{gpu_name}; {meta['model']} layers {meta['layers']}, context "
-          f"{n}, {hq}/{hkv}/{d}, pages of {p}; compiled in {secs.value:.1f} s",
+          f"{n}, {hq}/{hkv}/{d}, pages of {p}, batch {args.batch}; compiled in {secs.value:.1f} s",
           flush=True)
-    layer_bytes = 2 * n * hkv * d * 2
+    batch = args.batch
+    if not 1 <= batch <= 1024:
+        sys.exit(f"bench_captured.py: --batch must be in [1, 1024], got {batch}")
+    layer_bytes = 2 * batch * n * hkv * d * 2
     copies = max(2, math.ceil(3 * L2_BYTES / layer_bytes), lc) if gpu else lc
     gen = torch.Generator(device=DEV)
     gen.manual_seed(20261208)
     cs = []
     for i in range(copies):
-        c = make_copy(torch, q[i % lc], k[i % lc], v[i % lc], p, gen)
+        c = make_copy(torch, q[i % lc], k[i % lc], v[i % lc], p, gen, batch)
         add_sketches(torch, c, BITS)
         cs.append(c)
     if gpu:
-        check(lib.condensate_gpu_reserve(prog, 1, cs[0]["max_pages"],
+        check(lib.condensate_gpu_reserve(prog, batch, cs[0]["max_pages"],
                                          cs[0]["num_pages"], err, 4096), err)
     methods = {"dense": 0, "sketch": 1}
     for i, t in enumerate(taus):
@@ -203,7 +212,7 @@ def main():
     def ours(layer, c):
         if not gpu:
             return lambda: check(lib.condensate_cpu_attend(
-                prog, layer, 1, c["max_pages"], c["num_pages"],
+                prog, layer, batch, c["max_pages"], c["num_pages"],
                 c["q"].data_ptr(), c["k"].data_ptr(), c["v"].data_ptr(),
                 c["pt"].data_ptr(), c["lens"].data_ptr(),
                 c["windows"].data_ptr(), c["summ_sketch"].data_ptr(),
@@ -211,7 +220,7 @@ def main():
 
         def call():
             check(lib.condensate_gpu_attend(
-                prog, layer, 1, c["max_pages"], c["num_pages"],
+                prog, layer, batch, c["max_pages"], c["num_pages"],
                 c["q"].data_ptr(), c["k"].data_ptr(), c["v"].data_ptr(),
                 c["pt"].data_ptr(), c["lens"].data_ptr(),
                 c["windows"].data_ptr(), c["summ_sketch"].data_ptr(),
@@ -227,7 +236,7 @@ def main():
                     scale=meta["scale"])
         return call
 
-    row = {"gpu": gpu_name, "capture": meta, "page_size": p,
+    row = {"gpu": gpu_name, "capture": meta, "page_size": p, "batch": batch,
            "copies": copies, "layer_kv_bytes": layer_bytes,
            "copy_bandwidth_Bps": bw,
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -251,7 +260,7 @@ def main():
                 # backend float32 ones.
                 qs, ks, vs = c["q4"], c["ks"], c["vs"]
                 if not gpu:
-                    qs = c["q"].view(1, hq, 1, d)
+                    qs = c["q"].view(batch, hq, 1, d)
                     ks, vs = ks.float(), vs.float()
                 with sdpa_kernel(SDPBackend.FLASH_ATTENTION if gpu else
                                  SDPBackend.MATH):
@@ -263,12 +272,12 @@ def main():
             m["rel_diff_vs_dense"].append(
                 float((out - ref).norm() / ref.norm()))
             st = c["stats"].cpu()
-            m["fallback"].append(float((st[0, :, 3] != 0).float().mean()))
-            m["early"].append(float((st[0, :, 3] == 2).float().mean()))
+            m["fallback"].append(float((st[..., 3] != 0).float().mean()))
+            m["early"].append(float((st[..., 3] == 2).float().mean()))
             got, dense = ctypes.c_double(), ctypes.c_double()
             lens = c["lens"].cpu()
             check(lib.condensate_bytes_read(
-                text.encode(), layer, 1, lens.data_ptr(),
+                text.encode(), layer, batch, lens.data_ptr(),
                 st.data_ptr(), ctypes.byref(got), ctypes.byref(dense), err,
                 4096), err)
             m["bytes"] += got.value

@@ -17,6 +17,9 @@ tar xJf .carry/cap8k.tar.xz -C /tmp
 OUT=$OUT/benchmarks/logs step captured 100 python3 bench/bench_captured.py \
   --lib .carry/run/lib/libCondensateCompiler.so --kv /tmp/cap8k \
   --taus 1e-2,1e-1 --json $OUT/benchmarks/captured.json
+OUT=$OUT/benchmarks/logs step captured-b8 60 python3 bench/bench_captured.py \
+  --lib .carry/run/lib/libCondensateCompiler.so --kv /tmp/cap8k \
+  --taus 1e-2,1e-1 --batch 8 --json $OUT/benchmarks/captured-b8.json
 STEPS=ncu bash bench/benchmarks.sh > $OUT/ncu-run.log 2>&1
 tail -8 $OUT/ncu-run.log
 tar czf $O/run2.tar.gz -C /tmp/o .

@@ -8,7 +8,8 @@
 #      key cases: batch 1, 8, 32 at 16K, 32K, 128K and 1M tokens;
 #   2. attention on KV captured from SmolLM2-135M at 8,164 tokens (layers 5
 #      and 20, bf16; `condensate-decode --long-prompt 8150 --capture-kv
-#      cap8k --capture-layers 5,20 --kv-type bf16`): bench/bench_captured.py;
+#      cap8k --capture-layers 5,20 --kv-type bf16`): bench/bench_captured.py,
+#      one sequence and 8 (each the captured one in its own pages);
 #   3. the checks (every GPU test against the float64 reference,
 #      compute-sanitizer memcheck and racecheck: benchmarks.sh `checks`)
 #      in what is left.
@@ -27,6 +28,9 @@ tar xJf .carry/cap8k.tar.xz -C /tmp
 OUT=$OUT/benchmarks/logs step captured 80 python3 bench/bench_captured.py \
   --lib .carry/run/lib/libCondensateCompiler.so --kv /tmp/cap8k \
   --taus 1e-2,1e-1 --json $OUT/benchmarks/captured.json
+OUT=$OUT/benchmarks/logs step captured-b8 60 python3 bench/bench_captured.py \
+  --lib .carry/run/lib/libCondensateCompiler.so --kv /tmp/cap8k \
+  --taus 1e-2,1e-1 --batch 8 --json $OUT/benchmarks/captured-b8.json
 TEST_SECONDS=${TEST_SECONDS:-120} STEPS=checks bash bench/benchmarks.sh \
   > $OUT/checks-run.log 2>&1
 tail -30 $OUT/checks-run.log
