@@ -183,10 +183,8 @@ int condensate_bytes_read(const char *model_mlir, int64_t layer, int64_t batch,
       const double read =
           bytesRead(schedule.policyFor(layer, h / group), shape, lens[b], row0);
       if (!std::isfinite(read))
-        return fail(Status::error(std::string(what) +
-                                  ": the stats of "
-                                  "sequence " +
-                                  std::to_string(b) + ", head " +
+        return fail(Status::error(std::string(what) + ": the stats of " +
+                                  "sequence " + std::to_string(b) + ", head " +
                                   std::to_string(h) + " are not finite"),
                     error, error_size);
       sum += read;

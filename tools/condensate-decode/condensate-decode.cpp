@@ -89,7 +89,7 @@ const char *kUsage =
     "                         its last token, decode that token (dense, on\n"
     "                         the CPU) and write the step's queries and the\n"
     "                         cache's keys and values to DIR (.npy files and\n"
-    "                         capture.json) for bench/bench_cold.py --kv DIR\n"
+    "                         capture.json) for bench/bench_captured.py\n"
     "  --capture-layers LIST  layers --capture-kv writes (comma-separated;\n"
     "                         default: all)\n" CONDENSATE_FALLBACK_MEMORY_HELP(
         "  --fallback-memory N    ",
