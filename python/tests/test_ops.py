@@ -700,7 +700,7 @@ def test_bytes_read_from_a_calls_stats():
         want_dense = sum(2 * n * d * elem * hkv for n in lens)
         assert dense == want_dense
         if name == "dense":
-            assert got == want_dense
+            assert got == pytest.approx(want_dense, rel=1e-12)
             continue
         want = 0.0
         for b, n in enumerate(lens):
@@ -720,3 +720,5 @@ def test_bytes_read_from_a_calls_stats():
         plan.bytes_read(cache.lens_t, bad)
     with pytest.raises(CondensateError, match="layer 3 outside"):
         plan.bytes_read(cache.lens_t, stats, layer=3)
+    with pytest.raises(CondensateError, match="layer must be an int"):
+        plan.bytes_read(cache.lens_t, stats, layer=0.5)

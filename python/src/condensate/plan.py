@@ -183,8 +183,11 @@ class Plan:
         (summaries and sketches scored, K and V attended, value boxes, the
         sparse and the dense pass of a fallback) and what dense attention
         reads over the same contexts. The savings of a policy are
-        1 - bytes / dense_bytes, not the positions it attended. Needs the
-        compiler library."""
+        1 - bytes / dense_bytes, not the positions it attended. Copies
+        `lens` and `stats` to the host (on a GPU that synchronises). Needs
+        the compiler library."""
+        if not isinstance(layer, int) or isinstance(layer, bool):
+            raise CondensateError(f"bytes_read: layer must be an int, got {layer!r}")
         if not self.model_mlir:
             raise CondensateError("bytes_read: this plan has no model text")
         B = lens.shape[0] if lens.dim() == 1 else -1
