@@ -168,6 +168,9 @@ def main():
         lib.condensate_cpu_attend.argtypes = (
             [c_.c_void_p, c_.c_int64, c_.c_int64, c_.c_int64, c_.c_int64] +
             ptrs + [c_.c_char_p, c_.c_size_t])
+    batch = args.batch
+    if not 1 <= batch <= 1024:
+        sys.exit(f"bench_captured.py: --batch must be in [1, 1024], got {batch}")
     meta, q, k, v = load_capture(torch, args.kv)
     lc, hq, d = q.shape
     hkv, n = k.shape[1], k.shape[2]
@@ -188,11 +191,8 @@ def main():
         check(lib.condensate_cpu_compile(text.encode(), ctypes.byref(prog),
                                          ctypes.byref(secs), err, 4096), err)
     print(f"{gpu_name}; {meta['model']} layers {meta['layers']}, context "
-          f"{n}, {hq}/{hkv}/{d}, pages of {p}, batch {args.batch}; compiled in {secs.value:.1f} s",
-          flush=True)
-    batch = args.batch
-    if not 1 <= batch <= 1024:
-        sys.exit(f"bench_captured.py: --batch must be in [1, 1024], got {batch}")
+          f"{n}, {hq}/{hkv}/{d}, pages of {p}, batch {batch}; compiled in "
+          f"{secs.value:.1f} s", flush=True)
     layer_bytes = 2 * batch * n * hkv * d * 2
     copies = max(2, math.ceil(3 * L2_BYTES / layer_bytes), lc) if gpu else lc
     gen = torch.Generator(device=DEV)
@@ -236,7 +236,9 @@ def main():
                     scale=meta["scale"])
         return call
 
-    row = {"gpu": gpu_name, "capture": meta, "page_size": p, "batch": batch,
+    capture = {key: val for key, val in meta.items() if key != "prompt_ids"}
+    capture["prompt_tokens"] = len(meta.get("prompt_ids", []))
+    row = {"gpu": gpu_name, "capture": capture, "page_size": p, "batch": batch,
            "copies": copies, "layer_kv_bytes": layer_bytes,
            "copy_bandwidth_Bps": bw,
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
