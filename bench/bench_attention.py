@@ -150,6 +150,34 @@ def copy_bandwidth():
     return 2 * x.numel() * 2 / (ms * 1e-3)  # read + write
 
 
+def page_summaries(k, v, valid=None):
+    """The page summaries [pages, Hkv, 5, D] f32 of a paged cache k, v
+    [pages, Hkv, P, D] (AttentionABI.h's box rows): min, max and sum of K,
+    min and max of V over each page's positions, those `valid` [pages, P]
+    marks where it is given (a sequence's last page may be partial)."""
+    pages, hkv, p, d = k.shape
+    summ = torch.empty(pages, hkv, 5, d, device=k.device, dtype=torch.float32)
+    inf = float("inf")
+    step = max(1, (1 << 28) // (hkv * p * d * 4))
+    for s in range(0, pages, step):
+        kk = k[s:s + step].float()
+        vv = v[s:s + step].float()
+        if valid is None:
+            rows = (kk.amin(dim=2), kk.amax(dim=2), kk.sum(dim=2),
+                    vv.amin(dim=2), vv.amax(dim=2))
+        else:
+            out = ~valid[s:s + step, None, :, None]
+            rows = (kk.masked_fill(out, inf).amin(dim=2),
+                    kk.masked_fill(out, -inf).amax(dim=2),
+                    kk.masked_fill(out, 0.0).sum(dim=2),
+                    vv.masked_fill(out, inf).amin(dim=2),
+                    vv.masked_fill(out, -inf).amax(dim=2))
+        for i, r in enumerate(rows):
+            summ[s:s + step, :, i] = r
+        del kk, vv, rows
+    return summ
+
+
 def make_cache(hq, hkv, d, batch, n, gen):
     """One layer's cache in condensate's paged layout [pages, Hkv, P, D]:
     random bf16 keys and values, and structure real caches have and random
@@ -181,17 +209,7 @@ def make_cache(hq, hkv, d, batch, n, gen):
         pages = pt[b, chosen].long()
         boost = amp[b][:, None] * qdir[b]
         k[pages] = (k[pages].float() + boost[None, :, None, :]).to(k.dtype)
-    summ = torch.empty(num_pages, hkv, 5, d, device=dev, dtype=torch.float32)
-    step = max(1, (1 << 28) // (hkv * P * d * 4))
-    for s in range(0, num_pages, step):
-        kk = k[s:s + step].float()
-        vv = v[s:s + step].float()
-        summ[s:s + step, :, 0] = kk.amin(dim=2)
-        summ[s:s + step, :, 1] = kk.amax(dim=2)
-        summ[s:s + step, :, 2] = kk.sum(dim=2)
-        summ[s:s + step, :, 3] = vv.amin(dim=2)
-        summ[s:s + step, :, 4] = vv.amax(dim=2)
-        del kk, vv
+    summ = page_summaries(k, v)
     ks = k[pt.long()].permute(0, 2, 1, 3, 4).reshape(batch, hkv, -1, d)
     vs = v[pt.long()].permute(0, 2, 1, 3, 4).reshape(batch, hkv, -1, d)
     return dict(k=k, v=v, q=q, q4=q.to(torch.bfloat16).unsqueeze(2), pt=pt,

@@ -89,29 +89,24 @@ def make_copy(torch, q, k, v, p, gen, batch=1):
     `batch` sequences that each hold the captured one in their own pages:
     page summaries over each page's positions (min, max, sum of K; min, max
     of V), and SDPA's views."""
+    from bench_attention import page_summaries
     hkv, n, d = k.shape
     hq = q.shape[0]
     pages = math.ceil(n / p)
     pad = pages * p - n
     kp = torch.nn.functional.pad(k, (0, 0, 0, pad)).view(hkv, pages, p, d)
     vp = torch.nn.functional.pad(v, (0, 0, 0, pad)).view(hkv, pages, p, d)
-    valid = (torch.arange(pages * p, device=DEV) < n).view(1, pages, p, 1)
-    kf, vf = kp.float(), vp.float()
-    inf = torch.tensor(float("inf"), device=DEV)
-    rows = torch.stack([torch.where(valid, kf, inf).amin(2),
-                        torch.where(valid, kf, -inf).amax(2),
-                        torch.where(valid, kf, 0.0).sum(2),
-                        torch.where(valid, vf, inf).amin(2),
-                        torch.where(valid, vf, -inf).amax(2)], 2)
+    valid = (torch.arange(pages * p, device=DEV) < n).view(pages, p)
     num = batch * pages
     perm = torch.randperm(num, device=DEV, generator=gen).view(batch, pages)
     kc = torch.empty(num, hkv, p, d, device=DEV, dtype=torch.bfloat16)
     vc = torch.empty_like(kc)
-    summ = torch.empty(num, hkv, 5, d, device=DEV, dtype=torch.float32)
+    valid_pool = torch.empty(num, p, device=DEV, dtype=torch.bool)
     for b in range(batch):
         kc[perm[b]] = kp.permute(1, 0, 2, 3)
         vc[perm[b]] = vp.permute(1, 0, 2, 3)
-        summ[perm[b]] = rows.permute(1, 0, 2, 3)
+        valid_pool[perm[b]] = valid
+    summ = page_summaries(kc, vc, valid_pool)
     qb = q.expand(batch, hq, d).contiguous()
     c = dict(k=kc, v=vc, summ=summ, q=qb,
              q4=qb.to(torch.bfloat16).view(batch, hq, 1, d),
