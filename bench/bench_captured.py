@@ -10,9 +10,10 @@ exceed 3x the 60 MB L2, copy i holding captured layer i mod the captured
 count, all in one CUDA graph, median replay over L per layer):
   - torch SDPA, cuDNN and flash backends (GQA);
   - our dense decode;
-  - the certified key-sketch policy of examples/certified.mlir (anchor 1,
-    window 64, 4-bit sketch top-192, extras open up to the context, no
-    output-error bound) at each --taus;
+  - the certified key-sketch policy of examples/certified.mlir (read from
+    it: today anchor 1, window 64, 4-bit sketch top-192, no output-error
+    bound) with extras open up to the context and pages of --page-size, at
+    each --taus;
   - the uncertified 4-bit sketch top-960 (~1K tokens, bench_cold's budget).
 Each method's bytes read come from its own call's statistics
 (condensate_bytes_read, the decoder's definition), over every captured
@@ -33,6 +34,7 @@ import ctypes
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -40,7 +42,10 @@ L2_BYTES = 60 * 1024**2
 DEV = os.environ.get("BENCH_CAPTURED_DEVICE", "cuda")  # "cpu": layout checks
 BITS = 4
 SKETCH_TOPK = 960
-CERT_TOPK = 192
+# The certified policy timed: examples/certified.mlir's default policy, its
+# tau, page size and max_extra set per run (certified_policy).
+CERTIFIED_EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                 "..", "examples", "certified.mlir")
 MODEL = """condensate.model @captured layers = {layers}, q_heads = {hq},
     kv_heads = {hkv}, head_dim = {d}, page_size = {p}, kv_type = bf16,
     scale = {scale}, schedule = #condensate.schedule<layers = {layers},
@@ -50,10 +55,27 @@ MODEL = """condensate.model @captured layers = {layers}, q_heads = {hq},
           page_size = {p}>>{cert_rules}]>
 """
 CERT_RULE = """,
-        #condensate.rule<layers = [{layer}], policy = #condensate.policy<
-          anchor = 1, window = 64, topk = {topk}, selector = sketch,
-          bits = {bits}, tau = {tau}, max_extra = {extra},
-          output_bound = false, page_size = {p}>>"""
+        #condensate.rule<layers = [{layer}], policy = {policy}>"""
+
+
+def certified_policy(tau, page_size, max_extra):
+    """examples/certified.mlir's default policy with `tau`, `page_size`
+    and `max_extra` (open extras: at least the context) in place of its
+    own."""
+    with open(CERTIFIED_EXAMPLE) as fh:
+        text = fh.read()
+    m = re.search(r"default = (#condensate\.policy<[^>]*>)", text)
+    if not m or "selector = sketch" not in m.group(1):
+        sys.exit(f"bench_captured.py: no sketch policy as the default of "
+                 f"{CERTIFIED_EXAMPLE}")
+    policy = " ".join(m.group(1).split())
+    for key, value in (("tau", f"{tau:e}"), ("max_extra", str(max_extra)),
+                       ("page_size", str(page_size))):
+        policy, count = re.subn(rf"\b{key} = [^,>]+", f"{key} = {value}",
+                                policy)
+        if count == 0:
+            policy = policy[:-1] + f", {key} = {value}>"
+    return policy
 
 
 def load_capture(torch, path):
@@ -172,8 +194,9 @@ def main():
     p = args.page_size
     taus = [float(t) for t in args.taus.split(",") if t]
     cert_rules = "".join(
-        CERT_RULE.format(layer=2 + i, topk=CERT_TOPK, bits=BITS, tau=f"{t:e}",
-                         extra=max(32768, n), p=p) for i, t in enumerate(taus))
+        CERT_RULE.format(layer=2 + i,
+                         policy=certified_policy(t, p, max(32768, n)))
+        for i, t in enumerate(taus))
     text = MODEL.format(layers=2 + len(taus), hq=hq, hkv=hkv, d=d, p=p,
                         scale=f"{meta['scale']:.9e}", sketch_topk=SKETCH_TOPK,
                         bits=BITS, cert_rules=cert_rules)
