@@ -159,13 +159,7 @@ std::string captureKV(std::shared_ptr<const decoder::ModelWeights> weights,
       {"head_dim", d},
       {"kv_type", kvTypeName(s.kvType)},
       {"scale", s.effectiveScale()},
-      {"prompt_ids", prompt},
-      {"files",
-       {{"q", "q.npy: float32 [layers, q_heads, head_dim], the decode "
-              "step's queries"},
-        {"k", "k.npy: [layers, kv_heads, context, head_dim] of kv_type "
-              "(bf16 as its uint16 bits)"},
-        {"v", "v.npy: as k.npy"}}}};
+      {"prompt_ids", prompt}};
   std::ofstream js(dir + "capture.json");
   js << meta.dump(1) << "\n";
   js.close();

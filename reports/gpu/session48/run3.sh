@@ -13,8 +13,8 @@
 #   3. the checks (every GPU test against the float64 reference,
 #      compute-sanitizer memcheck and racecheck: benchmarks.sh `checks`)
 #      in what is left.
-# Nsight Compute (benchmarks.sh `ncu`) did not fit the session's device
-# time.
+# Nsight Compute (benchmarks.sh `ncu`) is a further call where device time
+# allows.
 set -u
 mkdir -p $OUT/benchmarks/logs
 nvidia-smi -L
